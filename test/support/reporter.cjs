@@ -1,0 +1,14 @@
+// Mocha's spec reporter plus one closing line CI reads: "N passed, N failed".
+const Mocha = require('mocha');
+const { EVENT_RUN_END } = Mocha.Runner.constants;
+
+class SpecWithTotals extends Mocha.reporters.Spec {
+  constructor(runner, options) {
+    super(runner, options);
+    runner.once(EVENT_RUN_END, () => {
+      const { passes, failures, pending } = runner.stats;
+      process.stdout.write(`\ntests: ${passes} passed, ${failures} failed${pending ? `, ${pending} skipped` : ''}\n`);
+    });
+  }
+}
+module.exports = SpecWithTotals;
