@@ -1,0 +1,65 @@
+// The gateway's pipeline, top to bottom. Cross-cutting concerns are one small
+// middleware each; per-route auth, scope and body validation come from each
+// route's own declaration.
+import Koa from 'koa';
+import Router from '@koa/router';
+import { badRequest } from './errors.ts';
+import { requestId } from './http/request-id.ts';
+import { accessLog } from './http/access-log.ts';
+import { errorBodies } from './http/errors.ts';
+import { platformRoutes } from './http/platform.ts';
+import { authenticate, requireScope } from './http/auth.ts';
+import { readJsonBody } from './http/body.ts';
+import { validator, describeError } from '../schemas/index.ts';
+import type { GatewayState, Ctx, Next } from './context.ts';
+import type { RouteSpec } from './routes/route.ts';
+import type { Services } from './services.ts';
+import { opsRoutes } from './routes/ops.ts';
+import { predictRoutes } from './routes/predict.ts';
+import { runRoutes } from './routes/runs.ts';
+import { recipeRoutes } from './routes/recipes.ts';
+
+export const ALL_ROUTES: RouteSpec[] = [...opsRoutes, ...predictRoutes, ...runRoutes, ...recipeRoutes];
+
+function routeChain(route: RouteSpec, s: Services) {
+  const chain: Array<(ctx: Ctx, next: Next) => Promise<unknown>> = [];
+  if (route.auth) chain.push(authenticate(s.tenants));
+  if (route.scope) {
+    const scope = route.scope;
+    chain.push(async (ctx, next) => {
+      requireScope(ctx, scope);
+      return next();
+    });
+  }
+  if (route.body) {
+    const { schema, precheck } = route.body;
+    const validate = validator(schema);
+    chain.push(async (ctx, next) => {
+      const body = await readJsonBody(ctx, { maxBytes: s.config.maxBodyBytes, maxDepth: s.config.maxJsonDepth });
+      if (body === null || typeof body !== 'object' || Array.isArray(body)) throw badRequest('(body): must be a JSON object');
+      precheck?.(body);
+      if (!validate(body)) throw badRequest(describeError('', validate.errors));
+      ctx.state.body = body;
+      return next();
+    });
+  }
+  chain.push(async (ctx) => route.handler(ctx, s));
+  return chain;
+}
+
+export function buildApp(s: Services, routes: RouteSpec[] = ALL_ROUTES): Koa<GatewayState> {
+  const app = new Koa<GatewayState>({ proxy: false });
+  app.silent = true; // errors are logged by errorBodies, once, without tokens
+  const router = new Router<GatewayState>();
+  for (const r of routes) {
+    const method = r.method.toLowerCase() as 'get' | 'post' | 'delete';
+    router[method](r.path, ...(routeChain(r, s) as never[]));
+  }
+  app.use(requestId());
+  app.use(accessLog(s.log, (route, method, status, seconds) => s.metrics.httpRequest(route, method, status, seconds)));
+  app.use(errorBodies(s.log));
+  app.use(platformRoutes(s.config.gatewayApiKey));
+  app.use(router.routes());
+  app.use(router.allowedMethods({ throw: true }));
+  return app;
+}

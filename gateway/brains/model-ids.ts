@@ -1,0 +1,9 @@
+// The brain ids the service accepts (GET /v1/models). Which backend serves each
+// id is configuration (the brains issue); this list is the contract.
+export const MODEL_IDS = ['default-cua', 'compact-cua', 'tuned-cua', 'mid-cua-8b', 'mid-cua-32b', 'large-cua-32b', 'large-cua-72b', 'hosted-api'] as const;
+export const DEFAULT_MODEL = 'default-cua';
+
+/** Single-brain deployments list only SERVICE_MODEL; multi-backend ones list all. */
+export function servedModels(singleModel?: string): string[] {
+  return singleModel ? [singleModel] : [...MODEL_IDS];
+}

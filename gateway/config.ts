@@ -1,0 +1,85 @@
+// Every environment variable the gateway reads, in one place, with its default.
+// README.md's configuration table is written from this file; keep them in step.
+import path from 'node:path';
+
+export interface GatewayConfig {
+  host: string;
+  port: number;
+  dataDir: string;
+  tenantKeysPath?: string;
+  tenantKeysJson?: string;
+  apiToken?: string;
+  apiTokenTenantId: string;
+  gatewayApiKey?: string;
+  redisUrl?: string;
+  plansDir: string;
+  recipesDir: string;
+  maxLoopIterations: number;
+  singleModel?: string;
+  enableDocsUi: boolean;
+  maxBodyBytes: number;
+  maxPlanSteps: number;
+  maxJsonDepth: number;
+  maxRecipesPerTenant: number;
+  keysCacheMs: number;
+  idempotencyTtlSeconds: number;
+  shutdownGraceMs: number;
+  logLevel: string;
+  gitSha?: string;
+  deployedAt?: string;
+  proxyProvider: string;
+}
+
+type Env = Record<string, string | undefined>;
+
+/** Flags accept 0, false, no, off (any case) as off; any other non-empty value is on. */
+export function envFlag(value: string | undefined, dflt: boolean): boolean {
+  if (value === undefined || value.trim() === '') return dflt;
+  return !['0', 'false', 'no', 'off'].includes(value.trim().toLowerCase());
+}
+
+function envInt(env: Env, name: string, dflt: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return dflt;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    throw new Error(`${name} must be an integer between ${min} and ${max}, got ${JSON.stringify(raw)}`);
+  }
+  return n;
+}
+
+function envStr(env: Env, name: string): string | undefined {
+  const v = env[name];
+  return v === undefined || v === '' ? undefined : v;
+}
+
+export function loadConfig(env: Env = process.env, cwd = process.cwd()): GatewayConfig {
+  const root = path.resolve(import.meta.dirname, '..');
+  return {
+    host: envStr(env, 'SERVICE_HOST') ?? '127.0.0.1',
+    port: envInt(env, 'SERVICE_PORT', 8080, 0, 65535),
+    dataDir: path.resolve(cwd, envStr(env, 'SERVICE_DATA_DIR') ?? '.data'),
+    tenantKeysPath: envStr(env, 'SERVICE_TENANT_KEYS_PATH'),
+    tenantKeysJson: envStr(env, 'SERVICE_TENANT_KEYS_JSON'),
+    apiToken: envStr(env, 'SERVICE_API_TOKEN'),
+    apiTokenTenantId: envStr(env, 'SERVICE_API_TENANT_ID') ?? 'default',
+    gatewayApiKey: envStr(env, 'GATEWAY_API_KEY'),
+    redisUrl: envStr(env, 'SERVICE_REDIS_URL'),
+    plansDir: path.resolve(cwd, envStr(env, 'SERVICE_PLANS_DIR') ?? path.join(root, 'config/plans')),
+    recipesDir: path.resolve(cwd, envStr(env, 'SERVICE_RECIPES_DIR') ?? path.join(root, 'plugins/recipes')),
+    maxLoopIterations: envInt(env, 'SERVICE_MAX_LOOP_ITERATIONS', 50, 0, 10_000),
+    singleModel: envStr(env, 'SERVICE_MODEL'),
+    enableDocsUi: envFlag(env.SERVICE_ENABLE_DOCS_UI, false),
+    maxBodyBytes: envInt(env, 'SERVICE_MAX_BODY_BYTES', 1024 * 1024, 1024),
+    maxPlanSteps: envInt(env, 'SERVICE_MAX_PLAN_STEPS', 500, 1),
+    maxJsonDepth: envInt(env, 'SERVICE_MAX_JSON_DEPTH', 64, 8, 1000),
+    maxRecipesPerTenant: envInt(env, 'SERVICE_MAX_RECIPES_PER_TENANT', 200, 1),
+    keysCacheMs: envInt(env, 'SERVICE_KEYS_CACHE_MS', 5000, 0, 5000),
+    idempotencyTtlSeconds: envInt(env, 'SERVICE_IDEMPOTENCY_TTL_SECONDS', 24 * 3600, 1),
+    shutdownGraceMs: envInt(env, 'SERVICE_SHUTDOWN_GRACE_MS', 10_000, 0),
+    logLevel: envStr(env, 'SERVICE_LOG_LEVEL') ?? 'info',
+    gitSha: envStr(env, 'SERVICE_GIT_SHA'),
+    deployedAt: envStr(env, 'SERVICE_DEPLOYED_AT'),
+    proxyProvider: envStr(env, 'SERVICE_PROXY_PROVIDER') ?? 'residential-c',
+  };
+}

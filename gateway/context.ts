@@ -1,0 +1,14 @@
+// The per-request state every middleware and route shares.
+import type { ParameterizedContext } from 'koa';
+import type { Tenant } from './http/tenants.ts';
+
+export interface GatewayState {
+  requestId: string;
+  /** path as the client sent it, before platform rewrites */
+  originalPath: string;
+  tenant?: Tenant;
+  body?: unknown;
+}
+
+export type Ctx = ParameterizedContext<GatewayState>;
+export type Next = () => Promise<unknown>;

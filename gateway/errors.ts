@@ -1,0 +1,70 @@
+// The one catalogue of errors the gateway answers with. Each carries an HTTP
+// status, a stable class from the spec's taxonomy and a `detail` that is safe to
+// show. Anything that is not a ServiceError becomes a generic 500 whose cause is
+// logged, never returned.
+
+export type ErrorClass =
+  | 'bad_request'
+  | 'unauthenticated'
+  | 'forbidden'
+  | 'not_found'
+  | 'method_not_allowed'
+  | 'conflict'
+  | 'profile_busy'
+  | 'payload_too_large'
+  | 'unsupported_media_type'
+  | 'idempotency_mismatch'
+  | 'rate_limited'
+  | 'concurrency_limited'
+  | 'internal'
+  | 'persist_failed'
+  | 'upstream_unreachable'
+  | 'auth_not_configured'
+  | 'unavailable';
+
+const STATUS: Record<ErrorClass, number> = {
+  bad_request: 400,
+  unauthenticated: 401,
+  forbidden: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  conflict: 409,
+  profile_busy: 409,
+  payload_too_large: 400,
+  unsupported_media_type: 415,
+  idempotency_mismatch: 422,
+  rate_limited: 429,
+  concurrency_limited: 429,
+  internal: 500,
+  persist_failed: 500,
+  upstream_unreachable: 502,
+  auth_not_configured: 503,
+  unavailable: 503,
+};
+
+export class ServiceError extends Error {
+  readonly status: number;
+  readonly errorClass: ErrorClass;
+  readonly headers: Record<string, string>;
+
+  constructor(errorClass: ErrorClass, detail: string, headers: Record<string, string> = {}) {
+    super(detail);
+    this.name = 'ServiceError';
+    this.errorClass = errorClass;
+    this.status = STATUS[errorClass];
+    this.headers = headers;
+  }
+
+  get detail(): string {
+    return this.message;
+  }
+}
+
+export const badRequest = (detail: string) => new ServiceError('bad_request', detail);
+export const notFound = (detail = 'not found') => new ServiceError('not_found', detail);
+export const forbidden = (detail: string) => new ServiceError('forbidden', detail);
+export const unauthenticated = (detail: string) => new ServiceError('unauthenticated', detail);
+
+export function isServiceError(err: unknown): err is ServiceError {
+  return err instanceof ServiceError;
+}

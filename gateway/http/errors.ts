@@ -1,0 +1,35 @@
+// Turns every failure into {detail} with the right status. A ServiceError's
+// detail is safe to show; anything else is logged with its stack and answered
+// with a generic 500.
+import type { Logger } from '../log.ts';
+import { isServiceError } from '../errors.ts';
+import type { Ctx, Next } from '../context.ts';
+
+export function errorBodies(log: Logger) {
+  return async (ctx: Ctx, next: Next) => {
+    try {
+      await next();
+      if (ctx.status === 404 && ctx.body === undefined) {
+        ctx.status = 404;
+        ctx.body = { detail: `no route for ${ctx.method} ${ctx.state.originalPath ?? ctx.path}` };
+      }
+    } catch (err) {
+      if (isServiceError(err)) {
+        ctx.status = err.status;
+        ctx.set(err.headers);
+        ctx.body = { detail: err.detail };
+        return;
+      }
+      const e = err as { status?: unknown; expose?: unknown; message?: unknown };
+      // koa / http-errors raised by libraries: 4xx with expose are safe to show
+      if (typeof e.status === 'number' && e.status >= 400 && e.status < 500 && e.expose === true) {
+        ctx.status = e.status;
+        ctx.body = { detail: String(e.message) };
+        return;
+      }
+      log.error({ err, request_id: ctx.state.requestId, tenant_id: ctx.state.tenant?.tenant_id }, 'unhandled error');
+      ctx.status = 500;
+      ctx.body = { detail: `internal error (request id ${ctx.state.requestId})` };
+    }
+  };
+}

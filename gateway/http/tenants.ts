@@ -1,0 +1,148 @@
+// Resolves an X-Service-Token to a tenant. Three modes, as the spec: a keys file
+// re-read at most every keysCacheMs (hot reload for add, rotate, revoke), one
+// SERVICE_API_TOKEN for a single tenant, or nothing configured (503).
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { validator, describeError } from '../../schemas/index.ts';
+import type { Logger } from '../log.ts';
+
+export type Scope = 'run' | 'status' | 'result' | 'logs';
+export type ComputeBackend = 'computer_plane' | 'dom_plane';
+
+export interface Tenant {
+  tenant_id: string;
+  scopes: Scope[];
+  max_concurrent_runs: number;
+  max_cost_per_run: number;
+  max_time_minutes_per_run: number;
+  rate_limit_per_minute: number;
+  model_provider_secret_name: string;
+  allowed_domains: string[];
+  webhook_url: string;
+  webhook_secret_name: string;
+  default_compute_backend?: ComputeBackend;
+}
+
+export interface TenantResolver {
+  readonly mode: 'keys-file' | 'single-token' | 'unconfigured';
+  /** The tenant a token belongs to, or null. */
+  resolve(token: string): Promise<Tenant | null>;
+}
+
+const digest = (token: string): Buffer => createHash('sha256').update(token, 'utf8').digest();
+
+const validateTenant = validator<Tenant>('tenant-keys.schema.json#/$defs/TenantConfig');
+
+/** Fills every default of the spec's TenantConfig table; null when the entry is invalid. */
+export function tenantFromConfig(raw: unknown): { tenant: Tenant } | { problem: string } {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return { problem: 'entry must be an object' };
+  const copy = structuredClone(raw) as Record<string, unknown>;
+  if (!validateTenant(copy)) return { problem: describeError('', validateTenant.errors) };
+  const t = copy as unknown as Tenant;
+  t.scopes = [...new Set(t.scopes)];
+  return { tenant: t };
+}
+
+export class UnconfiguredResolver implements TenantResolver {
+  readonly mode = 'unconfigured' as const;
+  async resolve(): Promise<Tenant | null> {
+    return null;
+  }
+}
+
+export class SingleTokenResolver implements TenantResolver {
+  readonly mode = 'single-token' as const;
+  private readonly expected: Buffer;
+  private readonly tenant: Tenant;
+
+  constructor(token: string, tenantId: string) {
+    this.expected = digest(token);
+    const r = tenantFromConfig({ tenant_id: tenantId });
+    if ('problem' in r) throw new Error(`SERVICE_API_TENANT_ID is invalid: ${r.problem}`);
+    this.tenant = r.tenant;
+  }
+
+  async resolve(token: string): Promise<Tenant | null> {
+    return timingSafeEqual(digest(token), this.expected) ? this.tenant : null;
+  }
+}
+
+export class KeysFileResolver implements TenantResolver {
+  readonly mode = 'keys-file' as const;
+  // sha256(token) hex -> tenant. Looking up by digest leaks nothing about the
+  // token through timing; the final compare is constant-time as well.
+  private byDigest = new Map<string, { digest: Buffer; tenant: Tenant }>();
+  private lastCheck = -Infinity;
+  private lastText: string | undefined;
+  private loading: Promise<void> | undefined;
+
+  constructor(
+    private readonly file: string,
+    private readonly cacheMs: number,
+    private readonly log: Logger,
+    private readonly clock: () => number = Date.now,
+  ) {}
+
+  async resolve(token: string): Promise<Tenant | null> {
+    await this.refresh();
+    const d = digest(token);
+    const hit = this.byDigest.get(d.toString('hex'));
+    return hit && timingSafeEqual(hit.digest, d) ? hit.tenant : null;
+  }
+
+  /** Re-reads the file when the cache is older than cacheMs; one read at a time. */
+  async refresh(force = false): Promise<void> {
+    if (!force && this.clock() - this.lastCheck < this.cacheMs) return;
+    if (!this.loading) {
+      this.loading = this.load().finally(() => {
+        this.lastCheck = this.clock();
+        this.loading = undefined;
+      });
+    }
+    await this.loading;
+  }
+
+  private async load(): Promise<void> {
+    let text: string;
+    try {
+      text = await readFile(this.file, 'utf8');
+    } catch (err) {
+      this.log.error({ path: this.file, code: (err as NodeJS.ErrnoException).code }, 'tenant keys file unreadable; keeping the last good configuration');
+      return;
+    }
+    if (text === this.lastText) return;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      this.log.error({ path: this.file }, 'tenant keys file is not valid JSON; keeping the last good configuration');
+      return;
+    }
+    const keys = (parsed as { tenant_keys?: unknown } | null)?.tenant_keys;
+    if (typeof keys !== 'object' || keys === null || Array.isArray(keys)) {
+      this.log.error({ path: this.file }, 'tenant keys file must be {"tenant_keys": {<token>: {...}}}; keeping the last good configuration');
+      return;
+    }
+    const next = new Map<string, { digest: Buffer; tenant: Tenant }>();
+    let index = 0;
+    for (const [token, entry] of Object.entries(keys as Record<string, unknown>)) {
+      index++;
+      const r = tenantFromConfig(entry);
+      const tenantId = typeof (entry as { tenant_id?: unknown })?.tenant_id === 'string' ? (entry as { tenant_id: string }).tenant_id : undefined;
+      if ('problem' in r) {
+        // Name the entry by position and tenant id, never by its token.
+        this.log.error({ path: this.file, entry: index, tenant_id: tenantId?.slice(0, 80) }, `tenant entry rejected: ${r.problem}`);
+        continue;
+      }
+      if (token.length === 0) {
+        this.log.error({ path: this.file, entry: index, tenant_id: tenantId }, 'tenant entry rejected: empty token');
+        continue;
+      }
+      const d = digest(token);
+      next.set(d.toString('hex'), { digest: d, tenant: r.tenant });
+    }
+    this.byDigest = next;
+    this.lastText = text;
+    this.log.info({ path: this.file, tokens: next.size }, 'tenant keys loaded');
+  }
+}

@@ -1,0 +1,107 @@
+// The OpenAPI 3.1 document, built from the route declarations and the same
+// JSON Schema files the validators compile. Each file's $defs are hoisted into
+// components.schemas and every $ref is rewritten to point there.
+import { SCHEMA_FILES, readSchema, type JsonSchema } from '../schemas/index.ts';
+import type { RouteSpec } from './routes/route.ts';
+
+function titleOf(file: string): string {
+  const t = readSchema(file as (typeof SCHEMA_FILES)[number]).title;
+  if (typeof t !== 'string') throw new Error(`${file} has no title`);
+  return t;
+}
+
+/** Rewrites `#/$defs/X`, `file#/$defs/X` and `file` refs to components. */
+function rewriteRefs(node: unknown, file: string, titles: Map<string, string>): unknown {
+  if (Array.isArray(node)) return node.map((n) => rewriteRefs(n, file, titles));
+  if (!node || typeof node !== 'object') return node;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(node as Record<string, unknown>)) {
+    if (k === '$ref' && typeof v === 'string') {
+      const [target = '', frag = ''] = v.split('#');
+      const def = /^\/\$defs\/(.+)$/.exec(frag)?.[1];
+      if (def) out[k] = `#/components/schemas/${def}`;
+      else out[k] = `#/components/schemas/${titles.get(target || file)}`;
+    } else {
+      out[k] = rewriteRefs(v, file, titles);
+    }
+  }
+  return out;
+}
+
+export function componentSchemas(): Record<string, JsonSchema> {
+  const titles = new Map<string, string>(SCHEMA_FILES.map((f) => [f, titleOf(f)]));
+  const components: Record<string, JsonSchema> = {};
+  const add = (name: string, schema: JsonSchema) => {
+    if (components[name]) throw new Error(`schema name collision in OpenAPI components: ${name}`);
+    components[name] = schema;
+  };
+  for (const file of SCHEMA_FILES) {
+    const { $defs, $id: _id, $schema: _schema, ...root } = readSchema(file);
+    add(titles.get(file)!, rewriteRefs(root, file, titles) as JsonSchema);
+    for (const [name, def] of Object.entries(($defs ?? {}) as Record<string, unknown>)) {
+      add(name, rewriteRefs(def, file, titles) as JsonSchema);
+    }
+  }
+  components.Error = { type: 'object', required: ['detail'], properties: { detail: { type: 'string' } } };
+  return components;
+}
+
+/** `file` or `file#/$defs/Name` -> the component name it lands in. */
+export function componentFor(ref: string): string {
+  const [file = '', frag = ''] = ref.split('#');
+  return /^\/\$defs\/(.+)$/.exec(frag)?.[1] ?? titleOf(file);
+}
+
+const ERROR_STATUSES: Record<string, string> = {
+  '400': 'malformed request: {detail} names the field',
+  '401': 'missing or unknown X-Service-Token',
+  '403': 'missing scope, or a URL outside allowed_domains',
+  '404': 'not found (or owned by another tenant)',
+  '415': 'Content-Type is not application/json',
+  '422': 'Idempotency-Key reused with a different body',
+  '429': 'rate or concurrency limit',
+  '500': 'internal error',
+  '503': 'authentication not configured',
+};
+
+export function buildOpenApi(routes: RouteSpec[], version: string): Record<string, unknown> {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const r of routes) {
+    if (r.hidden) continue;
+    const p = r.path.replace(/:([A-Za-z_]+)/g, '{$1}');
+    const params = [...r.path.matchAll(/:([A-Za-z_]+)/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
+    const responses: Record<string, unknown> = { '200': { description: r.responses?.['200'] ?? 'success' } };
+    const errorCodes = r.auth ? ['400', '401', '403', '404', '500', '503'] : [];
+    if (r.body) errorCodes.push('415');
+    if (r.rateLimited) errorCodes.push('422', '429');
+    for (const code of errorCodes) {
+      responses[code] = { description: r.responses?.[code] ?? ERROR_STATUSES[code], content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
+    }
+    const op: Record<string, unknown> = {
+      summary: r.summary,
+      tags: r.tags,
+      operationId: `${r.method.toLowerCase()}${p.replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ''))}`,
+      responses,
+    };
+    if (params.length) op.parameters = params;
+    if (r.auth) op.security = [{ serviceToken: [] }];
+    if (r.scope) op['x-required-scope'] = r.scope;
+    if (r.body) {
+      op.requestBody = { required: true, content: { 'application/json': { schema: { $ref: `#/components/schemas/${componentFor(r.body.schema)}` } } } };
+    }
+    (paths[p] ??= {})[r.method.toLowerCase()] = op;
+  }
+  return {
+    openapi: '3.1.0',
+    info: { title: 'runplane run service', version, description: 'Runs browser-automation plans on real browsers. Errors are {detail}.' },
+    jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
+    paths,
+    components: {
+      schemas: componentSchemas(),
+      securitySchemes: {
+        serviceToken: { type: 'apiKey', in: 'header', name: 'X-Service-Token' },
+        platformApiKey: { type: 'apiKey', in: 'header', name: 'Authorization', description: 'Api-Key <GATEWAY_API_KEY>, on /production and /deployment/<id> routes only' },
+      },
+    },
+  };
+}

@@ -1,0 +1,107 @@
+// Recipes: runtime extraction schemas per tenant, stored through keyv (memory
+// or Redis), with the shipped recipes under plugins/recipes/ resolved after the
+// tenant's own. A write that fails to persist is reported and not applied.
+import { readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { Keyv } from 'keyv';
+import { ServiceError, notFound } from '../errors.ts';
+import type { StateBackend } from '../state/backend.ts';
+import { validator, describeError } from '../../schemas/index.ts';
+
+export interface Recipe {
+  name: string;
+  schema: Record<string, unknown>;
+}
+
+export interface RecipeListing {
+  name: string;
+  source: 'tenant' | 'shipped';
+}
+
+const validateRecipe = validator<Recipe>('recipe.schema.json');
+
+export function checkRecipe(body: unknown): Recipe {
+  if (!validateRecipe(body)) throw new ServiceError('bad_request', describeError('', validateRecipe.errors));
+  return body;
+}
+
+export async function loadShippedRecipes(dir: string): Promise<Map<string, Recipe>> {
+  const out = new Map<string, Recipe>();
+  let files: string[];
+  try {
+    files = (await readdir(dir)).filter((f) => f.endsWith('.json')).sort();
+  } catch {
+    return out;
+  }
+  for (const f of files) {
+    const raw = JSON.parse(await readFile(path.join(dir, f), 'utf8')) as unknown;
+    if (!validateRecipe(raw)) throw new Error(`shipped recipe ${f} is invalid: ${describeError('', validateRecipe.errors)}`);
+    out.set(raw.name, raw);
+  }
+  return out;
+}
+
+export class RecipeStore {
+  constructor(
+    private readonly backend: StateBackend,
+    private readonly shipped: Map<string, Recipe>,
+    private readonly maxPerTenant: number,
+  ) {}
+
+  private store(tenantId: string): Keyv<Recipe> {
+    return this.backend.store<Recipe>(`recipes:${tenantId}`);
+  }
+
+  private async tenantNames(tenantId: string): Promise<string[]> {
+    const names: string[] = [];
+    const s = this.store(tenantId);
+    if (!s.iterator) return names;
+    for await (const [key] of s.iterator(undefined)) names.push(String(key));
+    return names.sort();
+  }
+
+  async list(tenantId: string): Promise<RecipeListing[]> {
+    const own = await this.tenantNames(tenantId);
+    const ownSet = new Set(own);
+    return [
+      ...own.map((name) => ({ name, source: 'tenant' as const })),
+      ...[...this.shipped.keys()].filter((n) => !ownSet.has(n)).sort().map((name) => ({ name, source: 'shipped' as const })),
+    ];
+  }
+
+  /** The tenant's recipe of that name, else the shipped one, else 404. */
+  async resolve(tenantId: string, name: string): Promise<Recipe> {
+    const own = await this.store(tenantId).get(name);
+    if (own) return own;
+    const shipped = this.shipped.get(name);
+    if (shipped) return shipped;
+    throw notFound(`recipe '${name}' not found`);
+  }
+
+  async put(tenantId: string, recipe: Recipe): Promise<Recipe> {
+    const s = this.store(tenantId);
+    const exists = (await s.get(recipe.name)) !== undefined;
+    if (!exists && (await this.tenantNames(tenantId)).length >= this.maxPerTenant) {
+      throw new ServiceError('conflict', `recipe limit reached: a tenant may store at most ${this.maxPerTenant} recipes; delete one first`);
+    }
+    const stored: Recipe = { name: recipe.name, schema: recipe.schema };
+    try {
+      await s.set(recipe.name, stored);
+    } catch {
+      throw new ServiceError('persist_failed', `recipe '${recipe.name}' could not be stored and was not applied`);
+    }
+    return stored;
+  }
+
+  async delete(tenantId: string, name: string): Promise<{ name: string; deleted: boolean }> {
+    const s = this.store(tenantId);
+    if ((await s.get(name)) === undefined) throw notFound(`recipe '${name}' not found`);
+    let deleted: boolean;
+    try {
+      deleted = await s.delete(name);
+    } catch {
+      throw new ServiceError('persist_failed', `recipe '${name}' could not be deleted`);
+    }
+    return { name, deleted };
+  }
+}

@@ -1,0 +1,127 @@
+// Unauthenticated routes: liveness, version, models, metrics, the OpenAPI
+// document and, when SERVICE_ENABLE_DOCS_UI is on, Swagger UI and Redoc served
+// from their npm packages (no CDN).
+import { createReadStream } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { ServiceError, notFound } from '../errors.ts';
+import { servedModels } from '../brains/model-ids.ts';
+import { versionBody } from '../version.ts';
+import type { Ctx } from '../context.ts';
+import type { RouteSpec } from './route.ts';
+
+const require = createRequire(import.meta.url);
+
+const ASSETS: Record<string, { file: () => string; type: string }> = {
+  'swagger-ui.css': { file: () => path.join(path.dirname(require.resolve('swagger-ui-dist/package.json')), 'swagger-ui.css'), type: 'text/css' },
+  'swagger-ui-bundle.js': { file: () => path.join(path.dirname(require.resolve('swagger-ui-dist/package.json')), 'swagger-ui-bundle.js'), type: 'application/javascript' },
+  'redoc.standalone.js': { file: () => path.join(path.dirname(require.resolve('redoc/package.json')), 'bundles/redoc.standalone.js'), type: 'application/javascript' },
+};
+
+const CSP = "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; worker-src 'self' blob:; font-src 'self' data:";
+
+const SWAGGER_HTML = `<!doctype html><html><head><meta charset="utf-8"><title>runplane API</title>
+<link rel="stylesheet" href="/docs/assets/swagger-ui.css"></head><body><div id="ui"></div>
+<script src="/docs/assets/swagger-ui-bundle.js"></script>
+<script>window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#ui' });</script></body></html>`;
+
+const REDOC_HTML = `<!doctype html><html><head><meta charset="utf-8"><title>runplane API</title></head><body>
+<div id="redoc"></div><script src="/docs/assets/redoc.standalone.js"></script>
+<script>Redoc.init('/openapi.json', {}, document.getElementById('redoc'));</script></body></html>`;
+
+function docsGate(ctx: Ctx, enabled: boolean): void {
+  if (!enabled) throw notFound('the docs UI is disabled (SERVICE_ENABLE_DOCS_UI)');
+  ctx.set('Content-Security-Policy', CSP);
+}
+
+const health: RouteSpec['handler'] = async (ctx) => {
+  ctx.body = { status: 'ok' };
+};
+
+export const opsRoutes: RouteSpec[] = [
+  { method: 'GET', path: '/health', summary: 'Liveness', tags: ['ops'], auth: false, handler: health },
+  { method: 'GET', path: '/v1/health', summary: 'Liveness', tags: ['ops'], auth: false, handler: health },
+  {
+    method: 'GET',
+    path: '/v1/version',
+    summary: 'Runtime version snapshot',
+    tags: ['ops'],
+    auth: false,
+    async handler(ctx, s) {
+      ctx.body = versionBody(s.version);
+    },
+  },
+  {
+    method: 'GET',
+    path: '/v1/models',
+    summary: 'Accepted brain ids',
+    tags: ['ops'],
+    auth: false,
+    async handler(ctx, s) {
+      ctx.body = { object: 'list', data: servedModels(s.config.singleModel).map((id) => ({ id, object: 'model', owned_by: 'runplane' })) };
+    },
+  },
+  {
+    method: 'GET',
+    path: '/metrics',
+    summary: 'Prometheus metrics; 503 when the metrics library is missing',
+    tags: ['ops'],
+    auth: false,
+    async handler(ctx, s) {
+      if (!s.metrics.available) throw new ServiceError('unavailable', 'metrics are unavailable: the prom-client library is not installed');
+      const m = await s.metrics.render();
+      ctx.type = m.contentType;
+      ctx.body = m.body;
+    },
+  },
+  {
+    method: 'GET',
+    path: '/openapi.json',
+    summary: 'OpenAPI 3.1 document of this service',
+    tags: ['ops'],
+    auth: false,
+    async handler(ctx, s) {
+      ctx.body = s.openapi();
+    },
+  },
+  {
+    method: 'GET',
+    path: '/docs',
+    summary: 'Swagger UI (when SERVICE_ENABLE_DOCS_UI is on)',
+    tags: ['ops'],
+    auth: false,
+    async handler(ctx, s) {
+      docsGate(ctx, s.config.enableDocsUi);
+      ctx.type = 'text/html';
+      ctx.body = SWAGGER_HTML;
+    },
+  },
+  {
+    method: 'GET',
+    path: '/redoc',
+    summary: 'Redoc (when SERVICE_ENABLE_DOCS_UI is on)',
+    tags: ['ops'],
+    auth: false,
+    async handler(ctx, s) {
+      docsGate(ctx, s.config.enableDocsUi);
+      ctx.type = 'text/html';
+      ctx.body = REDOC_HTML;
+    },
+  },
+  {
+    method: 'GET',
+    path: '/docs/assets/:file',
+    summary: 'Docs UI assets',
+    tags: ['ops'],
+    auth: false,
+    hidden: true,
+    async handler(ctx, s) {
+      docsGate(ctx, s.config.enableDocsUi);
+      const asset = ASSETS[String((ctx as unknown as { params: Record<string, string> }).params.file)];
+      if (!asset) throw notFound('no such asset');
+      ctx.type = asset.type;
+      ctx.set('Cache-Control', 'public, max-age=86400');
+      ctx.body = createReadStream(asset.file());
+    },
+  },
+];

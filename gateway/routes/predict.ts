@@ -1,0 +1,184 @@
+// POST /v1/predict: start a run (action run) or read one (status, result, logs).
+import { ServiceError, badRequest } from '../errors.ts';
+import { requireScope } from '../http/auth.ts';
+import type { RateHeaders } from '../http/limits.ts';
+import type { Tenant } from '../http/tenants.ts';
+import { MODEL_IDS, DEFAULT_MODEL } from '../brains/model-ids.ts';
+import { applyPlanPolicy } from '../runs/plan-policy.ts';
+import { loadMicroPlan } from '../runs/plan-source.ts';
+import { logsBody, resultBody, statusBody, type EffectiveRuntime } from '../runs/records.ts';
+import { validator, describeError } from '../../schemas/index.ts';
+import type { Ctx } from '../context.ts';
+import type { Services } from '../services.ts';
+import type { RouteSpec } from './route.ts';
+
+interface PredictBody {
+  action?: 'run' | 'status' | 'result' | 'logs' | 'resume';
+  detached?: boolean;
+  plan?: unknown;
+  micro?: string;
+  profile_id?: string;
+  workflow_id?: string;
+  cua_model?: string;
+  max_cost?: number;
+  max_time_minutes?: number;
+  callback_url?: string;
+  run_id?: string;
+  tail?: number;
+  compute_backend?: 'computer_plane' | 'dom_plane';
+  [k: string]: unknown;
+}
+
+const stepList = validator('plan.schema.json#/$defs/StepList');
+const planObject = validator('plan.schema.json#/$defs/PlanObject');
+
+/** Validates a plan with the validator of its form, for a message that names the exact field. */
+export function checkPlanShape(root: string, plan: unknown): void {
+  if (Array.isArray(plan)) {
+    if (!stepList(plan)) throw badRequest(describeError(root, stepList.errors));
+  } else if (plan !== null && typeof plan === 'object') {
+    if (!planObject(plan)) throw badRequest(describeError(root, planObject.errors));
+  } else {
+    throw badRequest(`${root}: must be an array of steps or an object with steps`);
+  }
+}
+
+const RUNTIME_OVERRIDES = ['compute_backend', 'proxy_disabled', 'proxy_provider', 'proxy_city', 'proxy_state', 'state_repeat_threshold', 'pinned_source_url_pattern', 'off_source_step_budget'] as const;
+
+function effectiveRuntime(planRuntime: Record<string, unknown>, body: PredictBody, tenant: Tenant, s: Services): EffectiveRuntime {
+  const rt: Record<string, unknown> = { ...planRuntime };
+  // Submission fields override the plan's runtime only when set.
+  for (const k of RUNTIME_OVERRIDES) if (body[k] !== undefined) rt[k] = body[k];
+  const cost = body.max_cost ?? (rt.max_cost as number | undefined);
+  const minutes = body.max_time_minutes ?? (rt.max_time_minutes as number | undefined);
+  return {
+    ...rt,
+    compute_backend: (rt.compute_backend as EffectiveRuntime['compute_backend'] | undefined) ?? tenant.default_compute_backend ?? 'computer_plane',
+    proxy_provider: (rt.proxy_provider as string | undefined) ?? s.config.proxyProvider,
+    max_cost: Math.min(cost ?? tenant.max_cost_per_run, tenant.max_cost_per_run),
+    max_time_minutes: Math.min(minutes ?? tenant.max_time_minutes_per_run, tenant.max_time_minutes_per_run),
+  };
+}
+
+function brainFor(body: PredictBody, s: Services): string {
+  if (s.config.singleModel) return s.config.singleModel;
+  const id = body.cua_model ?? DEFAULT_MODEL;
+  if (!(MODEL_IDS as readonly string[]).includes(id)) {
+    throw badRequest(`cua_model: unknown brain '${id.slice(0, 64)}'; GET /v1/models lists the accepted ids`);
+  }
+  return id;
+}
+
+function checkCallbackUrl(url: string | undefined): void {
+  if (url === undefined) return;
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw badRequest('callback_url: is not an absolute URL');
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw badRequest('callback_url: only http and https are allowed');
+}
+
+async function startRun(ctx: Ctx, s: Services, body: PredictBody, tenant: Tenant): Promise<string> {
+  requireScope(ctx, 'run');
+  if (body.plan !== undefined && body.micro !== undefined) throw badRequest('plan: give either plan or micro, not both');
+  let planInput = body.plan;
+  let root = 'plan';
+  if (planInput === undefined) {
+    if (body.micro === undefined) throw badRequest('plan: is required (inline `plan` or a `micro` plan reference)');
+    planInput = await loadMicroPlan(s.config.plansDir, body.micro, s.config.maxBodyBytes);
+    root = 'micro';
+    checkPlanShape(root, planInput);
+  }
+  const plan = applyPlanPolicy(root, planInput, {
+    maxSteps: s.config.maxPlanSteps,
+    maxLoopIterations: s.config.maxLoopIterations,
+    allowedDomains: tenant.allowed_domains,
+  });
+  checkCallbackUrl(body.callback_url);
+  const cuaModel = brainFor(body, s);
+  const runtime = effectiveRuntime(plan.runtime, body, tenant, s);
+
+  const key = ctx.get('idempotency-key');
+  const claim = key ? await s.idempotency.claim(tenant.tenant_id, key, body) : undefined;
+  if (claim?.kind === 'replay') {
+    const existing = await s.runs.get(tenant, claim.runId);
+    ctx.set('Idempotent-Replayed', 'true');
+    ctx.body = { run_id: existing.run_id, status: existing.status };
+    return 'replayed';
+  }
+  try {
+    const headers: RateHeaders | undefined = await s.limits.takeRateToken(tenant);
+    if (headers) ctx.set({ ...headers });
+    const run = await s.runs.accept(tenant, {
+      plan,
+      runtime,
+      cua_model: cuaModel,
+      profile_id: body.profile_id,
+      workflow_id: body.workflow_id,
+      callback_url: body.callback_url,
+      detached: body.detached ?? true,
+    });
+    if (claim?.kind === 'owner') await claim.complete(run.run_id);
+    s.log.info({ tenant_id: tenant.tenant_id, run_id: run.run_id }, 'run accepted');
+    ctx.body = { run_id: run.run_id, status: run.status };
+    return 'accepted';
+  } catch (err) {
+    if (claim?.kind === 'owner') await claim.abandon().catch(() => {});
+    throw err;
+  }
+}
+
+async function readRun(ctx: Ctx, s: Services, body: PredictBody, tenant: Tenant, action: 'status' | 'result' | 'logs'): Promise<void> {
+  requireScope(ctx, action);
+  if (!body.run_id) throw badRequest(`run_id: is required for action ${action}`);
+  const run = await s.runs.get(tenant, body.run_id);
+  ctx.body = action === 'status' ? statusBody(run) : action === 'result' ? resultBody(run) : logsBody(run, body.tail);
+}
+
+function outcomeOf(err: unknown): string {
+  if (err instanceof ServiceError) {
+    if (err.errorClass === 'rate_limited') return 'rate_limited';
+    if (err.errorClass === 'concurrency_limited') return 'concurrency_limited';
+    return err.status >= 500 ? 'error' : 'rejected';
+  }
+  return 'error';
+}
+
+export const predictRoutes: RouteSpec[] = [
+  {
+    method: 'POST',
+    path: '/v1/predict',
+    summary: 'Start a run (action run) or read one (status, result, logs)',
+    tags: ['runs'],
+    auth: true,
+    rateLimited: true,
+    body: {
+      schema: 'predict.schema.json',
+      precheck: (b) => {
+        const plan = (b as { plan?: unknown } | null)?.plan;
+        if (plan !== undefined) checkPlanShape('plan', plan);
+      },
+    },
+    responses: { '200': 'run handle {run_id, status}, or the status, result or logs body', '429': 'rate or concurrency limit; honour Retry-After' },
+    async handler(ctx, s) {
+      const body = ctx.state.body as PredictBody;
+      const tenant = ctx.state.tenant!;
+      const action = body.action ?? 'run';
+      let outcome = 'ok';
+      try {
+        if (action === 'run') outcome = await startRun(ctx, s, body, tenant);
+        else if (action === 'resume') {
+          requireScope(ctx, 'run');
+          throw badRequest('action: resume is not available until the runner lands; start a new run instead');
+        } else await readRun(ctx, s, body, tenant, action);
+      } catch (err) {
+        outcome = outcomeOf(err);
+        throw err;
+      } finally {
+        s.metrics.predictRequest(tenant.tenant_id, action, outcome);
+      }
+    },
+  },
+];

@@ -1,0 +1,55 @@
+// /v1/recipes: tenant-scoped extraction schemas. Writes need the run scope,
+// reads the status scope (docs/decisions.md).
+import { checkRecipe } from '../recipes/store.ts';
+import type { Ctx } from '../context.ts';
+import type { RouteSpec } from './route.ts';
+
+const nameParam = (ctx: Ctx): string => String((ctx as unknown as { params: Record<string, string> }).params.name);
+
+export const recipeRoutes: RouteSpec[] = [
+  {
+    method: 'POST',
+    path: '/v1/recipes',
+    summary: 'Register or overwrite a recipe {name, schema}',
+    tags: ['recipes'],
+    auth: true,
+    scope: 'run',
+    body: { schema: 'recipe.schema.json' },
+    async handler(ctx, s) {
+      ctx.body = await s.recipes.put(ctx.state.tenant!.tenant_id, checkRecipe(ctx.state.body));
+    },
+  },
+  {
+    method: 'GET',
+    path: '/v1/recipes',
+    summary: "List the tenant's recipes and the shipped ones it has not overridden",
+    tags: ['recipes'],
+    auth: true,
+    scope: 'status',
+    async handler(ctx, s) {
+      ctx.body = { recipes: await s.recipes.list(ctx.state.tenant!.tenant_id) };
+    },
+  },
+  {
+    method: 'GET',
+    path: '/v1/recipes/:name',
+    summary: "A recipe by name: the tenant's own, else the shipped one",
+    tags: ['recipes'],
+    auth: true,
+    scope: 'status',
+    async handler(ctx, s) {
+      ctx.body = await s.recipes.resolve(ctx.state.tenant!.tenant_id, nameParam(ctx));
+    },
+  },
+  {
+    method: 'DELETE',
+    path: '/v1/recipes/:name',
+    summary: "Delete one of the tenant's recipes",
+    tags: ['recipes'],
+    auth: true,
+    scope: 'run',
+    async handler(ctx, s) {
+      ctx.body = await s.recipes.delete(ctx.state.tenant!.tenant_id, nameParam(ctx));
+    },
+  },
+];

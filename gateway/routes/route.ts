@@ -1,0 +1,29 @@
+// A route describes itself: method, path, auth, scope, body schema, docs. The
+// app applies auth, scope and validation from these fields, and the OpenAPI
+// document is built from the same list, so the two cannot drift.
+import type { Ctx } from '../context.ts';
+import type { Scope } from '../http/tenants.ts';
+import type { Services } from '../services.ts';
+
+export interface RouteBody {
+  /** schema file or `file#/$defs/Name` the body must satisfy */
+  schema: string;
+  /** runs before the schema, for checks that give a more precise message */
+  precheck?: (body: unknown) => void;
+}
+
+export interface RouteSpec {
+  method: 'GET' | 'POST' | 'DELETE';
+  path: string;
+  summary: string;
+  tags: string[];
+  auth: boolean;
+  scope?: Scope;
+  body?: RouteBody;
+  /** documented in OpenAPI: this route carries X-RateLimit-* headers */
+  rateLimited?: boolean;
+  /** left out of the OpenAPI document (asset routes) */
+  hidden?: boolean;
+  responses?: Record<string, string>;
+  handler(ctx: Ctx, s: Services): Promise<void>;
+}

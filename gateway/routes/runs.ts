@@ -1,0 +1,103 @@
+// /v1/runs/{run_id} and its sub-routes. Another tenant's run is 404, never 403.
+import { notFound } from '../errors.ts';
+import { requireScope } from '../http/auth.ts';
+import { lifecycleBody, logsBody, resultBody, statusBody } from '../runs/records.ts';
+import type { Ctx } from '../context.ts';
+import type { RouteSpec } from './route.ts';
+
+const runId = (ctx: Ctx): string => String((ctx as unknown as { params: Record<string, string> }).params.run_id);
+
+export const runRoutes: RouteSpec[] = [
+  {
+    method: 'GET',
+    path: '/v1/runs/:run_id',
+    summary: 'Lifecycle of a run: status, phase, halt_class, failure_help',
+    tags: ['runs'],
+    auth: true,
+    scope: 'status',
+    async handler(ctx, s) {
+      ctx.body = lifecycleBody(await s.runs.get(ctx.state.tenant!, runId(ctx)));
+    },
+  },
+  {
+    method: 'GET',
+    path: '/v1/runs/:run_id/status',
+    summary: 'Status body of a run',
+    tags: ['runs'],
+    auth: true,
+    scope: 'status',
+    async handler(ctx, s) {
+      ctx.body = statusBody(await s.runs.get(ctx.state.tenant!, runId(ctx)));
+    },
+  },
+  {
+    method: 'GET',
+    path: '/v1/runs/:run_id/result',
+    summary: 'Result body of a run (a run may answer 200 with status failed)',
+    tags: ['runs'],
+    auth: true,
+    scope: 'result',
+    async handler(ctx, s) {
+      ctx.body = resultBody(await s.runs.get(ctx.state.tenant!, runId(ctx)));
+    },
+  },
+  {
+    method: 'GET',
+    path: '/v1/runs/:run_id/events',
+    summary: 'Event log of a run',
+    tags: ['runs'],
+    auth: true,
+    scope: 'logs',
+    async handler(ctx, s) {
+      const tail = Number(ctx.query.tail);
+      ctx.body = logsBody(await s.runs.get(ctx.state.tenant!, runId(ctx)), Number.isInteger(tail) && tail > 0 ? tail : undefined);
+    },
+  },
+  {
+    method: 'GET',
+    path: '/v1/runs/:run_id/trace',
+    summary: "Link to the run's captured trace; 404 while none is recorded",
+    tags: ['runs'],
+    auth: true,
+    scope: 'logs',
+    async handler(ctx, s) {
+      await s.runs.get(ctx.state.tenant!, runId(ctx));
+      throw notFound('no trace has been recorded for this run');
+    },
+  },
+  {
+    method: 'GET',
+    path: '/v1/runs/:run_id/artifacts/extracted_rows.json',
+    summary: 'Extracted rows of a finished run; 404 while none exist',
+    tags: ['runs'],
+    auth: true,
+    scope: 'result',
+    async handler(ctx, s) {
+      await s.runs.get(ctx.state.tenant!, runId(ctx));
+      throw notFound('this run has no extracted rows');
+    },
+  },
+  {
+    method: 'GET',
+    path: '/v1/runs/:run_id/video',
+    summary: 'Screen recording of a run; 404 if none',
+    tags: ['runs'],
+    auth: true,
+    scope: 'result',
+    async handler(ctx, s) {
+      await s.runs.get(ctx.state.tenant!, runId(ctx));
+      throw notFound('this run has no video recording');
+    },
+  },
+  {
+    method: 'POST',
+    path: '/v1/runs/:run_id/cancel',
+    summary: 'Cancel a run (our addition); its limits are released once',
+    tags: ['runs'],
+    auth: true,
+    async handler(ctx, s) {
+      requireScope(ctx, 'run');
+      ctx.body = statusBody(await s.runs.cancel(ctx.state.tenant!, runId(ctx)));
+    },
+  },
+];

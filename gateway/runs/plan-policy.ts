@@ -1,0 +1,76 @@
+// What the gateway enforces on a plan before accepting it, beyond its schema:
+// the step-count cap, URL rules (no unresolved {{templates}}, http(s) only, the
+// tenant's allowed_domains) at any nesting depth, and loop_count clamping.
+// Returns a normalized copy; never mutates the caller's plan.
+import { ServiceError, badRequest } from '../errors.ts';
+import { hostAllowed } from './domains.ts';
+
+export interface Step {
+  intent: string;
+  type: string;
+  url?: string;
+  loop_count?: number;
+  steps?: Step[];
+  hints?: { fallback_url?: string; [k: string]: unknown };
+  [k: string]: unknown;
+}
+
+export interface PlanRuntime {
+  [k: string]: unknown;
+}
+
+export interface NormalizedPlan {
+  steps: Step[];
+  runtime: PlanRuntime;
+}
+
+export interface PlanPolicy {
+  maxSteps: number;
+  maxLoopIterations: number;
+  allowedDomains: readonly string[];
+}
+
+function checkUrl(where: string, url: string, allowed: readonly string[]): void {
+  if (/\{\{.*?\}\}/s.test(url) || url.includes('{{')) {
+    throw badRequest(`${where}: has unresolved {{template}} placeholders; substitute them before submitting`);
+  }
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw badRequest(`${where}: is not an absolute URL`);
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+    throw badRequest(`${where}: scheme '${parsed.protocol.replace(/:$/, '')}' is not allowed; only http and https`);
+  }
+  if (!hostAllowed(parsed.hostname, allowed)) {
+    throw new ServiceError('forbidden', `${where}: host '${parsed.hostname}' is outside the tenant's allowed_domains`);
+  }
+}
+
+export function applyPlanPolicy(root: string, plan: unknown, policy: PlanPolicy): NormalizedPlan {
+  const source = Array.isArray(plan) ? { steps: plan as Step[], runtime: {} } : (plan as { steps: Step[]; runtime?: PlanRuntime });
+  let count = 0;
+  const stepsRoot = Array.isArray(plan) ? root : `${root}.steps`;
+
+  const walk = (steps: Step[], at: string): Step[] =>
+    steps.map((step, i) => {
+      const where = `${at}[${i}]`;
+      count++;
+      if (count > policy.maxSteps) {
+        throw badRequest(`${root}: has more than ${policy.maxSteps} steps (loop bodies included), the limit per plan`);
+      }
+      const out: Step = { ...step };
+      if (typeof step.url === 'string') checkUrl(`${where}.url`, step.url, policy.allowedDomains);
+      if (typeof step.hints?.fallback_url === 'string') checkUrl(`${where}.hints.fallback_url`, step.hints.fallback_url, policy.allowedDomains);
+      if (typeof step.loop_count === 'number' && step.loop_count > policy.maxLoopIterations) {
+        out.loop_count = policy.maxLoopIterations;
+      }
+      if (Array.isArray(step.steps)) out.steps = walk(step.steps, `${where}.steps`);
+      return out;
+    });
+
+  const steps = walk(source.steps, stepsRoot);
+  if (steps.length === 0) throw badRequest(`${stepsRoot}: a plan needs at least one step`);
+  return { steps, runtime: { ...(source.runtime ?? {}) } };
+}

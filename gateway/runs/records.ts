@@ -1,0 +1,87 @@
+// The run record and the bodies the spec derives from it.
+import type { NormalizedPlan } from './plan-policy.ts';
+
+export type RunStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
+
+export interface FailureHelp {
+  halt_class: string;
+  summary: string;
+  likely_causes: string[];
+  next_steps: string[];
+  debug_surfaces: Record<'events' | 'trace' | 'logs' | 'phase' | 'status' | 'result', string>;
+  retries_spent: number;
+}
+
+export interface EffectiveRuntime {
+  compute_backend: 'computer_plane' | 'dom_plane';
+  proxy_provider: string;
+  max_cost: number;
+  max_time_minutes: number;
+  [k: string]: unknown;
+}
+
+export interface RunRecord {
+  run_id: string;
+  tenant_id: string;
+  status: RunStatus;
+  phase: string;
+  halt_class: string | null;
+  failure_help: FailureHelp | null;
+  error: string | null;
+  created_at: string;
+  updated_at: string;
+  ended_at: string | null;
+  cua_model: string;
+  profile_id: string | null;
+  workflow_id: string | null;
+  callback_url: string | null;
+  detached: boolean;
+  plan: NormalizedPlan;
+  runtime: EffectiveRuntime;
+  summary: string;
+  steps: unknown[];
+  unknown_placeholder_row_count: number;
+  events: string[];
+}
+
+export const TERMINAL: ReadonlySet<RunStatus> = new Set(['succeeded', 'failed', 'cancelled']);
+
+export function statusBody(r: RunRecord) {
+  return {
+    run_id: r.run_id,
+    status: r.status,
+    phase: r.phase,
+    halt_class: r.halt_class,
+    failure_help: r.failure_help,
+    created_at: r.created_at,
+    updated_at: r.updated_at,
+    ended_at: r.ended_at,
+  };
+}
+
+export function lifecycleBody(r: RunRecord) {
+  return {
+    ...statusBody(r),
+    cua_model: r.cua_model,
+    profile_id: r.profile_id,
+    workflow_id: r.workflow_id,
+    compute_backend: r.runtime.compute_backend,
+    limits: { max_cost: r.runtime.max_cost, max_time_minutes: r.runtime.max_time_minutes },
+    step_count: r.plan.steps.length,
+  };
+}
+
+export function resultBody(r: RunRecord) {
+  return {
+    status: r.status,
+    run_id: r.run_id,
+    ...(r.error ? { error: r.error } : {}),
+    summary: r.summary,
+    steps: r.steps,
+    extraction_quality: { unknown_placeholder_row_count: r.unknown_placeholder_row_count },
+  };
+}
+
+export function logsBody(r: RunRecord, tail?: number) {
+  return { events: tail ? r.events.slice(-tail) : r.events };
+}

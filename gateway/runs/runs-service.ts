@@ -1,0 +1,122 @@
+// Run records and their lifecycle at the edge: accept (queued), read, cancel,
+// and end exactly once (the concurrency slot and profile lock are released by
+// the one call that moves a run to a terminal state). Executing plans is the
+// runner's job.
+import { randomUUID } from 'node:crypto';
+import type { Keyv } from 'keyv';
+import { ServiceError, notFound } from '../errors.ts';
+import type { AtomicOps } from '../state/atomic.ts';
+import type { Limits } from '../http/limits.ts';
+import type { Tenant } from '../http/tenants.ts';
+import { failureHelp } from './failure-help.ts';
+import type { NormalizedPlan } from './plan-policy.ts';
+import { TERMINAL, type EffectiveRuntime, type RunRecord, type RunStatus } from './records.ts';
+
+export interface NewRun {
+  plan: NormalizedPlan;
+  runtime: EffectiveRuntime;
+  cua_model: string;
+  profile_id?: string;
+  workflow_id?: string;
+  callback_url?: string;
+  detached: boolean;
+}
+
+export class RunsService {
+  constructor(
+    private readonly runs: Keyv<RunRecord>,
+    private readonly atomic: AtomicOps,
+    private readonly limits: Limits,
+  ) {}
+
+  private profileKey(tenantId: string, profileId: string): string {
+    return `profile:${tenantId}/${profileId}`;
+  }
+
+  /** Creates a queued run holding a concurrency slot (and its profile lock). */
+  async accept(tenant: Tenant, spec: NewRun): Promise<RunRecord> {
+    const runId = randomUUID();
+    await this.limits.acquireRunSlot(tenant, runId);
+    let lockKey: string | undefined;
+    try {
+      if (spec.profile_id) {
+        lockKey = this.profileKey(tenant.tenant_id, spec.profile_id);
+        const ttlMs = (spec.runtime.max_time_minutes + 5) * 60_000;
+        const holder = await this.atomic.claim(lockKey, runId, ttlMs);
+        if (holder !== null) {
+          lockKey = undefined;
+          throw new ServiceError('profile_busy', `profile '${spec.profile_id}' is busy: run ${holder} holds its lock`);
+        }
+      }
+      const now = new Date().toISOString();
+      const record: RunRecord = {
+        run_id: runId,
+        tenant_id: tenant.tenant_id,
+        status: 'queued',
+        phase: 'queued',
+        halt_class: null,
+        failure_help: null,
+        error: null,
+        created_at: now,
+        updated_at: now,
+        ended_at: null,
+        cua_model: spec.cua_model,
+        profile_id: spec.profile_id ? `${tenant.tenant_id}/${spec.profile_id}` : null,
+        workflow_id: spec.workflow_id ? `${tenant.tenant_id}/${spec.workflow_id}` : null,
+        callback_url: spec.callback_url ?? null,
+        detached: spec.detached,
+        plan: spec.plan,
+        runtime: spec.runtime,
+        summary: '',
+        steps: [],
+        unknown_placeholder_row_count: 0,
+        events: [`${now} run accepted: ${spec.plan.steps.length} top-level steps on ${spec.runtime.compute_backend}, brain ${spec.cua_model}`, `${now} status queued`],
+      };
+      await this.runs.set(runId, record);
+      return record;
+    } catch (err) {
+      if (lockKey) await this.atomic.deleteIf(lockKey, runId).catch(() => {});
+      await this.limits.releaseRunSlot(tenant.tenant_id, runId).catch(() => {});
+      throw err;
+    }
+  }
+
+  /** The tenant's run, or 404 (another tenant's run is indistinguishable from none). */
+  async get(tenant: Tenant, runId: string): Promise<RunRecord> {
+    const r = typeof runId === 'string' && runId.length <= 128 ? await this.runs.get(runId) : undefined;
+    if (!r || r.tenant_id !== tenant.tenant_id) throw notFound(`run ${runId.slice(0, 128)} not found`);
+    return r;
+  }
+
+  async cancel(tenant: Tenant, runId: string): Promise<RunRecord> {
+    const r = await this.get(tenant, runId);
+    if (TERMINAL.has(r.status)) return r;
+    return this.end(r, 'cancelled', 'cancelled');
+  }
+
+  /**
+   * Moves a run to a terminal state. Limits are released by whichever call
+   * wins the slot release, so a run ending twice (cancel racing a crash, two
+   * replicas) releases once.
+   */
+  async end(r: RunRecord, status: Exclude<RunStatus, 'queued' | 'running'>, haltClass: string | null, error: string | null = null): Promise<RunRecord> {
+    const now = new Date().toISOString();
+    const ended: RunRecord = {
+      ...r,
+      status,
+      phase: haltClass ? 'halted' : 'finished',
+      halt_class: haltClass,
+      failure_help: haltClass ? failureHelp(r.run_id, haltClass) : null,
+      error,
+      updated_at: now,
+      ended_at: now,
+      events: [...r.events, `${now} status ${status}${haltClass ? ` (halt_class ${haltClass})` : ''}`],
+    };
+    await this.runs.set(r.run_id, ended);
+    const released = await this.limits.releaseRunSlot(r.tenant_id, r.run_id);
+    if (released && r.profile_id) {
+      await this.atomic.deleteIf(`profile:${r.profile_id}`, r.run_id);
+    }
+    return ended;
+  }
+}

@@ -1,0 +1,113 @@
+// Builds a gateway from configuration: state, tenants, services, the Koa app
+// and its HTTP server, with a graceful close (stop accepting, finish in-flight
+// requests, close stores).
+import { createServer, type Server } from 'node:http';
+import { mkdir, writeFile, chmod } from 'node:fs/promises';
+import path from 'node:path';
+import type { AddressInfo } from 'node:net';
+import type { DestinationStream } from 'pino';
+import type Koa from 'koa';
+import type { GatewayConfig } from './config.ts';
+import { createLogger, namedLogger, type Logger } from './log.ts';
+import { createMetrics, type PromModule } from './metrics.ts';
+import { openStateBackend } from './state/backend.ts';
+import { Limits } from './http/limits.ts';
+import { KeysFileResolver, SingleTokenResolver, UnconfiguredResolver, type TenantResolver } from './http/tenants.ts';
+import { RunsService } from './runs/runs-service.ts';
+import { Idempotency } from './runs/idempotency.ts';
+import { RecipeStore, loadShippedRecipes } from './recipes/store.ts';
+import type { RunRecord } from './runs/records.ts';
+import { readVersionInfo } from './version.ts';
+import { buildOpenApi } from './openapi.ts';
+import { ALL_ROUTES, buildApp } from './app.ts';
+import type { Services } from './services.ts';
+import type { GatewayState } from './context.ts';
+
+export interface GatewayOptions {
+  logStream?: DestinationStream;
+  loadMetricsLibrary?: () => Promise<PromModule>;
+}
+
+export interface Gateway {
+  app: Koa<GatewayState>;
+  services: Services;
+  listen(): Promise<string>;
+  close(): Promise<void>;
+}
+
+async function tenantResolver(config: GatewayConfig, log: Logger): Promise<TenantResolver> {
+  let keysPath = config.tenantKeysPath;
+  if (!keysPath && config.tenantKeysJson) {
+    // Platforms that pass only env vars: write the content to a file at boot.
+    keysPath = path.join(config.dataDir, 'tenant-keys.from-env.json');
+    await mkdir(config.dataDir, { recursive: true });
+    await writeFile(keysPath, config.tenantKeysJson, { mode: 0o600 });
+    await chmod(keysPath, 0o600);
+  } else if (keysPath && config.tenantKeysJson) {
+    log.warn('SERVICE_TENANT_KEYS_JSON is ignored because SERVICE_TENANT_KEYS_PATH is set');
+  }
+  if (keysPath) {
+    const r = new KeysFileResolver(keysPath, config.keysCacheMs, namedLogger(log, 'gateway.tenants'));
+    await r.refresh(true);
+    return r;
+  }
+  if (config.apiToken) return new SingleTokenResolver(config.apiToken, config.apiTokenTenantId);
+  log.warn('no authentication configured: authenticated routes answer 503 (set SERVICE_TENANT_KEYS_PATH or SERVICE_API_TOKEN)');
+  return new UnconfiguredResolver();
+}
+
+export async function createGateway(config: GatewayConfig, opts: GatewayOptions = {}): Promise<Gateway> {
+  const log = createLogger(config.logLevel, opts.logStream);
+  const metrics = await createMetrics(opts.loadMetricsLibrary);
+  const state = await openStateBackend(config.redisUrl);
+  const limits = new Limits(state.atomic, metrics);
+  const tenants = await tenantResolver(config, log);
+  const shipped = await loadShippedRecipes(config.recipesDir);
+  const version = readVersionInfo(config.gitSha, config.deployedAt);
+  let openapiDoc: Record<string, unknown> | undefined;
+  const services: Services = {
+    config,
+    log,
+    metrics,
+    limits,
+    tenants,
+    state,
+    version,
+    runs: new RunsService(state.store<RunRecord>('runs'), state.atomic, limits),
+    idempotency: new Idempotency(state.atomic, config.idempotencyTtlSeconds * 1000),
+    recipes: new RecipeStore(state, shipped, config.maxRecipesPerTenant),
+    openapi: () => (openapiDoc ??= buildOpenApi(ALL_ROUTES, version.version)),
+  };
+  const app = buildApp(services);
+  let server: Server | undefined;
+
+  return {
+    app,
+    services,
+    async listen() {
+      server = createServer({ requestTimeout: 60_000, headersTimeout: 20_000 }, app.callback());
+      server.keepAliveTimeout = 5_000;
+      await new Promise<void>((resolve, reject) => {
+        server!.once('error', reject);
+        server!.listen(config.port, config.host, () => resolve());
+      });
+      const addr = server.address() as AddressInfo;
+      const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+      log.info({ host: addr.address, port: addr.port, state: state.kind, auth: tenants.mode }, 'gateway listening');
+      return `http://${host}:${addr.port}`;
+    },
+    async close() {
+      if (server) {
+        const s = server;
+        const closed = new Promise<void>((resolve) => s.close(() => resolve()));
+        s.closeIdleConnections();
+        const timer = setTimeout(() => s.closeAllConnections(), config.shutdownGraceMs);
+        await closed;
+        clearTimeout(timer);
+      }
+      await state.close();
+      log.info('gateway stopped');
+      log.flush?.();
+    },
+  };
+}

@@ -1,0 +1,26 @@
+// What a route handler may use: the gateway's services, built once at start.
+import type { GatewayConfig } from './config.ts';
+import type { Logger } from './log.ts';
+import type { Metrics } from './metrics.ts';
+import type { Limits } from './http/limits.ts';
+import type { TenantResolver } from './http/tenants.ts';
+import type { RunsService } from './runs/runs-service.ts';
+import type { Idempotency } from './runs/idempotency.ts';
+import type { RecipeStore } from './recipes/store.ts';
+import type { StateBackend } from './state/backend.ts';
+import type { VersionInfo } from './version.ts';
+
+export interface Services {
+  config: GatewayConfig;
+  log: Logger;
+  metrics: Metrics;
+  limits: Limits;
+  tenants: TenantResolver;
+  runs: RunsService;
+  idempotency: Idempotency;
+  recipes: RecipeStore;
+  state: StateBackend;
+  version: VersionInfo;
+  /** the OpenAPI document, built at start */
+  openapi: () => Record<string, unknown>;
+}

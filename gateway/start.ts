@@ -1,0 +1,57 @@
+// `npm start`: the gateway on its embedded default. With no authentication
+// configured at all it creates (once) a keys file with one tenant and a fresh
+// 256-bit token under the data dir, prints the token once, and reuses the file
+// on later starts. The gateway itself never invents credentials.
+import { randomBytes } from 'node:crypto';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { loadConfig, type GatewayConfig } from './config.ts';
+import { createGateway } from './server.ts';
+
+async function ensureLocalKeys(config: GatewayConfig): Promise<GatewayConfig> {
+  if (config.tenantKeysPath || config.tenantKeysJson || config.apiToken) return config;
+  const file = path.join(config.dataDir, 'tenant-keys.json');
+  try {
+    await readFile(file, 'utf8');
+    process.stderr.write(`runplane: using tenant keys file ${file}\n`);
+  } catch {
+    const token = randomBytes(32).toString('hex');
+    await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
+    await writeFile(file, JSON.stringify({ tenant_keys: { [token]: { tenant_id: 'local' } } }, null, 2) + '\n', { mode: 0o600, flag: 'wx' });
+    process.stderr.write(
+      `runplane: created tenant keys file ${file} with tenant 'local'.\n` +
+        `runplane: its token (shown once; it is in that file):\n\n  X-Service-Token: ${token}\n\n`,
+    );
+  }
+  return { ...config, tenantKeysPath: file };
+}
+
+async function main(): Promise<void> {
+  let config: GatewayConfig;
+  try {
+    config = await ensureLocalKeys(loadConfig());
+  } catch (err) {
+    process.stderr.write(`runplane: ${(err as Error).message}\n`);
+    process.exit(2);
+  }
+  const gateway = await createGateway(config);
+  const url = await gateway.listen();
+  process.stderr.write(`runplane: gateway listening on ${url}\n`);
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    gateway.services.log.info({ signal }, 'shutting down');
+    gateway.close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        process.stderr.write(`runplane: shutdown failed: ${(err as Error).message}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+await main();

@@ -1,0 +1,103 @@
+// Operations that must be exact across gateway replicas: the token bucket, the
+// concurrency slots and claim-once keys. In memory for the embedded default,
+// in Redis (one Lua script per operation) when SERVICE_REDIS_URL is set.
+
+export interface BucketResult {
+  allowed: boolean;
+  /** tokens left after this take, fractional */
+  tokens: number;
+  /** milliseconds since epoch, as seen by the limiter's clock */
+  nowMs: number;
+}
+
+export interface AtomicOps {
+  readonly kind: 'memory' | 'redis';
+  /** Take one token from a bucket of `capacity` refilled at `refillPerSec`. */
+  takeToken(key: string, capacity: number, refillPerSec: number): Promise<BucketResult>;
+  /** Add `holder` to the slot set when fewer than `max` are held; re-adding a holder is a no-op success. */
+  acquireSlot(key: string, holder: string, max: number): Promise<boolean>;
+  /** Remove `holder`; true only for the call that actually removed it. */
+  releaseSlot(key: string, holder: string): Promise<boolean>;
+  slotCount(key: string): Promise<number>;
+  /** Set key to value unless it exists; returns null when this call set it, else the existing value. */
+  claim(key: string, value: string, ttlMs: number): Promise<string | null>;
+  get(key: string): Promise<string | null>;
+  put(key: string, value: string, ttlMs: number): Promise<void>;
+  /** Delete key only if it still holds `expected` (so a late caller cannot drop another's claim). */
+  deleteIf(key: string, expected: string): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+interface Bucket {
+  tokens: number;
+  ts: number;
+}
+
+export class MemoryAtomicOps implements AtomicOps {
+  readonly kind = 'memory' as const;
+  private buckets = new Map<string, Bucket>();
+  private slots = new Map<string, Set<string>>();
+  private values = new Map<string, { value: string; expiresAt: number }>();
+
+  constructor(private readonly clock: () => number = Date.now) {}
+
+  async takeToken(key: string, capacity: number, refillPerSec: number): Promise<BucketResult> {
+    const now = this.clock();
+    const b = this.buckets.get(key) ?? { tokens: capacity, ts: now };
+    const tokens = Math.min(capacity, b.tokens + ((now - b.ts) / 1000) * refillPerSec);
+    const allowed = tokens >= 1;
+    const left = allowed ? tokens - 1 : tokens;
+    this.buckets.set(key, { tokens: left, ts: now });
+    return { allowed, tokens: left, nowMs: now };
+  }
+
+  async acquireSlot(key: string, holder: string, max: number): Promise<boolean> {
+    const set = this.slots.get(key) ?? new Set<string>();
+    if (set.has(holder)) return true;
+    if (set.size >= max) return false;
+    set.add(holder);
+    this.slots.set(key, set);
+    return true;
+  }
+
+  async releaseSlot(key: string, holder: string): Promise<boolean> {
+    return this.slots.get(key)?.delete(holder) ?? false;
+  }
+
+  async slotCount(key: string): Promise<number> {
+    return this.slots.get(key)?.size ?? 0;
+  }
+
+  private live(key: string): string | null {
+    const v = this.values.get(key);
+    if (!v) return null;
+    if (v.expiresAt <= this.clock()) {
+      this.values.delete(key);
+      return null;
+    }
+    return v.value;
+  }
+
+  async claim(key: string, value: string, ttlMs: number): Promise<string | null> {
+    const existing = this.live(key);
+    if (existing !== null) return existing;
+    this.values.set(key, { value, expiresAt: this.clock() + ttlMs });
+    return null;
+  }
+
+  async get(key: string): Promise<string | null> {
+    return this.live(key);
+  }
+
+  async put(key: string, value: string, ttlMs: number): Promise<void> {
+    this.values.set(key, { value, expiresAt: this.clock() + ttlMs });
+  }
+
+  async deleteIf(key: string, expected: string): Promise<boolean> {
+    if (this.live(key) !== expected) return false;
+    this.values.delete(key);
+    return true;
+  }
+
+  async close(): Promise<void> {}
+}

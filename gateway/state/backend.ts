@@ -1,0 +1,71 @@
+// The state backend: keyv stores for records and atomic operations for limits.
+// In memory by default; Redis when a URL is given, shared by every replica.
+import { Keyv } from 'keyv';
+import KeyvRedis from '@keyv/redis';
+import { createClient } from '@redis/client';
+import { MemoryAtomicOps, type AtomicOps } from './atomic.ts';
+import { RedisAtomicOps, type RedisClient } from './redis-atomic.ts';
+
+export interface StateBackend {
+  readonly kind: 'memory' | 'redis';
+  readonly atomic: AtomicOps;
+  /** A keyv store whose keys live under `namespace`; writes throw on failure. */
+  store<T>(namespace: string): Keyv<T>;
+  close(): Promise<void>;
+}
+
+export async function openStateBackend(redisUrl?: string): Promise<StateBackend> {
+  return redisUrl ? openRedisBackend(redisUrl) : openMemoryBackend();
+}
+
+function openMemoryBackend(): StateBackend {
+  const atomic = new MemoryAtomicOps();
+  const stores = new Map<string, Keyv>();
+  return {
+    kind: 'memory',
+    atomic,
+    store<T>(namespace: string): Keyv<T> {
+      let s = stores.get(namespace);
+      if (!s) {
+        s = new Keyv({ store: new Map(), namespace, throwOnErrors: true });
+        stores.set(namespace, s);
+      }
+      return s as Keyv<T>;
+    },
+    async close() {
+      stores.clear();
+    },
+  };
+}
+
+async function openRedisBackend(url: string): Promise<StateBackend> {
+  // A dead Redis must fail a request fast (500 / 503), not queue it forever.
+  const client: RedisClient = createClient({
+    url,
+    disableOfflineQueue: true,
+    socket: { connectTimeout: 2000, reconnectStrategy: (retries: number) => Math.min(50 * 2 ** retries, 2000) },
+  });
+  client.on('error', () => {
+    /* surfaced per command; reconnects on its own */
+  });
+  await client.connect();
+  const atomic = new RedisAtomicOps(client);
+  const stores = new Map<string, Keyv>();
+  return {
+    kind: 'redis',
+    atomic,
+    store<T>(namespace: string): Keyv<T> {
+      let s = stores.get(namespace);
+      if (!s) {
+        const adapter = new KeyvRedis(client as never, { namespace: `runplane:${namespace}`, keyPrefixSeparator: ':' });
+        s = new Keyv({ store: adapter, namespace: `runplane:${namespace}`, useKeyPrefix: false, throwOnErrors: true });
+        stores.set(namespace, s);
+      }
+      return s as Keyv<T>;
+    },
+    async close() {
+      stores.clear();
+      if (client.isOpen) await client.close();
+    },
+  };
+}
