@@ -27,7 +27,9 @@ function openMemoryBackend(): StateBackend {
     store<T>(namespace: string): Keyv<T> {
       let s = stores.get(namespace);
       if (!s) {
-        s = new Keyv({ store: new Map(), namespace, throwOnErrors: true });
+        // one Map per namespace already isolates keys; keyv's own prefixing would
+        // break its iterator for namespaces that contain ':'
+        s = new Keyv({ store: new Map(), throwOnErrors: true });
         stores.set(namespace, s);
       }
       return s as Keyv<T>;

@@ -1,0 +1,125 @@
+import { expect } from 'chai';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { startGateway, newToken, step, type TestGateway } from '../support/gateway.ts';
+import { loadConfig } from '../../gateway/config.ts';
+import { ALL_ROUTES } from '../../gateway/app.ts';
+import { validator } from '../../schemas/index.ts';
+import { componentFor } from '../../gateway/openapi.ts';
+import { MODEL_IDS } from '../../gateway/brains/model-ids.ts';
+
+describe('unauthenticated and ops endpoints', () => {
+  let gw: TestGateway;
+  before(async () => {
+    gw = await startGateway({ env: { SERVICE_GIT_SHA: 'abc1234', SERVICE_DEPLOYED_AT: new Date(Date.now() - 3 * 86_400_000).toISOString() } });
+  });
+  after(() => gw.close());
+
+  it('serves liveness on /health and /v1/health', async () => {
+    for (const p of ['/health', '/v1/health']) {
+      const r = await gw.req('GET', p);
+      expect(r.status).to.equal(200);
+      expect(r.body).to.deep.equal({ status: 'ok' });
+    }
+  });
+
+  it('serves the version snapshot with deploy_age_days', async () => {
+    const r = await gw.req('GET', '/v1/version');
+    expect(r.body).to.include({ version: '0.1.0', git_sha: 'abc1234', node_version: process.version });
+    expect(r.body.deploy_age_days).to.be.within(2.99, 3.01);
+    expect(Date.parse(r.body.started_at)).to.be.a('number');
+  });
+
+  it('lists the eight brain ids on /v1/models', async () => {
+    const r = await gw.req('GET', '/v1/models');
+    expect(r.body.data.map((m: { id: string }) => m.id)).to.deep.equal([...MODEL_IDS]);
+  });
+
+  it('in single-brain mode lists SERVICE_MODEL only and ignores cua_model', async () => {
+    const token = newToken();
+    const single = await startGateway({ env: { SERVICE_MODEL: 'compact-cua' }, keys: { [token]: { tenant_id: 'solo' } } });
+    try {
+      expect((await single.req('GET', '/v1/models')).body.data).to.deep.equal([{ id: 'compact-cua', object: 'model', owned_by: 'runplane' }]);
+      const r = await single.req('POST', '/v1/predict', { token, body: { plan: [step()], cua_model: 'large-cua-72b' } });
+      expect(r.status).to.equal(200);
+      const rec = await single.gateway.services.runs.get((await single.gateway.services.tenants.resolve(token))!, r.body.run_id);
+      expect(rec.cua_model).to.equal('compact-cua');
+    } finally {
+      await single.close();
+    }
+  });
+
+  it('gates /docs and /redoc behind SERVICE_ENABLE_DOCS_UI', async () => {
+    expect((await gw.req('GET', '/docs')).status).to.equal(404);
+    expect((await gw.req('GET', '/redoc')).status).to.equal(404);
+    expect((await gw.req('GET', '/docs/assets/swagger-ui-bundle.js')).status).to.equal(404);
+    const docs = await startGateway({ env: { SERVICE_ENABLE_DOCS_UI: '1' } });
+    try {
+      const page = await docs.req('GET', '/docs');
+      expect(page.status).to.equal(200);
+      expect(page.text).to.include('/docs/assets/swagger-ui-bundle.js');
+      expect(page.text).not.to.match(/https?:\/\/(?!localhost)/);
+      const redoc = await docs.req('GET', '/redoc');
+      expect(redoc.text).to.include('/docs/assets/redoc.standalone.js');
+      for (const asset of ['swagger-ui-bundle.js', 'swagger-ui.css', 'redoc.standalone.js']) {
+        const a = await docs.req('GET', `/docs/assets/${asset}`);
+        expect(a.status, asset).to.equal(200);
+        expect(a.text.length).to.be.greaterThan(10_000);
+      }
+      expect((await docs.req('GET', '/docs/assets/..%2fpackage.json')).status).to.equal(404);
+    } finally {
+      await docs.close();
+    }
+  });
+
+  it('reads the keys file at most every 5 seconds by default', () => {
+    expect(loadConfig({}).keysCacheMs).to.equal(5000);
+    expect(() => loadConfig({ SERVICE_KEYS_CACHE_MS: '60000' })).to.throw(/SERVICE_KEYS_CACHE_MS/);
+  });
+
+  describe('OpenAPI 3.1 from the same schemas', () => {
+    let doc: { openapi: string; paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: { $ref: string } }> } }>>; components: { schemas: Record<string, unknown> } };
+    before(async () => {
+      doc = (await gw.req('GET', '/openapi.json')).body;
+    });
+
+    it('is an OpenAPI 3.1 document listing every route', () => {
+      expect(doc.openapi).to.equal('3.1.0');
+      for (const r of ALL_ROUTES.filter((x) => !x.hidden)) {
+        const p = r.path.replace(/:([A-Za-z_]+)/g, '{$1}');
+        expect(doc.paths[p], p).to.have.property(r.method.toLowerCase());
+      }
+    });
+
+    it('documents each body with the schema its validator uses: both agree on a corpus', () => {
+      const ajv = new Ajv2020({ strict: false, allowUnionTypes: true });
+      ajv.addSchema({ $id: 'https://openapi.local/doc.json', components: doc.components });
+      const corpus: unknown[] = [
+        { plan: [step()] },
+        { plan: { steps: [step()], runtime: { compute_backend: 'dom_plane' } } },
+        { plan: [{ type: 'click' }] },
+        { plan: [{ intent: 'x', type: 'loop', steps: [{ intent: 'y' }] }] },
+        { action: 'status', run_id: 'r' },
+        { action: 'nope' },
+        { max_cost: -1 },
+        { plan: 'x' },
+        { name: 'ok', schema: { fields: [{ name: 'a', type: 'str' }] } },
+        { name: '-bad', schema: { fields: [{ name: 'a', type: 'str' }] } },
+        { name: 'ok', schema: { fields: [] } },
+        { name: 'ok', schema: { fields: [{ name: 'a', type: 'str' }], rejection_intents: { a: 2 } } },
+      ];
+      let compared = 0;
+      for (const r of ALL_ROUTES.filter((x) => x.body)) {
+        const p = r.path.replace(/:([A-Za-z_]+)/g, '{$1}');
+        const ref = doc.paths[p]![r.method.toLowerCase()]!.requestBody!.content['application/json']!.schema.$ref;
+        expect(ref).to.equal(`#/components/schemas/${componentFor(r.body!.schema)}`);
+        const fromDoc = ajv.getSchema(`https://openapi.local/doc.json${ref}`)!;
+        const fromValidator = validator(r.body!.schema);
+        for (const sample of corpus) {
+          expect(fromDoc(structuredClone(sample)), `${r.path} ${JSON.stringify(sample)}`).to.equal(fromValidator(structuredClone(sample)));
+          compared++;
+        }
+      }
+      expect(compared).to.be.greaterThan(20);
+    });
+  });
+});
