@@ -100,9 +100,13 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
       if (server) {
         const s = server;
         const closed = new Promise<void>((resolve) => s.close(() => resolve()));
+        // Keep-alive connections become idle as their in-flight requests finish;
+        // close them as they do rather than waiting out the keep-alive timeout.
+        const sweeper = setInterval(() => s.closeIdleConnections(), 50);
         s.closeIdleConnections();
         const timer = setTimeout(() => s.closeAllConnections(), config.shutdownGraceMs);
         await closed;
+        clearInterval(sweeper);
         clearTimeout(timer);
       }
       await state.close();

@@ -6,22 +6,15 @@ import { readFile } from 'node:fs/promises';
 import { validator, describeError } from '../../schemas/index.ts';
 import type { Logger } from '../log.ts';
 
-export type Scope = 'run' | 'status' | 'result' | 'logs';
-export type ComputeBackend = 'computer_plane' | 'dom_plane';
+import type { TenantConfig } from '../../schemas/types.gen.ts';
 
-export interface Tenant {
-  tenant_id: string;
-  scopes: Scope[];
-  max_concurrent_runs: number;
-  max_cost_per_run: number;
-  max_time_minutes_per_run: number;
-  rate_limit_per_minute: number;
-  model_provider_secret_name: string;
-  allowed_domains: string[];
-  webhook_url: string;
-  webhook_secret_name: string;
-  default_compute_backend?: ComputeBackend;
-}
+export type Scope = NonNullable<TenantConfig['scopes']>[number];
+
+/** The named fields of a generated type, without its `[k: string]: unknown` index signature. */
+type KnownKeys<T> = keyof { [K in keyof T as string extends K ? never : number extends K ? never : K]: T[K] };
+
+/** A TenantConfig with every default of the spec filled in. */
+export type Tenant = { [K in Exclude<KnownKeys<TenantConfig>, 'default_compute_backend'>]-?: NonNullable<TenantConfig[K]> } & Pick<TenantConfig, 'default_compute_backend'>;
 
 export interface TenantResolver {
   readonly mode: 'keys-file' | 'single-token' | 'unconfigured';

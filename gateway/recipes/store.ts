@@ -8,10 +8,9 @@ import { ServiceError, notFound } from '../errors.ts';
 import type { StateBackend } from '../state/backend.ts';
 import { validator, describeError } from '../../schemas/index.ts';
 
-export interface Recipe {
-  name: string;
-  schema: Record<string, unknown>;
-}
+import type { Recipe } from '../../schemas/types.gen.ts';
+
+export type { Recipe };
 
 export interface RecipeListing {
   name: string;

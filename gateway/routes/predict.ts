@@ -12,22 +12,7 @@ import type { Ctx } from '../context.ts';
 import type { Services } from '../services.ts';
 import type { RouteSpec } from './route.ts';
 
-interface PredictBody {
-  action?: 'run' | 'status' | 'result' | 'logs' | 'resume';
-  detached?: boolean;
-  plan?: unknown;
-  micro?: string;
-  profile_id?: string;
-  workflow_id?: string;
-  cua_model?: string;
-  max_cost?: number;
-  max_time_minutes?: number;
-  callback_url?: string;
-  run_id?: string;
-  tail?: number;
-  compute_backend?: 'computer_plane' | 'dom_plane';
-  [k: string]: unknown;
-}
+import type { PredictRequest as PredictBody } from '../../schemas/types.gen.ts';
 
 const stepList = validator('plan.schema.json#/$defs/StepList');
 const planObject = validator('plan.schema.json#/$defs/PlanObject');
@@ -83,7 +68,7 @@ function checkCallbackUrl(url: string | undefined): void {
 async function startRun(ctx: Ctx, s: Services, body: PredictBody, tenant: Tenant): Promise<string> {
   requireScope(ctx, 'run');
   if (body.plan !== undefined && body.micro !== undefined) throw badRequest('plan: give either plan or micro, not both');
-  let planInput = body.plan;
+  let planInput: unknown = body.plan;
   let root = 'plan';
   if (planInput === undefined) {
     if (body.micro === undefined) throw badRequest('plan: is required (inline `plan` or a `micro` plan reference)');

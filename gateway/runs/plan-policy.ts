@@ -5,19 +5,9 @@
 import { ServiceError, badRequest } from '../errors.ts';
 import { hostAllowed } from './domains.ts';
 
-export interface Step {
-  intent: string;
-  type: string;
-  url?: string;
-  loop_count?: number;
-  steps?: Step[];
-  hints?: { fallback_url?: string; [k: string]: unknown };
-  [k: string]: unknown;
-}
+import type { Step, Runtime as PlanRuntime } from '../../schemas/types.gen.ts';
 
-export interface PlanRuntime {
-  [k: string]: unknown;
-}
+export type { Step, PlanRuntime };
 
 export interface NormalizedPlan {
   steps: Step[];
