@@ -14,6 +14,13 @@ export interface StateBackend {
   close(): Promise<void>;
 }
 
+// Plain JSON: keyv's default serializer (which also encodes Buffers) was the
+// single hottest function of POST /v1/predict in bench/gateway.
+const json = {
+  serialize: (data: unknown) => JSON.stringify(data),
+  deserialize: <V>(data: string) => JSON.parse(data) as V,
+} as const;
+
 export async function openStateBackend(redisUrl?: string): Promise<StateBackend> {
   return redisUrl ? openRedisBackend(redisUrl) : openMemoryBackend();
 }
@@ -29,7 +36,7 @@ function openMemoryBackend(): StateBackend {
       if (!s) {
         // one Map per namespace already isolates keys; keyv's own prefixing would
         // break its iterator for namespaces that contain ':'
-        s = new Keyv({ store: new Map(), throwOnErrors: true });
+        s = new Keyv({ store: new Map(), throwOnErrors: true, ...json });
         stores.set(namespace, s);
       }
       return s as Keyv<T>;
@@ -60,7 +67,7 @@ async function openRedisBackend(url: string): Promise<StateBackend> {
       let s = stores.get(namespace);
       if (!s) {
         const adapter = new KeyvRedis(client as never, { namespace: `runplane:${namespace}`, keyPrefixSeparator: ':' });
-        s = new Keyv({ store: adapter, namespace: `runplane:${namespace}`, useKeyPrefix: false, throwOnErrors: true });
+        s = new Keyv({ store: adapter, namespace: `runplane:${namespace}`, useKeyPrefix: false, throwOnErrors: true, ...json });
         stores.set(namespace, s);
       }
       return s as Keyv<T>;

@@ -1,0 +1,27 @@
+// The real gateway for the benchmark: embedded default (in-memory state), one
+// tenant with the limiter off, request logs discarded. Prints URL, token and a
+// queued run id on stdout as JSON.
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { loadConfig } from '../../gateway/config.ts';
+import { createGateway } from '../../gateway/server.ts';
+
+const dir = await mkdtemp(path.join(tmpdir(), 'runplane-bench-'));
+const token = 'b'.repeat(64);
+const keys = path.join(dir, 'keys.json');
+await writeFile(keys, JSON.stringify({ tenant_keys: { [token]: { tenant_id: 'bench', rate_limit_per_minute: 0, max_concurrent_runs: 10_000_000 } } }));
+const config = { ...loadConfig({ SERVICE_PORT: '0', SERVICE_DATA_DIR: dir, SERVICE_TENANT_KEYS_PATH: keys }) };
+const sink = new Writable({ write: (_c, _e, cb) => cb() });
+const gw = await createGateway(config, { logStream: sink });
+const url = await gw.listen();
+const tenant = (await gw.services.tenants.resolve(token))!;
+const run = await gw.services.runs.accept(tenant, {
+  plan: { steps: [{ intent: 'open', type: 'navigate', url: 'https://example.com/' }], runtime: {} },
+  runtime: { compute_backend: 'computer_plane', proxy_provider: 'residential-c', max_cost: 1, max_time_minutes: 1 },
+  cua_model: 'default-cua',
+  detached: true,
+});
+process.stdout.write(JSON.stringify({ url, token, run_id: run.run_id }) + '\n');
+process.on('SIGTERM', () => void gw.close().then(() => process.exit(0)));

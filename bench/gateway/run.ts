@@ -1,0 +1,69 @@
+// bench/gateway: requests per second and p50/p99 latency on loopback of
+//   (a) an authenticated GET /v1/runs/{id}/status
+//   (b) POST /v1/predict validating a 50-step plan
+// each beside a bare Koa route answering the same JSON, in the same run.
+// Usage: npm run bench:gateway [-- --seconds 5 --connections 10]
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import autocannon from 'autocannon';
+
+const args = process.argv.slice(2);
+const opt = (name: string, dflt: number) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? Number(args[i + 1]) : dflt;
+};
+const seconds = opt('seconds', 5);
+const connections = opt('connections', 10);
+const here = import.meta.dirname;
+
+function start(file: string): Promise<{ child: ChildProcess; line: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(here, file)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((resolve, reject) => {
+    child.stdout!.once('data', (d: Buffer) => resolve({ child, line: d.toString().trim().split('\n')[0]! }));
+    child.once('exit', (c) => reject(new Error(`${file} exited ${c}`)));
+  });
+}
+
+const plan50 = Array.from({ length: 50 }, (_, i) =>
+  i % 10 === 0
+    ? { intent: `open page ${i}`, type: 'navigate', url: `https://shop.example.com/list?page=${i}`, wait_for_load: true }
+    : i % 10 === 5
+      ? { intent: 'read rows', type: 'extract_data', extract: { item_selector: '.card', max_items: 20, fields: [{ name: 'title', type: 'str', selector: 'h2' }, { name: 'price', type: 'float', selector: '.price' }] } }
+      : { intent: `click item ${i}`, type: 'click', params: { selector: `#item-${i}` }, hints: { expect_url_contains: ['/item'] } },
+);
+const predictBody = JSON.stringify({ plan: { steps: plan50, runtime: { compute_backend: 'dom_plane', max_cost: 1 } }, detached: true });
+
+interface Row {
+  name: string;
+  rps: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+}
+
+async function measure(name: string, url: string, opts: Partial<autocannon.Options>): Promise<Row> {
+  // a short warm-up so JIT and connection setup are not in the numbers
+  await autocannon({ url, connections, duration: 1, ...opts });
+  const r = await autocannon({ url, connections, duration: seconds, ...opts });
+  return { name, rps: Math.round(r.requests.average), p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx };
+}
+
+const gw = await start('gateway-server.ts');
+const bare = await start('bare-server.ts');
+try {
+  const { url, token, run_id } = JSON.parse(gw.line) as { url: string; token: string; run_id: string };
+  const rows: Row[] = [];
+  rows.push(await measure('bare GET (same JSON)', `${bare.line}/status`, {}));
+  rows.push(await measure('gateway GET /v1/runs/{id}/status', `${url}/v1/runs/${run_id}/status`, { headers: { 'X-Service-Token': token } }));
+  const post = { method: 'POST' as const, body: predictBody, headers: { 'Content-Type': 'application/json', 'X-Service-Token': token } };
+  rows.push(await measure('bare POST (parse 50 steps)', `${bare.line}/v1/predict`, post));
+  rows.push(await measure('gateway POST /v1/predict 50 steps', `${url}/v1/predict`, post));
+  console.log(`\nbench/gateway: ${seconds}s per case, ${connections} connections, loopback, ${predictBody.length} byte plan body\n`);
+  console.log('case'.padEnd(38) + 'req/s'.padStart(9) + 'p50 ms'.padStart(9) + 'p99 ms'.padStart(9) + 'non2xx'.padStart(8));
+  for (const r of rows) console.log(r.name.padEnd(38) + String(r.rps).padStart(9) + String(r.p50).padStart(9) + String(r.p99).padStart(9) + String(r.non2xx).padStart(8));
+  const ratio = (a: Row, b: Row) => (a.rps / b.rps).toFixed(2);
+  console.log(`\nthroughput ratio gateway/bare: status ${ratio(rows[1]!, rows[0]!)}, predict ${ratio(rows[3]!, rows[2]!)}`);
+} finally {
+  gw.child.kill('SIGTERM');
+  bare.child.kill('SIGTERM');
+}
