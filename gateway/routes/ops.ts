@@ -8,7 +8,7 @@ import { ServiceError, notFound } from '../errors.ts';
 import { servedModels } from '../brains/model-ids.ts';
 import { versionBody } from '../version.ts';
 import type { Ctx } from '../context.ts';
-import type { RouteSpec } from './route.ts';
+import { param, type RouteSpec } from './route.ts';
 
 const require = createRequire(import.meta.url);
 
@@ -32,6 +32,21 @@ const REDOC_HTML = `<!doctype html><html><head><meta charset="utf-8"><title>runp
 function docsGate(ctx: Ctx, enabled: boolean): void {
   if (!enabled) throw notFound('the docs UI is disabled (SERVICE_ENABLE_DOCS_UI)');
   ctx.set('Content-Security-Policy', CSP);
+}
+
+function docsPage(path: string, summary: string, html: string): RouteSpec {
+  return {
+    method: 'GET',
+    path,
+    summary,
+    tags: ['ops'],
+    auth: false,
+    async handler(ctx, s) {
+      docsGate(ctx, s.config.enableDocsUi);
+      ctx.type = 'text/html';
+      ctx.body = html;
+    },
+  };
 }
 
 const health: RouteSpec['handler'] = async (ctx) => {
@@ -84,30 +99,8 @@ export const opsRoutes: RouteSpec[] = [
       ctx.body = s.openapi();
     },
   },
-  {
-    method: 'GET',
-    path: '/docs',
-    summary: 'Swagger UI (when SERVICE_ENABLE_DOCS_UI is on)',
-    tags: ['ops'],
-    auth: false,
-    async handler(ctx, s) {
-      docsGate(ctx, s.config.enableDocsUi);
-      ctx.type = 'text/html';
-      ctx.body = SWAGGER_HTML;
-    },
-  },
-  {
-    method: 'GET',
-    path: '/redoc',
-    summary: 'Redoc (when SERVICE_ENABLE_DOCS_UI is on)',
-    tags: ['ops'],
-    auth: false,
-    async handler(ctx, s) {
-      docsGate(ctx, s.config.enableDocsUi);
-      ctx.type = 'text/html';
-      ctx.body = REDOC_HTML;
-    },
-  },
+  docsPage('/docs', 'Swagger UI (when SERVICE_ENABLE_DOCS_UI is on)', SWAGGER_HTML),
+  docsPage('/redoc', 'Redoc (when SERVICE_ENABLE_DOCS_UI is on)', REDOC_HTML),
   {
     method: 'GET',
     path: '/docs/assets/:file',
@@ -117,7 +110,8 @@ export const opsRoutes: RouteSpec[] = [
     hidden: true,
     async handler(ctx, s) {
       docsGate(ctx, s.config.enableDocsUi);
-      const asset = ASSETS[String((ctx as unknown as { params: Record<string, string> }).params.file)];
+      const name = param(ctx, 'file');
+      const asset = Object.hasOwn(ASSETS, name) ? ASSETS[name] : undefined;
       if (!asset) throw notFound('no such asset');
       ctx.type = asset.type;
       ctx.set('Cache-Control', 'public, max-age=86400');

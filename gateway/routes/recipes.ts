@@ -2,9 +2,9 @@
 // reads the status scope (docs/decisions.md).
 import { checkRecipe } from '../recipes/store.ts';
 import type { Ctx } from '../context.ts';
-import type { RouteSpec } from './route.ts';
+import { param, type RouteSpec } from './route.ts';
 
-const nameParam = (ctx: Ctx): string => String((ctx as unknown as { params: Record<string, string> }).params.name);
+const nameParam = (ctx: Ctx): string => param(ctx, 'name');
 
 export const recipeRoutes: RouteSpec[] = [
   {

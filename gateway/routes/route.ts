@@ -5,6 +5,11 @@ import type { Ctx } from '../context.ts';
 import type { Scope } from '../http/tenants.ts';
 import type { Services } from '../services.ts';
 
+/** A path parameter of the matched route, as a string. */
+export function param(ctx: Ctx, name: string): string {
+  return String((ctx as unknown as { params?: Record<string, string> }).params?.[name] ?? '');
+}
+
 export interface RouteBody {
   /** schema file or `file#/$defs/Name` the body must satisfy */
   schema: string;

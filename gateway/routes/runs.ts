@@ -3,9 +3,25 @@ import { notFound } from '../errors.ts';
 import { requireScope } from '../http/auth.ts';
 import { lifecycleBody, logsBody, resultBody, statusBody } from '../runs/records.ts';
 import type { Ctx } from '../context.ts';
-import type { RouteSpec } from './route.ts';
+import { param, type RouteSpec } from './route.ts';
 
-const runId = (ctx: Ctx): string => String((ctx as unknown as { params: Record<string, string> }).params.run_id);
+const runId = (ctx: Ctx): string => param(ctx, 'run_id');
+
+/** A sub-resource the runner produces: the run must be the tenant's, and until the artefact exists it is 404. */
+function artefactRoute(path: string, summary: string, scope: 'logs' | 'result', missing: string): RouteSpec {
+  return {
+    method: 'GET',
+    path,
+    summary,
+    tags: ['runs'],
+    auth: true,
+    scope,
+    async handler(ctx, s) {
+      await s.runs.get(ctx.state.tenant!, runId(ctx));
+      throw notFound(missing);
+    },
+  };
+}
 
 export const runRoutes: RouteSpec[] = [
   {
@@ -53,42 +69,9 @@ export const runRoutes: RouteSpec[] = [
       ctx.body = logsBody(await s.runs.get(ctx.state.tenant!, runId(ctx)), Number.isInteger(tail) && tail > 0 ? tail : undefined);
     },
   },
-  {
-    method: 'GET',
-    path: '/v1/runs/:run_id/trace',
-    summary: "Link to the run's captured trace; 404 while none is recorded",
-    tags: ['runs'],
-    auth: true,
-    scope: 'logs',
-    async handler(ctx, s) {
-      await s.runs.get(ctx.state.tenant!, runId(ctx));
-      throw notFound('no trace has been recorded for this run');
-    },
-  },
-  {
-    method: 'GET',
-    path: '/v1/runs/:run_id/artifacts/extracted_rows.json',
-    summary: 'Extracted rows of a finished run; 404 while none exist',
-    tags: ['runs'],
-    auth: true,
-    scope: 'result',
-    async handler(ctx, s) {
-      await s.runs.get(ctx.state.tenant!, runId(ctx));
-      throw notFound('this run has no extracted rows');
-    },
-  },
-  {
-    method: 'GET',
-    path: '/v1/runs/:run_id/video',
-    summary: 'Screen recording of a run; 404 if none',
-    tags: ['runs'],
-    auth: true,
-    scope: 'result',
-    async handler(ctx, s) {
-      await s.runs.get(ctx.state.tenant!, runId(ctx));
-      throw notFound('this run has no video recording');
-    },
-  },
+  artefactRoute('/v1/runs/:run_id/trace', "Link to the run's captured trace; 404 while none is recorded", 'logs', 'no trace has been recorded for this run'),
+  artefactRoute('/v1/runs/:run_id/artifacts/extracted_rows.json', 'Extracted rows of a finished run; 404 while none exist', 'result', 'this run has no extracted rows'),
+  artefactRoute('/v1/runs/:run_id/video', 'Screen recording of a run; 404 if none', 'result', 'this run has no video recording'),
   {
     method: 'POST',
     path: '/v1/runs/:run_id/cancel',

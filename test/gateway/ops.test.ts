@@ -65,7 +65,9 @@ describe('unauthenticated and ops endpoints', () => {
         expect(a.status, asset).to.equal(200);
         expect(a.text.length).to.be.greaterThan(10_000);
       }
-      expect((await docs.req('GET', '/docs/assets/..%2fpackage.json')).status).to.equal(404);
+      for (const name of ['..%2fpackage.json', '__proto__', 'constructor', 'toString']) {
+        expect((await docs.req('GET', `/docs/assets/${name}`)).status, name).to.equal(404);
+      }
     } finally {
       await docs.close();
     }
