@@ -66,7 +66,7 @@ async function openRedisBackend(url: string): Promise<StateBackend> {
     store<T>(namespace: string): Keyv<T> {
       let s = stores.get(namespace);
       if (!s) {
-        const adapter = new KeyvRedis(client as never, { namespace: `runplane:${namespace}`, keyPrefixSeparator: ':' });
+        const adapter = new KeyvRedis(client as never, { namespace: `runplane:${namespace}`, keyPrefixSeparator: ':', throwOnErrors: true });
         s = new Keyv({ store: adapter, namespace: `runplane:${namespace}`, useKeyPrefix: false, throwOnErrors: true, ...json });
         stores.set(namespace, s);
       }

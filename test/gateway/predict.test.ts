@@ -248,6 +248,22 @@ describe('POST /v1/predict: plans, policies and idempotency', () => {
       expect(await gw.gateway.services.limits.runningCount('other')).to.equal(before + 1);
     });
 
+    it('forgets a key after its TTL', async () => {
+      const token = newToken();
+      const short = await (await import('../support/gateway.ts')).startGateway({ env: { SERVICE_IDEMPOTENCY_TTL_SECONDS: '1' }, keys: { [token]: { tenant_id: 'ttl', rate_limit_per_minute: 0 } } });
+      try {
+        const first = await short.req('POST', '/v1/predict', { token, body: { plan: [step()] }, headers: { 'Idempotency-Key': 'ttl-key' } });
+        const same = await short.req('POST', '/v1/predict', { token, body: { plan: [step()] }, headers: { 'Idempotency-Key': 'ttl-key' } });
+        expect(same.body.run_id).to.equal(first.body.run_id);
+        await new Promise((r) => setTimeout(r, 1100));
+        const later = await short.req('POST', '/v1/predict', { token, body: { plan: [step()] }, headers: { 'Idempotency-Key': 'ttl-key' } });
+        expect(later.status).to.equal(200);
+        expect(later.body.run_id).not.to.equal(first.body.run_id);
+      } finally {
+        await short.close();
+      }
+    });
+
     it('is tenant-scoped and refuses a malformed key', async () => {
       const key = `k-${newToken().slice(0, 12)}`;
       const a = await run(acme, { plan: [step()] }, { 'Idempotency-Key': key });

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { startGateway, newToken, type TestGateway } from '../support/gateway.ts';
+import { createClient } from '@redis/client';
 import { startRedis, type RedisHandle } from '../support/redis.ts';
 
 const schema = (extra: Record<string, unknown> = {}) => ({
@@ -153,16 +154,32 @@ describe('recipes', () => {
       const keys = { [a]: { tenant_id: 'tenant-a' } };
       const own = await startRedis();
       const gw = await startGateway({ keys, env: { SERVICE_REDIS_URL: own.url } });
+      const admin = createClient({ url: own.url });
+      admin.on('error', () => {});
+      await admin.connect();
       try {
         await gw.req('POST', '/v1/recipes', { token: a, body: { name: 'kept', schema: schema() } });
-        await own.stop();
+        // Redis refuses every write from now on (OOM under noeviction) but still serves reads
+        await admin.configSet({ maxmemory: '1', 'maxmemory-policy': 'noeviction' });
         const r = await gw.req('POST', '/v1/recipes', { token: a, body: { name: 'lost', schema: schema() } });
         expect(r.status).to.equal(500);
-        expect(r.body.detail).to.be.a('string');
-        expect(r.text).not.to.match(/at .*\.ts:\d+/);
+        expect(r.body.detail).to.match(/not applied/);
+        const over = await gw.req('POST', '/v1/recipes', { token: a, body: { name: 'kept', schema: schema({ entity_name: 'changed' }) } });
+        expect(over.status).to.equal(500);
+        expect((await gw.req('GET', '/v1/recipes/lost', { token: a })).status).to.equal(404);
+        expect((await gw.req('GET', '/v1/recipes/kept', { token: a })).body.schema.entity_name).to.equal('job');
+        expect((await gw.req('GET', '/v1/recipes', { token: a })).body.recipes.map((x: { name: string }) => x.name)).not.to.include('lost');
+        // and a dead Redis is a clean 500 too, never a hang
+        await admin.configSet({ maxmemory: '0' });
+        await own.stop();
+        const dead = await gw.req('POST', '/v1/recipes', { token: a, body: { name: 'gone', schema: schema() } });
+        expect(dead.status).to.equal(500);
+        expect(dead.text).not.to.match(/at .*\.ts:\d+/);
         expect((await gw.req('GET', '/health')).status).to.equal(200);
       } finally {
+        if (admin.isOpen) await admin.close().catch(() => {});
         await gw.close();
+        await own.stop();
       }
     });
   });
