@@ -1,0 +1,235 @@
+// The plugin contract: everything a plugin may see. Plugins import this module
+// (and schemas/types.gen.ts for plan types) and nothing else of the gateway.
+// Bump PLUGIN_API_VERSION on any breaking change to these types.
+import type { Step } from '../../schemas/types.gen.ts';
+
+export type { Step };
+
+export const PLUGIN_API_VERSION = 1;
+
+// ---------------------------------------------------------------- definition
+
+export interface PluginDefinition {
+  /** 1-64 chars: lowercase letters, digits, hyphen; unique across loaded plugins */
+  name: string;
+  /** semver of the plugin itself */
+  version: string;
+  /** the contract version the plugin was written against; must equal PLUGIN_API_VERSION */
+  apiVersion: number;
+  /** names of plugins that must be loaded (and registered) before this one */
+  dependsOn?: string[];
+  description?: string;
+  register(host: PluginHost): void | Promise<void>;
+}
+
+export interface PluginLogger {
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
+}
+
+export interface PluginHost {
+  readonly apiVersion: number;
+  readonly log: PluginLogger;
+  /** serve one or more step types; a type may be served by one handler only ('*' is the generic fallback) */
+  stepHandler(handler: StepHandler): void;
+  /** a brain under one of the model ids (or a new id) */
+  brain(brain: Brain): void;
+  /** a shipped extraction recipe, resolved after a tenant's own */
+  recipe(recipe: { name: string; schema: Record<string, unknown> }): void;
+  /** a host tool for tool_call steps */
+  hostTool(tool: HostTool): void;
+  /** receives every run event (the trace recorder, an exporter ...) */
+  traceSink(sink: TraceSink): void;
+  /** HTTP routes mounted under /v1/plugins/<plugin name>/ */
+  routes(routes: PluginRoute[]): void;
+}
+
+// ---------------------------------------------------------------- planes
+
+export type Backend = 'computer_plane' | 'dom_plane';
+
+export interface Capabilities {
+  dom_aware: boolean;
+  stealth: boolean;
+  supports_cdp: boolean;
+  backend: Backend;
+}
+
+export interface Screenshot {
+  /** encoded image bytes */
+  image: Buffer;
+  format: 'png' | 'jpeg' | 'webp';
+  width: number;
+  height: number;
+  scroll_y: number;
+  captured_at_ms: number;
+}
+
+/** The service's action vocabulary: what a brain emits and a plane performs. */
+export type Action =
+  | { type: 'CLICK'; x: number; y: number }
+  | { type: 'DOUBLE_CLICK'; x: number; y: number }
+  | { type: 'RIGHT_CLICK'; x: number; y: number }
+  | { type: 'DRAG'; x: number; y: number; to_x: number; to_y: number }
+  | { type: 'TYPE'; text: string }
+  | { type: 'KEY_PRESS'; keys: string }
+  | { type: 'SCROLL'; direction: 'up' | 'down' | 'left' | 'right'; amount: number; x?: number; y?: number }
+  | { type: 'NAVIGATE'; url: string }
+  | { type: 'WAIT'; seconds: number }
+  | { type: 'DONE'; success: boolean };
+
+export interface Tab {
+  tab_id: string;
+  title: string;
+  url: string;
+  is_active: boolean;
+}
+
+/** The DOM-aware extensions; present on a plane only when capabilities.dom_aware. */
+export interface DomSurface {
+  currentUrl(): Promise<string>;
+  pageLoad(): Promise<{ ready_state: 'loading' | 'interactive' | 'complete'; last_resource_ms: number | null }>;
+  tabs(): Promise<Tab[]>;
+  openInNew(target: { url: string } | { via_selector: string }): Promise<{ tab_id: string; url: string }>;
+  closeTab(tabId: string): Promise<void>;
+  activateTab(tabId: string): Promise<{ url: string }>;
+  peek(target: { selector: string } | { bbox: [number, number, number, number] }): Promise<{ href: string | null; target: string | null; tag: string | null }>;
+  safeBack(pinnedOriginPattern?: string): Promise<{ moved: boolean; url: string }>;
+  /** evaluate a JavaScript expression in the active page (CDP); the result must be JSON-serializable */
+  evaluate<T = unknown>(expression: string): Promise<T>;
+}
+
+export interface Plane {
+  readonly capabilities: Capabilities;
+  screenshot(format?: 'png' | 'jpeg'): Promise<Screenshot>;
+  /** performs one action: xdotool (with jitter) on computer_plane, input dispatch on dom_plane */
+  act(action: Action): Promise<void>;
+  readonly dom?: DomSurface;
+}
+
+// ---------------------------------------------------------------- brains
+
+export interface Frame {
+  screenshot: Screenshot;
+  url?: string;
+}
+
+export interface Inference {
+  action: Action;
+  reasoning: string;
+  usage: { tokens_in: number; tokens_out: number; cost_usd: number };
+}
+
+export interface Brain {
+  /** model id, e.g. default-cua */
+  id: string;
+  description?: string;
+  think(frames: Frame[], task: string, actionHistory: Action[], screenSize: { width: number; height: number }, signal?: AbortSignal): Promise<Inference>;
+}
+
+// ---------------------------------------------------------------- steps
+
+export type FailureClass =
+  | 'cf_challenge'
+  | 'http_4xx'
+  | 'http_5xx'
+  | 'nav_timeout'
+  | 'selector_miss'
+  | 'no_state_change'
+  | 'brain_loop_exhausted'
+  | 'wrong_target'
+  | 'submit_failed'
+  | 'extractor_error'
+  | 'budget_exceeded'
+  | 'unknown';
+
+export interface LastAction {
+  type: string;
+  params: Record<string, unknown>;
+  reasoning: string;
+}
+
+export interface StepResult {
+  success: boolean;
+  failure_class?: FailureClass;
+  /** short handler prose */
+  data?: string;
+  /** extracted rows (already typed per the extract block) */
+  rows?: Array<Record<string, unknown>>;
+  last_action?: LastAction;
+  /** ask the runner to halt the whole run */
+  halt?: { halt_class: string; error?: string };
+}
+
+export interface StepContext {
+  readonly runId: string;
+  readonly tenantId: string;
+  readonly step: Step;
+  /** path of the step in the plan, e.g. steps[3].steps[0] */
+  readonly path: string;
+  readonly plane: Plane;
+  /** the run's brain, when the handler declared needs.brain */
+  readonly brain?: Brain;
+  readonly signal: AbortSignal;
+  recipe(name: string): Promise<Record<string, unknown>>;
+  callTool(name: string, args: Record<string, unknown>): Promise<unknown>;
+  /** add model or other spend to the run's budget */
+  addCost(usd: number, tokens?: { tokens_in?: number; tokens_out?: number }): void;
+  log(message: string): void;
+}
+
+export interface StepHandler {
+  /** step types served; '*' is the generic handler for unknown types */
+  types: string[];
+  description: string;
+  needs?: { domAware?: boolean; brain?: boolean; recipe?: boolean };
+  run(ctx: StepContext): Promise<StepResult>;
+}
+
+// ---------------------------------------------------------------- tools, sinks, routes
+
+export interface HostTool {
+  name: string;
+  description: string;
+  /** JSON Schema of args; validated before call */
+  argsSchema?: Record<string, unknown>;
+  call(args: Record<string, unknown>, ctx: { runId: string; tenantId: string; signal: AbortSignal }): Promise<unknown>;
+}
+
+export interface RunEvent {
+  /** per-run sequence number, from 1 */
+  seq: number;
+  run_id: string;
+  tenant_id: string;
+  type: string;
+  ts: string;
+  data: Record<string, unknown>;
+}
+
+export interface TraceSink {
+  name: string;
+  onEvent(event: RunEvent): void | Promise<void>;
+}
+
+export interface PluginRouteContext {
+  method: string;
+  /** path below the plugin's prefix, starting with / */
+  path: string;
+  params: Record<string, string>;
+  query: Record<string, string | string[] | undefined>;
+  headers: Record<string, string | string[] | undefined>;
+  body: unknown;
+  /** tenant of the X-Service-Token, when the route declared auth */
+  tenantId?: string;
+}
+
+export interface PluginRoute {
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  /** koa-router style path below /v1/plugins/<name>, e.g. /items/:id */
+  path: string;
+  /** X-Service-Token required (default true) */
+  auth?: boolean;
+  summary?: string;
+  handler(ctx: PluginRouteContext): Promise<{ status?: number; body: unknown; headers?: Record<string, string> }>;
+}
