@@ -18,8 +18,9 @@ import { opsRoutes } from './routes/ops.ts';
 import { predictRoutes } from './routes/predict.ts';
 import { runRoutes } from './routes/runs.ts';
 import { recipeRoutes } from './routes/recipes.ts';
+import { wsRoutes } from './routes/ws.ts';
 
-export const ALL_ROUTES: RouteSpec[] = [...opsRoutes, ...predictRoutes, ...runRoutes, ...recipeRoutes];
+export const ALL_ROUTES: RouteSpec[] = [...opsRoutes, ...predictRoutes, ...runRoutes, ...recipeRoutes, ...wsRoutes];
 
 function routeChain(route: RouteSpec, s: Services) {
   const chain: Array<(ctx: Ctx, next: Next) => Promise<unknown>> = [];

@@ -28,6 +28,10 @@ export interface GatewayConfig {
   gitSha?: string;
   deployedAt?: string;
   proxyProvider: string;
+  secretsDir: string;
+  allowPrivateNetworks: boolean;
+  webhookRetrySeconds: number[];
+  webhookTimeoutMs: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -46,6 +50,14 @@ function envInt(env: Env, name: string, dflt: number, min: number, max = Number.
     throw new Error(`${name} must be an integer between ${min} and ${max}, got ${JSON.stringify(raw)}`);
   }
   return n;
+}
+
+function envSeconds(env: Env, name: string, dflt: number[]): number[] {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return dflt;
+  const list = raw.split(',').map((s) => Number(s.trim()));
+  if (list.some((n) => !Number.isFinite(n) || n < 0)) throw new Error(`${name} must be a comma-separated list of seconds, got ${JSON.stringify(raw)}`);
+  return list;
 }
 
 function envStr(env: Env, name: string): string | undefined {
@@ -81,5 +93,9 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Gateway
     gitSha: envStr(env, 'SERVICE_GIT_SHA'),
     deployedAt: envStr(env, 'SERVICE_DEPLOYED_AT'),
     proxyProvider: envStr(env, 'SERVICE_PROXY_PROVIDER') ?? 'residential-c',
+    secretsDir: path.resolve(cwd, envStr(env, 'SERVICE_SECRETS_DIR') ?? path.join(envStr(env, 'SERVICE_DATA_DIR') ?? '.data', 'secrets')),
+    allowPrivateNetworks: envFlag(env.SERVICE_ALLOW_PRIVATE_NETWORKS, false),
+    webhookRetrySeconds: envSeconds(env, 'SERVICE_WEBHOOK_RETRY_SECONDS', [5, 30, 120, 600, 1800]),
+    webhookTimeoutMs: envInt(env, 'SERVICE_WEBHOOK_TIMEOUT_MS', 10_000, 100, 120_000),
   };
 }

@@ -14,12 +14,15 @@ import { openStateBackend } from './state/backend.ts';
 import { Limits } from './http/limits.ts';
 import { KeysFileResolver, SingleTokenResolver, UnconfiguredResolver, type TenantResolver } from './http/tenants.ts';
 import { RunsService } from './runs/runs-service.ts';
+import { openEventLog } from './runs/events.ts';
+import { Webhooks } from './runs/webhooks.ts';
 import { Idempotency } from './runs/idempotency.ts';
 import { RecipeStore, loadShippedRecipes } from './recipes/store.ts';
 import type { RunRecord } from './runs/records.ts';
 import { readVersionInfo } from './version.ts';
 import { buildOpenApi } from './openapi.ts';
 import { ALL_ROUTES, buildApp } from './app.ts';
+import { attachWebSockets } from './routes/ws.ts';
 import type { Services } from './services.ts';
 import type { GatewayState } from './context.ts';
 
@@ -65,6 +68,17 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
   const shipped = await loadShippedRecipes(config.recipesDir);
   const version = readVersionInfo(config.gitSha, config.deployedAt);
   let openapiDoc: Record<string, unknown> | undefined;
+  const events = await openEventLog(config.redisUrl);
+  const webhooks = new Webhooks({
+    secretsDir: config.secretsDir,
+    allowPrivate: config.allowPrivateNetworks,
+    retrySchedule: config.webhookRetrySeconds,
+    timeoutMs: config.webhookTimeoutMs,
+    log: namedLogger(log, 'gateway.webhooks'),
+    // called only after start-up, when `services` exists
+    record: (runId, attempt) => services.runs.recordDelivery(runId, attempt),
+  });
+  const runs = new RunsService(state.store<RunRecord>('runs'), state.atomic, limits, events, webhooks);
   const services: Services = {
     config,
     log,
@@ -73,7 +87,8 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     tenants,
     state,
     version,
-    runs: new RunsService(state.store<RunRecord>('runs'), state.atomic, limits),
+    runs,
+    watchers: new Set(),
     idempotency: new Idempotency(state.atomic, config.idempotencyTtlSeconds * 1000),
     recipes: new RecipeStore(state, shipped, config.maxRecipesPerTenant),
     openapi: () => (openapiDoc ??= buildOpenApi(ALL_ROUTES, version.version)),
@@ -87,6 +102,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     async listen() {
       server = createServer({ requestTimeout: 60_000, headersTimeout: 20_000 }, app.callback());
       server.keepAliveTimeout = 5_000;
+      attachWebSockets(server, services);
       await new Promise<void>((resolve, reject) => {
         server!.once('error', reject);
         server!.listen(config.port, config.host, () => resolve());
@@ -97,6 +113,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
       return `http://${host}:${addr.port}`;
     },
     async close() {
+      for (const stop of [...services.watchers]) stop();
       if (server) {
         const s = server;
         const closed = new Promise<void>((resolve) => s.close(() => resolve()));
@@ -109,6 +126,8 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
         clearInterval(sweeper);
         clearTimeout(timer);
       }
+      webhooks.close();
+      await events.close();
       await state.close();
       log.info('gateway stopped');
       log.flush?.();

@@ -21,6 +21,8 @@ export interface Services {
   recipes: RecipeStore;
   state: StateBackend;
   version: VersionInfo;
+  /** live watcher streams, ended on shutdown */
+  watchers: Set<() => void>;
   /** the OpenAPI document, built at start */
   openapi: () => Record<string, unknown>;
 }

@@ -20,6 +20,8 @@ export interface TenantResolver {
   readonly mode: 'keys-file' | 'single-token' | 'unconfigured';
   /** The tenant a token belongs to, or null. */
   resolve(token: string): Promise<Tenant | null>;
+  /** The current configuration of a tenant id (any of its tokens), or null when it has none left. */
+  resolveById(tenantId: string): Promise<Tenant | null>;
 }
 
 const digest = (token: string): Buffer => createHash('sha256').update(token, 'utf8').digest();
@@ -41,6 +43,9 @@ export class UnconfiguredResolver implements TenantResolver {
   async resolve(): Promise<Tenant | null> {
     return null;
   }
+  async resolveById(): Promise<Tenant | null> {
+    return null;
+  }
 }
 
 export class SingleTokenResolver implements TenantResolver {
@@ -57,6 +62,10 @@ export class SingleTokenResolver implements TenantResolver {
 
   async resolve(token: string): Promise<Tenant | null> {
     return timingSafeEqual(digest(token), this.expected) ? this.tenant : null;
+  }
+
+  async resolveById(tenantId: string): Promise<Tenant | null> {
+    return tenantId === this.tenant.tenant_id ? this.tenant : null;
   }
 }
 
@@ -81,6 +90,12 @@ export class KeysFileResolver implements TenantResolver {
     const d = digest(token);
     const hit = this.byDigest.get(d.toString('hex'));
     return hit && timingSafeEqual(hit.digest, d) ? hit.tenant : null;
+  }
+
+  async resolveById(tenantId: string): Promise<Tenant | null> {
+    await this.refresh();
+    for (const { tenant } of this.byDigest.values()) if (tenant.tenant_id === tenantId) return tenant;
+    return null;
   }
 
   /** Re-reads the file when the cache is older than cacheMs; one read at a time. */

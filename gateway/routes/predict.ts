@@ -65,6 +65,12 @@ function checkCallbackUrl(url: string | undefined): void {
   if (u.protocol !== 'http:' && u.protocol !== 'https:') throw badRequest('callback_url: only http and https are allowed');
 }
 
+/** The request's callback_url overrides the tenant's webhook_url; the tenant's secret signs either. */
+function webhookTarget(callbackUrl: string | undefined, tenant: Tenant) {
+  const url = callbackUrl ?? tenant.webhook_url;
+  return url ? { url, secret_name: tenant.webhook_secret_name } : undefined;
+}
+
 async function startRun(ctx: Ctx, s: Services, body: PredictBody, tenant: Tenant): Promise<string> {
   requireScope(ctx, 'run');
   if (body.plan !== undefined && body.micro !== undefined) throw badRequest('plan: give either plan or micro, not both');
@@ -104,6 +110,7 @@ async function startRun(ctx: Ctx, s: Services, body: PredictBody, tenant: Tenant
       workflow_id: body.workflow_id,
       callback_url: body.callback_url,
       detached: body.detached ?? true,
+      webhook: webhookTarget(body.callback_url, tenant),
     });
     if (claim?.kind === 'owner') await claim.complete(run.run_id);
     s.log.info({ tenant_id: tenant.tenant_id, run_id: run.run_id }, 'run accepted');

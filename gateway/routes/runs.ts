@@ -1,7 +1,8 @@
 // /v1/runs/{run_id} and its sub-routes. Another tenant's run is 404, never 403.
 import { notFound } from '../errors.ts';
 import { requireScope } from '../http/auth.ts';
-import { lifecycleBody, logsBody, resultBody, statusBody } from '../runs/records.ts';
+import { lifecycleBody, resultBody, statusBody } from '../runs/records.ts';
+import { lastEventId, streamRunEvents } from './sse.ts';
 import type { Ctx } from '../context.ts';
 import { param, type RouteSpec } from './route.ts';
 
@@ -60,13 +61,15 @@ export const runRoutes: RouteSpec[] = [
   {
     method: 'GET',
     path: '/v1/runs/:run_id/events',
-    summary: 'Event log of a run',
+    summary: 'Events of a run: JSON, or with ?sse=true a server-sent event stream (Last-Event-ID resumes)',
     tags: ['runs'],
     auth: true,
     scope: 'logs',
     async handler(ctx, s) {
-      const tail = Number(ctx.query.tail);
-      ctx.body = logsBody(await s.runs.get(ctx.state.tenant!, runId(ctx)), Number.isInteger(tail) && tail > 0 ? tail : undefined);
+      const run = await s.runs.get(ctx.state.tenant!, runId(ctx));
+      const sse = ctx.query.sse === 'true' || ctx.query.sse === '1';
+      if (sse) return streamRunEvents(ctx, s, run.run_id, run.tenant_id);
+      ctx.body = { run_id: run.run_id, status: run.status, events: await s.runs.history(run.run_id, lastEventId(ctx)) };
     },
   },
   artefactRoute('/v1/runs/:run_id/trace', "Link to the run's captured trace; 404 while none is recorded", 'logs', 'no trace has been recorded for this run'),

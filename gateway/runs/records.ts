@@ -1,5 +1,6 @@
 // The run record and the bodies the spec derives from it.
 import type { NormalizedPlan } from './plan-policy.ts';
+import type { DeliveryAttempt, WebhookTarget } from './webhooks.ts';
 
 export type RunStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
 
@@ -42,6 +43,8 @@ export interface RunRecord {
   steps: unknown[];
   unknown_placeholder_row_count: number;
   events: string[];
+  webhook: WebhookTarget | null;
+  webhook_deliveries: DeliveryAttempt[];
 }
 
 export const TERMINAL: ReadonlySet<RunStatus> = new Set(['succeeded', 'failed', 'cancelled']);
@@ -59,6 +62,16 @@ export function statusBody(r: RunRecord) {
   };
 }
 
+/** A URL without credentials or query (they may carry secrets) for showing back. */
+function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.protocol}//${u.host}${u.pathname}`;
+  } catch {
+    return '(invalid URL)';
+  }
+}
+
 export function lifecycleBody(r: RunRecord) {
   return {
     ...statusBody(r),
@@ -68,6 +81,7 @@ export function lifecycleBody(r: RunRecord) {
     compute_backend: r.runtime.compute_backend,
     limits: { max_cost: r.runtime.max_cost, max_time_minutes: r.runtime.max_time_minutes },
     step_count: r.plan.steps.length,
+    webhook: r.webhook ? { url: redactUrl(r.webhook.url), signed: r.webhook.secret_name !== '', deliveries: r.webhook_deliveries } : null,
   };
 }
 

@@ -11,6 +11,8 @@ import type { Tenant } from '../http/tenants.ts';
 import { failureHelp } from './failure-help.ts';
 import type { NormalizedPlan } from './plan-policy.ts';
 import { TERMINAL, type EffectiveRuntime, type RunRecord, type RunStatus } from './records.ts';
+import type { EventLog } from './events.ts';
+import type { DeliveryAttempt, Webhooks, WebhookTarget } from './webhooks.ts';
 
 export interface NewRun {
   plan: NormalizedPlan;
@@ -20,6 +22,7 @@ export interface NewRun {
   workflow_id?: string;
   callback_url?: string;
   detached: boolean;
+  webhook?: WebhookTarget;
 }
 
 export class RunsService {
@@ -27,6 +30,8 @@ export class RunsService {
     private readonly runs: Keyv<RunRecord>,
     private readonly atomic: AtomicOps,
     private readonly limits: Limits,
+    private readonly events: EventLog,
+    private readonly webhooks: Webhooks,
   ) {}
 
   private profileKey(tenantId: string, profileId: string): string {
@@ -71,8 +76,11 @@ export class RunsService {
         steps: [],
         unknown_placeholder_row_count: 0,
         events: [`${now} run accepted: ${spec.plan.steps.length} top-level steps on ${spec.runtime.compute_backend}, brain ${spec.cua_model}`, `${now} status queued`],
+        webhook: spec.webhook ?? null,
+        webhook_deliveries: [],
       };
       await this.runs.set(runId, record);
+      await this.events.append({ run_id: runId, tenant_id: tenant.tenant_id, type: 'run.status', data: { status: 'queued', phase: 'queued' } });
       return record;
     } catch (err) {
       if (lockKey) await this.atomic.deleteIf(lockKey, runId).catch(() => {});
@@ -117,6 +125,47 @@ export class RunsService {
     if (released && r.profile_id) {
       await this.atomic.deleteIf(`profile:${r.profile_id}`, r.run_id);
     }
+    if (released) {
+      await this.events.append({
+        run_id: r.run_id,
+        tenant_id: r.tenant_id,
+        type: 'run.ended',
+        data: { status, phase: ended.phase, halt_class: haltClass, error },
+      });
+      if (r.webhook) this.webhooks.deliver(r.run_id, r.webhook, completionPayload(ended));
+    }
     return ended;
   }
+
+  /** Appends one webhook attempt to the run's delivery log. */
+  async recordDelivery(runId: string, attempt: DeliveryAttempt): Promise<void> {
+    const r = await this.runs.get(runId);
+    if (!r) return;
+    await this.runs.set(runId, { ...r, webhook_deliveries: [...r.webhook_deliveries, attempt] });
+  }
+
+  history(runId: string, after?: number) {
+    return this.events.history(runId, after);
+  }
+
+  subscribe(topic: string, listener: Parameters<EventLog['subscribe']>[1]) {
+    return this.events.subscribe(topic, listener);
+  }
+}
+
+/** The Standard Webhooks payload of a run that ended. */
+export function completionPayload(r: RunRecord) {
+  return {
+    type: `run.${r.status}`,
+    timestamp: r.ended_at ?? new Date().toISOString(),
+    data: {
+      run_id: r.run_id,
+      status: r.status,
+      phase: r.phase,
+      halt_class: r.halt_class,
+      error: r.error,
+      summary: r.summary,
+      result_url: `/v1/runs/${r.run_id}/result`,
+    },
+  };
 }

@@ -2,9 +2,9 @@
 // In memory by default; Redis when a URL is given, shared by every replica.
 import { Keyv } from 'keyv';
 import KeyvRedis from '@keyv/redis';
-import { createClient } from '@redis/client';
 import { MemoryAtomicOps, type AtomicOps } from './atomic.ts';
-import { RedisAtomicOps, type RedisClient } from './redis-atomic.ts';
+import { RedisAtomicOps } from './redis-atomic.ts';
+import { redisClient, type RedisClient } from './redis-client.ts';
 
 export interface StateBackend {
   readonly kind: 'memory' | 'redis';
@@ -48,15 +48,7 @@ function openMemoryBackend(): StateBackend {
 }
 
 async function openRedisBackend(url: string): Promise<StateBackend> {
-  // A dead Redis must fail a request fast (500 / 503), not queue it forever.
-  const client: RedisClient = createClient({
-    url,
-    disableOfflineQueue: true,
-    socket: { connectTimeout: 2000, reconnectStrategy: (retries: number) => Math.min(50 * 2 ** retries, 2000) },
-  });
-  client.on('error', () => {
-    /* surfaced per command; reconnects on its own */
-  });
+  const client: RedisClient = redisClient(url);
   await client.connect();
   const atomic = new RedisAtomicOps(client);
   const stores = new Map<string, Keyv>();

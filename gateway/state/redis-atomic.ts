@@ -1,10 +1,8 @@
 // AtomicOps on Redis: each operation is one Lua script, so the limits hold
 // exactly across every gateway replica sharing the server. Time comes from the
 // Redis server (TIME) so replicas with skewed clocks still share one bucket.
-import { createClient } from '@redis/client';
 import type { AtomicOps, BucketResult } from './atomic.ts';
-
-export type RedisClient = ReturnType<typeof createClient>;
+import type { RedisClient } from './redis-client.ts';
 
 const TAKE_TOKEN = `
 local cap = tonumber(ARGV[1])

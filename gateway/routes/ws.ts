@@ -1,0 +1,127 @@
+// WebSocket watchers: GET /v1/runs/{run_id}/ws follows one run, GET /v1/ws all
+// runs of the tenant. Authenticated by X-Service-Token or, for browsers (which
+// cannot set headers on a WebSocket), by a single-use ticket from
+// POST /v1/ws-tickets offered as the subprotocol `runplane.ticket.<ticket>`,
+// so no credential ever sits in a URL. Messages are the same ordered events as
+// SSE; ?after=<seq> resumes. A watcher that cannot keep up is dropped.
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage, Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { ServiceError, isServiceError, notFound } from '../errors.ts';
+import type { Tenant } from '../http/tenants.ts';
+import { watch } from '../runs/watch.ts';
+import type { Services } from '../services.ts';
+import type { RouteSpec } from './route.ts';
+
+const TICKET_TTL_MS = 30_000;
+const MAX_BUFFERED = 1024 * 1024;
+const PROTOCOL = 'runplane.v1';
+const TICKET_PREFIX = 'runplane.ticket.';
+
+export const wsRoutes: RouteSpec[] = [
+  {
+    method: 'POST',
+    path: '/v1/ws-tickets',
+    summary: 'A single-use, 30-second ticket to open a WebSocket watcher from a browser',
+    tags: ['runs'],
+    auth: true,
+    scope: 'logs',
+    async handler(ctx, s) {
+      const ticket = randomBytes(24).toString('base64url');
+      await s.state.atomic.put(`ws-ticket:${ticket}`, ctx.state.tenant!.tenant_id, TICKET_TTL_MS);
+      ctx.body = { ticket, expires_in: TICKET_TTL_MS / 1000, protocol: [PROTOCOL, `${TICKET_PREFIX}${ticket}`] };
+    },
+  },
+];
+
+function offeredProtocols(req: IncomingMessage): string[] {
+  return String(req.headers['sec-websocket-protocol'] ?? '')
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean);
+}
+
+async function authenticate(req: IncomingMessage, s: Services): Promise<Tenant> {
+  const token = req.headers['x-service-token'];
+  if (typeof token === 'string' && token) {
+    if (s.tenants.mode === 'unconfigured') throw new ServiceError('auth_not_configured', 'authentication is not configured');
+    const t = await s.tenants.resolve(token);
+    if (!t) throw new ServiceError('unauthenticated', 'X-Service-Token matches no tenant');
+    return t;
+  }
+  const ticket = offeredProtocols(req).find((p) => p.startsWith(TICKET_PREFIX))?.slice(TICKET_PREFIX.length);
+  if (!ticket) throw new ServiceError('unauthenticated', 'missing X-Service-Token header or ticket subprotocol');
+  const key = `ws-ticket:${ticket}`;
+  const tenantId = await s.state.atomic.get(key);
+  // single use: only the caller that deletes it may use it
+  if (!tenantId || !(await s.state.atomic.deleteIf(key, tenantId))) throw new ServiceError('unauthenticated', 'ticket unknown, used or expired');
+  // the tenant's current configuration (scopes may have changed since the ticket)
+  const tenant = await s.tenants.resolveById(tenantId);
+  if (!tenant) throw new ServiceError('unauthenticated', 'ticket tenant no longer exists');
+  return tenant;
+}
+
+function refuse(socket: Duplex, err: unknown): void {
+  const e = isServiceError(err) ? err : new ServiceError('internal', 'internal error');
+  const body = JSON.stringify({ detail: e.detail });
+  socket.end(`HTTP/1.1 ${e.status} ${e.status === 401 ? 'Unauthorized' : e.status === 403 ? 'Forbidden' : e.status === 404 ? 'Not Found' : 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+}
+
+export function attachWebSockets(server: Server, s: Services): void {
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: 4096,
+    handleProtocols: (protocols) => (protocols.has(PROTOCOL) ? PROTOCOL : false),
+  });
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    socket.on('error', () => {});
+    const url = new URL(req.url ?? '/', 'http://gateway.local');
+    const runMatch = /^\/v1\/runs\/([^/]{1,128})\/ws$/.exec(url.pathname);
+    if (!runMatch && url.pathname !== '/v1/ws') {
+      refuse(socket, notFound('no WebSocket route here'));
+      return;
+    }
+    const after = Number(url.searchParams.get('after') ?? 0);
+    void (async () => {
+      const tenant = await authenticate(req, s);
+      if (!tenant.scopes.includes('logs')) throw new ServiceError('forbidden', "this token lacks the 'logs' scope");
+      const runId = runMatch ? decodeURIComponent(runMatch[1]!) : undefined;
+      if (runId) await s.runs.get(tenant, runId);
+      wss.handleUpgrade(req, socket, head, (ws: WebSocket) => {
+        let w: { stop(): void } | undefined;
+        const stop = () => {
+          w?.stop();
+          s.watchers.delete(stop);
+          if (ws.readyState === ws.OPEN) ws.close(1001, 'gateway shutting down');
+        };
+        s.watchers.add(stop);
+        ws.on('close', () => {
+          w?.stop();
+          s.watchers.delete(stop);
+        });
+        ws.on('message', () => {
+          /* watchers only listen */
+        });
+        void watch(s.runs, {
+          topic: runId ? `run:${runId}` : `tenant:${tenant.tenant_id}`,
+          runId,
+          after: Number.isInteger(after) && after > 0 ? after : 0,
+          send: (e) => {
+            if (ws.readyState !== ws.OPEN) return;
+            if (ws.bufferedAmount > MAX_BUFFERED) {
+              s.log.warn({ tenant_id: tenant.tenant_id, run_id: runId }, 'slow WebSocket watcher dropped');
+              ws.terminate();
+              return;
+            }
+            ws.send(JSON.stringify(e));
+          },
+          ended: () => ws.close(1000, 'run ended'),
+        }).then((handle) => {
+          w = handle;
+          if (ws.readyState !== ws.OPEN) handle.stop();
+        });
+      });
+    })().catch((err: unknown) => refuse(socket, err));
+  });
+}

@@ -1,0 +1,130 @@
+// Run events: every state change of a run becomes an ordered event (seq from 1
+// per run), kept for replay (SSE Last-Event-ID, WebSocket ?after=) and fanned
+// out live to watchers and trace sinks. In memory by default; on Redis the log
+// is a list per run and fan-out goes through pub/sub, so a watcher on one
+// replica sees events published by another.
+import { EventEmitter } from 'node:events';
+import type { RunEvent } from '../plugins/contract.ts';
+import { redisClient, type RedisClient } from '../state/redis-client.ts';
+
+export type { RunEvent };
+
+export type EventListener = (e: RunEvent) => void;
+
+export interface EventLog {
+  append(e: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent>;
+  /** events of a run with seq > after, oldest first */
+  history(runId: string, after?: number): Promise<RunEvent[]>;
+  /** live events of one run ('run:<id>') or one tenant ('tenant:<id>') */
+  subscribe(topic: string, listener: EventListener): () => void;
+  close(): Promise<void>;
+}
+
+/** Most events kept per run; older ones drop off the replay log (live delivery is unaffected). */
+export const MAX_EVENTS_PER_RUN = 10_000;
+
+abstract class FanOut {
+  protected readonly emitter = new EventEmitter();
+  constructor() {
+    this.emitter.setMaxListeners(0);
+  }
+  subscribe(topic: string, listener: EventListener): () => void {
+    this.emitter.on(topic, listener);
+    return () => this.emitter.off(topic, listener);
+  }
+  protected deliver(e: RunEvent): void {
+    // a listener that throws must not stop the others or the publisher
+    for (const topic of [`run:${e.run_id}`, `tenant:${e.tenant_id}`]) {
+      for (const l of this.emitter.listeners(topic) as EventListener[]) {
+        try {
+          l(e);
+        } catch {
+          /* watcher bugs are the watcher's */
+        }
+      }
+    }
+  }
+}
+
+export class MemoryEventLog extends FanOut implements EventLog {
+  private readonly logs = new Map<string, RunEvent[]>();
+  private readonly seqs = new Map<string, number>();
+
+  async append(input: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent> {
+    const seq = (this.seqs.get(input.run_id) ?? 0) + 1;
+    this.seqs.set(input.run_id, seq);
+    const e: RunEvent = { ...input, seq, ts: input.ts ?? new Date().toISOString() };
+    const log = this.logs.get(e.run_id) ?? [];
+    log.push(e);
+    if (log.length > MAX_EVENTS_PER_RUN) log.splice(0, log.length - MAX_EVENTS_PER_RUN);
+    this.logs.set(e.run_id, log);
+    this.deliver(e);
+    return e;
+  }
+
+  async history(runId: string, after = 0): Promise<RunEvent[]> {
+    return (this.logs.get(runId) ?? []).filter((e) => e.seq > after);
+  }
+
+  async close(): Promise<void> {
+    this.emitter.removeAllListeners();
+  }
+}
+
+const CHANNEL = 'runplane:events';
+
+export class RedisEventLog extends FanOut implements EventLog {
+  private constructor(
+    private readonly client: RedisClient,
+    private readonly sub: RedisClient,
+    private readonly ttlSeconds: number,
+  ) {
+    super();
+  }
+
+  static async open(url: string, ttlSeconds = 7 * 24 * 3600): Promise<RedisEventLog> {
+    const client = redisClient(url);
+    const sub = redisClient(url);
+    await client.connect();
+    await sub.connect();
+    const log = new RedisEventLog(client, sub, ttlSeconds);
+    await sub.subscribe(CHANNEL, (message) => {
+      try {
+        log.deliver(JSON.parse(message) as RunEvent);
+      } catch {
+        /* not ours */
+      }
+    });
+    return log;
+  }
+
+  async append(input: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent> {
+    const seq = await this.client.incr(`runplane:events-seq:${input.run_id}`);
+    const e: RunEvent = { ...input, seq, ts: input.ts ?? new Date().toISOString() };
+    const text = JSON.stringify(e);
+    const key = `runplane:events:${e.run_id}`;
+    await this.client
+      .multi()
+      .rPush(key, text)
+      .lTrim(key, -MAX_EVENTS_PER_RUN, -1)
+      .expire(key, this.ttlSeconds)
+      .expire(`runplane:events-seq:${e.run_id}`, this.ttlSeconds)
+      .publish(CHANNEL, text)
+      .exec();
+    return e;
+  }
+
+  async history(runId: string, after = 0): Promise<RunEvent[]> {
+    const all = await this.client.lRange(`runplane:events:${runId}`, 0, -1);
+    return all.map((t) => JSON.parse(t) as RunEvent).filter((e) => e.seq > after);
+  }
+
+  async close(): Promise<void> {
+    this.emitter.removeAllListeners();
+    for (const c of [this.sub, this.client]) if (c.isOpen) await c.close().catch(() => {});
+  }
+}
+
+export async function openEventLog(redisUrl?: string): Promise<EventLog> {
+  return redisUrl ? RedisEventLog.open(redisUrl) : new MemoryEventLog();
+}
