@@ -29,6 +29,8 @@ export async function streamRunEvents(ctx: Ctx, s: Services, runId: string, tena
   const heartbeat = setInterval(() => out.write(': keep-alive\n\n'), HEARTBEAT_MS);
   heartbeat.unref();
   let done = false;
+  // the replayed history is written before Koa starts piping; only live events can be 'slow'
+  let live = false;
   const finish = () => {
     if (done) return;
     done = true;
@@ -38,7 +40,7 @@ export async function streamRunEvents(ctx: Ctx, s: Services, runId: string, tena
     if (!out.writableEnded) out.end();
   };
   const send = (e: RunEvent) => {
-    if (out.writableLength > MAX_BUFFERED) {
+    if (live && out.writableLength > MAX_BUFFERED) {
       if (!done) s.log.warn({ run_id: runId, tenant_id: tenantId }, 'slow SSE watcher dropped');
       setImmediate(finish);
       return;
@@ -50,4 +52,5 @@ export async function streamRunEvents(ctx: Ctx, s: Services, runId: string, tena
   // finish runs only after this is assigned: every caller defers it (setImmediate, I/O events)
   const watching = watch(s.runs, { topic: `run:${runId}`, runId, after: lastEventId(ctx), send, ended: () => setImmediate(finish) });
   await watching;
+  live = true;
 }
