@@ -90,6 +90,8 @@ export function attachWebSockets(server: Server, s: Services): void {
       if (runId) await s.runs.get(tenant, runId);
       wss.handleUpgrade(req, socket, head, (ws: WebSocket) => {
         let w: { stop(): void } | undefined;
+        // replayed history may queue up before the client reads; only live events can be 'slow'
+        let live = false;
         const stop = () => {
           w?.stop();
           s.watchers.delete(stop);
@@ -109,7 +111,7 @@ export function attachWebSockets(server: Server, s: Services): void {
           after: Number.isInteger(after) && after > 0 ? after : 0,
           send: (e) => {
             if (ws.readyState !== ws.OPEN) return;
-            if (ws.bufferedAmount > MAX_BUFFERED) {
+            if (live && ws.bufferedAmount > MAX_BUFFERED) {
               s.log.warn({ tenant_id: tenant.tenant_id, run_id: runId }, 'slow WebSocket watcher dropped');
               ws.terminate();
               return;
@@ -119,6 +121,7 @@ export function attachWebSockets(server: Server, s: Services): void {
           ended: () => ws.close(1000, 'run ended'),
         }).then((handle) => {
           w = handle;
+          live = true;
           if (ws.readyState !== ws.OPEN) handle.stop();
         });
       });
