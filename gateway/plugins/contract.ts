@@ -100,11 +100,18 @@ export interface DomSurface {
   evaluate<T = unknown>(expression: string): Promise<T>;
 }
 
+export interface ActResult {
+  /** HTTP status of the main document after a NAVIGATE, when the plane can tell */
+  http_status?: number | null;
+  /** URL after the action, when the plane can tell */
+  url?: string;
+}
+
 export interface Plane {
   readonly capabilities: Capabilities;
   screenshot(format?: 'png' | 'jpeg'): Promise<Screenshot>;
   /** performs one action: xdotool (with jitter) on computer_plane, input dispatch on dom_plane */
-  act(action: Action): Promise<void>;
+  act(action: Action): Promise<ActResult>;
   readonly dom?: DomSurface;
 }
 
@@ -160,6 +167,10 @@ export interface StepResult {
   last_action?: LastAction;
   /** ask the runner to halt the whole run */
   halt?: { halt_class: string; error?: string };
+  /** the enclosing loop should end after this step (e.g. paginate found no next page) */
+  end_loop?: boolean;
+  /** the plan is complete: the runner stops and the run succeeds (the done step) */
+  finish?: boolean;
 }
 
 export interface StepContext {

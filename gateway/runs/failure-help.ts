@@ -15,6 +15,91 @@ const CATALOGUE: Record<string, Entry> = {
     likely_causes: ['a caller cancelled it with POST /v1/runs/{run_id}/cancel'],
     next_steps: ['submit the plan again if the run is still wanted'],
   },
+  budget_cap: {
+    summary: "The run's cost reached max_cost (the smaller of the request's and the tenant's cap).",
+    likely_causes: ['brain-driven steps used more model tokens than planned', 'a loop ran more iterations than expected'],
+    next_steps: ['raise max_cost within the tenant cap', 'replace brain steps with mechanical ones (selectors) where the page allows'],
+  },
+  time_cap: {
+    summary: "The run reached max_time_minutes (the smaller of the request's and the tenant's cap).",
+    likely_causes: ['slow pages or long waits', 'a loop ran more iterations than expected'],
+    next_steps: ['raise max_time_minutes within the tenant cap', 'lower loop_count or wait seconds'],
+  },
+  loop_stuck: {
+    summary: 'Consecutive loop iterations showed the same page (URL, screenshot and visible text): the loop made no progress.',
+    likely_causes: ['pagination reached its last page', 'the paginate or click step missed its target'],
+    next_steps: ['check the paginate step target on the last screenshot', 'raise state_repeat_threshold if repeats are expected'],
+  },
+  off_source_drift: {
+    summary: 'The run stayed outside pinned_source_url_pattern for more steps than off_source_step_budget allows.',
+    likely_causes: ['a click opened an unrelated site or an ad', 'the site redirected to another origin'],
+    next_steps: ['tighten the click target (params.selector)', 'widen pinned_source_url_pattern if the other origin is legitimate'],
+  },
+  navigate_failed: {
+    summary: 'A required navigation failed after its retries.',
+    likely_causes: ['the target answered 4xx or 5xx', 'the page did not load within the navigate budget', 'the host is unreachable or refused by the egress guard'],
+    next_steps: ['open the URL yourself to check it', 'read final_url and failure_class in the result steps'],
+  },
+  navigation_drift: {
+    summary: 'The browser ended up somewhere the plan did not expect.',
+    likely_causes: ['a redirect or a click on the wrong element'],
+    next_steps: ['set hints.expect_url_contains on click steps', 'use params.selector for the target'],
+  },
+  bad_url: {
+    summary: 'A URL in the plan could not be used.',
+    likely_causes: ['a malformed URL or an unresolved {{template}}'],
+    next_steps: ['fix the URL in the plan'],
+  },
+  cf_challenge: {
+    summary: 'An anti-bot interstitial did not clear.',
+    likely_causes: ['the site challenges automated browsers', 'the proxy exit has a poor reputation'],
+    next_steps: ['run on computer_plane with stealth on', 'try another proxy provider or city'],
+  },
+  page_blocked: {
+    summary: 'The site blocked the page.',
+    likely_causes: ['rate limiting or bot detection by the site'],
+    next_steps: ['slow the plan down (wait steps)', 'try another proxy provider'],
+  },
+  extract_data_failed: {
+    summary: 'An extraction step returned no usable rows.',
+    likely_causes: ['the selectors match nothing on this page', 'every row missed a required field'],
+    next_steps: ['check extract.item_selector and field selectors against the last screenshot', 'mark fewer fields required'],
+  },
+  no_schema_configured: {
+    summary: 'An extraction step has no fields and no recipe.',
+    likely_causes: ['extract.fields is missing and _recipe names no recipe'],
+    next_steps: ['add extract.fields or register the recipe with POST /v1/recipes'],
+  },
+  gate_failed: {
+    summary: "A gate step's verification did not hold, so the run did not move to the next section.",
+    likely_causes: ['the page was not in the expected state after the section', 'the verify text or hints do not match this site'],
+    next_steps: ['read the gate step entry and its screenshot in the result', 'adjust verify or hints.expect_text_present'],
+  },
+  required_step_failed: {
+    summary: 'A step marked required failed after its retries, which halts the pipeline.',
+    likely_causes: ['see the failure_class of the failed step in the result'],
+    next_steps: ['read the failed step entry (final_url, page_title, screenshot_b64)', 'make the step more specific, or not required'],
+  },
+  model_provider_unreachable: {
+    summary: 'The brain or hosted model upstream could not be reached.',
+    likely_causes: ['the model server is down or overloaded'],
+    next_steps: ['retry with exponential backoff (5 s, 30 s, 2 min)'],
+  },
+  plane_unavailable: {
+    summary: 'No compute plane could be started or reached for this run.',
+    likely_causes: ['the plane agent is down or misconfigured (SERVICE_PLANES)', 'the browser failed to launch'],
+    next_steps: ['check GET /v1/health and the gateway logs', 'retry the run'],
+  },
+  plane_lost: {
+    summary: 'The compute plane went away in the middle of the run.',
+    likely_causes: ['the agent process or its browser crashed or was killed'],
+    next_steps: ['retry the run with a fresh workflow_id', 'use a fresh profile_id if the browser profile may be corrupted'],
+  },
+  halt_timeout: {
+    summary: 'A step did not finish within its own time limit.',
+    likely_causes: ['a page or an agent call hung'],
+    next_steps: ['retry the run; read the events to see which step hung'],
+  },
 };
 
 const DEFAULT: Entry = {

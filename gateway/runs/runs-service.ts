@@ -14,6 +14,16 @@ import { TERMINAL, type EffectiveRuntime, type RunRecord, type RunStatus } from 
 import type { EventLog } from './events.ts';
 import type { DeliveryAttempt, Webhooks, WebhookTarget } from './webhooks.ts';
 
+export interface RunOutcome {
+  status: Exclude<RunStatus, 'queued' | 'running'>;
+  haltClass?: string | null;
+  error?: string | null;
+  summary?: string;
+  steps?: unknown[];
+  unknownPlaceholderRows?: number;
+  retriesSpent?: number;
+}
+
 export interface NewRun {
   plan: NormalizedPlan;
   runtime: EffectiveRuntime;
@@ -96,10 +106,37 @@ export class RunsService {
     return r;
   }
 
+  /** Reads a run by id, whoever owns it (the runner's view). */
+  async load(runId: string): Promise<RunRecord | undefined> {
+    return this.runs.get(runId);
+  }
+
+  /** Saves a run the runner is working on. */
+  async save(r: RunRecord): Promise<void> {
+    await this.runs.set(r.run_id, { ...r, updated_at: new Date().toISOString() });
+  }
+
+  async emit(r: RunRecord, type: string, data: Record<string, unknown>): Promise<void> {
+    await this.events.append({ run_id: r.run_id, tenant_id: r.tenant_id, type, data });
+  }
+
   async cancel(tenant: Tenant, runId: string): Promise<RunRecord> {
     const r = await this.get(tenant, runId);
     if (TERMINAL.has(r.status)) return r;
-    return this.end(r, 'cancelled', 'cancelled');
+    if (r.status === 'queued' && !(await this.runnerOwns(r.run_id))) return this.end(r, { status: 'cancelled', haltClass: 'cancelled' });
+    // a runner holds it: ask it to stop; it ends the run with halt class cancelled
+    await this.emit(r, 'run.cancel_requested', {});
+    return r;
+  }
+
+  /** True while a runner has claimed the run (set by the runner when it starts one). */
+  private async runnerOwns(runId: string): Promise<boolean> {
+    return (await this.atomic.get(`runner:${runId}`)) !== null;
+  }
+
+  /** Claims a queued run for execution; false when someone else has it or it has ended. */
+  async claimForRunner(runId: string, owner: string, ttlMs: number): Promise<boolean> {
+    return (await this.atomic.claim(`runner:${runId}`, owner, ttlMs)) === null;
   }
 
   /**
@@ -107,19 +144,25 @@ export class RunsService {
    * wins the slot release, so a run ending twice (cancel racing a crash, two
    * replicas) releases once.
    */
-  async end(r: RunRecord, status: Exclude<RunStatus, 'queued' | 'running'>, haltClass: string | null, error: string | null = null): Promise<RunRecord> {
+  async end(r: RunRecord, outcome: RunOutcome): Promise<RunRecord> {
     const now = new Date().toISOString();
+    const { status, haltClass = null, error = null } = outcome;
     const ended: RunRecord = {
       ...r,
       status,
       phase: haltClass ? 'halted' : 'finished',
       halt_class: haltClass,
-      failure_help: haltClass ? failureHelp(r.run_id, haltClass) : null,
+      failure_help: haltClass ? failureHelp(r.run_id, haltClass, outcome.retriesSpent ?? 0) : null,
       error,
+      summary: outcome.summary ?? r.summary,
+      steps: outcome.steps ?? r.steps,
+      unknown_placeholder_row_count: outcome.unknownPlaceholderRows ?? r.unknown_placeholder_row_count,
       updated_at: now,
       ended_at: now,
       events: [...r.events, `${now} status ${status}${haltClass ? ` (halt_class ${haltClass})` : ''}`],
     };
+    const current = await this.runs.get(r.run_id);
+    if (current && TERMINAL.has(current.status)) return current;
     await this.runs.set(r.run_id, ended);
     const released = await this.limits.releaseRunSlot(r.tenant_id, r.run_id);
     if (released && r.profile_id) {

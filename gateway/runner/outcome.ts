@@ -1,0 +1,56 @@
+// The step-level failure taxonomy and how it maps to run-level halt classes and
+// errors, plus the retry policy per failure class.
+import type { FailureClass } from '../plugins/contract.ts';
+
+/** Extra attempts after the first, per failure class. http_4xx is never retried. */
+export const RETRIES: Record<FailureClass, number> = {
+  cf_challenge: 1,
+  http_4xx: 0,
+  http_5xx: 2,
+  nav_timeout: 1,
+  selector_miss: 1,
+  no_state_change: 1,
+  brain_loop_exhausted: 0,
+  wrong_target: 0,
+  submit_failed: 1,
+  extractor_error: 1,
+  budget_exceeded: 0,
+  unknown: 1,
+};
+
+/** Backoff before retry n (1-based), in ms. */
+export const backoffMs = (n: number) => Math.min(250 * 2 ** (n - 1), 4000);
+
+/** The halt class of a run whose required step failed with this class. */
+export function haltClassFor(stepType: string, fc: FailureClass | undefined): string {
+  if (fc === 'cf_challenge') return 'cf_challenge';
+  if (fc === 'budget_exceeded') return 'budget_cap';
+  if (stepType === 'navigate' || stepType === 'navigate_back') return 'navigate_failed';
+  if (stepType === 'extract_data' || stepType === 'extract_url' || fc === 'extractor_error') return 'extract_data_failed';
+  if (fc === 'wrong_target') return 'navigation_drift';
+  return 'required_step_failed';
+}
+
+/** The run-level `error` value of the spec for a halt class, when one applies. */
+export function runErrorFor(haltClass: string): string | null {
+  switch (haltClass) {
+    case 'budget_cap':
+      return 'max_cost_exceeded';
+    case 'time_cap':
+    case 'halt_timeout':
+      return 'timeout';
+    case 'gate_failed':
+      return 'gate_failed';
+    case 'extract_data_failed':
+    case 'no_schema_configured':
+      return 'extract_failed';
+    case 'cf_challenge':
+    case 'page_blocked':
+      return 'page_blocked';
+    case 'navigate_failed':
+    case 'bad_url':
+      return 'navigation_blocked';
+    default:
+      return null;
+  }
+}

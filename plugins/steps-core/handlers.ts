@@ -1,0 +1,349 @@
+// Mechanical step handlers: every step type a plane can carry out without a
+// brain. Targets come from params.selector (CSS), then params.label with
+// aliases, then target_role through the step's recipe; on a plane without a
+// DOM, params.x/params.y. A target none of these find is a selector_miss (the
+// brains plugin grounds it from a screenshot instead, when one is configured).
+import type { Action, Plane, Step, StepContext, StepHandler, StepResult } from '../../gateway/plugins/contract.ts';
+import { extractRows, locateLabel, locateSelector, READ_LOCATION, selectOption, type FieldSpec } from './page-scripts.ts';
+
+type Params = Record<string, unknown>;
+const params = (s: Step): Params => (s.params ?? {}) as Params;
+const str = (v: unknown): string | undefined => (typeof v === 'string' && v.length > 0 ? v : undefined);
+const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+const labelsOf = (p: Params, key = 'label'): string[] => [str(p[key]), ...(Array.isArray(p.aliases) ? p.aliases.map(String) : [])].filter((x): x is string => !!x);
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const t = setTimeout(resolve, ms);
+    signal.addEventListener('abort', () => (clearTimeout(t), reject(signal.reason)), { once: true });
+  });
+
+const NAV_WAIT_MS = Number(process.env.SERVICE_NAV_WAIT_SECONDS ?? 30) * 1000;
+
+/** Waits until the page reports load complete (DOM planes) or a short settle (others). */
+async function settle(plane: Plane, signal: AbortSignal, budgetMs: number): Promise<boolean> {
+  if (!plane.dom) {
+    await sleep(Math.min(1500, budgetMs), signal);
+    return true;
+  }
+  const deadline = Date.now() + budgetMs;
+  // a navigation may start a moment after the action
+  await sleep(150, signal);
+  while (Date.now() < deadline) {
+    const s = await plane.dom.pageLoad().catch(() => undefined);
+    if (s?.ready_state === 'complete') return true;
+    await sleep(100, signal);
+  }
+  return false;
+}
+
+interface Point {
+  x: number;
+  y: number;
+}
+
+type Located = { point: Point; how: string } | { miss: string };
+
+async function locate(ctx: StepContext, kind: 'clickable' | 'field' | 'select', labelKey = 'label'): Promise<Located> {
+  const p = params(ctx.step);
+  const x = num(p.x);
+  const y = num(p.y);
+  if (x !== undefined && y !== undefined) return { point: { x, y }, how: 'coordinates' };
+  const dom = ctx.plane.dom;
+  if (!dom) return { miss: 'no DOM on this plane and no params.x/params.y; a brain must ground this target' };
+  const selector = str(p.selector);
+  if (selector) {
+    const r = await dom.evaluate<(Point & { tag: string }) | { error: string } | null>(locateSelector(selector));
+    if (r && 'error' in r) return { miss: `params.selector: ${r.error}` };
+    if (r) return { point: r, how: `selector ${selector}` };
+    return { miss: `no element matches selector ${selector}` };
+  }
+  const labels = labelsOf(p, labelKey);
+  if (labels.length > 0) {
+    const r = await dom.evaluate<(Point & { tag: string }) | null>(locateLabel(labels, kind));
+    if (r) return { point: r, how: `label ${JSON.stringify(labels[0])}` };
+    return { miss: `no ${kind} element labelled ${labels.map((l) => JSON.stringify(l)).join(' or ')}` };
+  }
+  const role = str(ctx.step.target_role);
+  if (role && ctx.step._recipe) {
+    const recipe = await ctx.recipe(ctx.step._recipe).catch(() => undefined);
+    const roleSelector = str((recipe?.target_roles as Record<string, unknown> | undefined)?.[role]);
+    if (roleSelector) {
+      const r = await dom.evaluate<(Point & { tag: string }) | null>(locateSelector(roleSelector));
+      if (r) return { point: r, how: `target_role ${role}` };
+      return { miss: `target_role ${role} (${roleSelector}) matches nothing` };
+    }
+  }
+  return { miss: 'the step names no target (params.selector, params.label or target_role)' };
+}
+
+const miss = (why: string): StepResult => ({ success: false, failure_class: 'selector_miss', data: why });
+
+async function act(ctx: StepContext, action: Action, reasoning: string): Promise<StepResult> {
+  await ctx.plane.act(action);
+  const { type, ...rest } = action;
+  return { success: true, last_action: { type, params: rest, reasoning } };
+}
+
+function pointerHandler(type: 'click' | 'double_click' | 'right_click' | 'filter', actionType: 'CLICK' | 'DOUBLE_CLICK' | 'RIGHT_CLICK'): StepHandler {
+  return {
+    types: [type],
+    description: `${type} on a target found by selector, label, target_role or coordinates`,
+    async run(ctx) {
+      const t = await locate(ctx, 'clickable');
+      if ('miss' in t) return miss(t.miss);
+      const r = await act(ctx, { type: actionType, ...t.point }, `${type} via ${t.how}`);
+      await settle(ctx.plane, ctx.signal, NAV_WAIT_MS);
+      return r;
+    },
+  };
+}
+
+export const navigate: StepHandler = {
+  types: ['navigate'],
+  description: 'open step.url; http status maps to http_4xx / http_5xx, a load past the budget to nav_timeout',
+  async run(ctx) {
+    const url = str(ctx.step.url);
+    if (!url) return { success: false, failure_class: 'unknown', data: 'navigate needs url' };
+    const r = await ctx.plane.act({ type: 'NAVIGATE', url });
+    const status = r.http_status ?? null;
+    const waitForLoad = ctx.step.wait_for_load !== false;
+    const loaded = waitForLoad ? await settle(ctx.plane, ctx.signal, NAV_WAIT_MS) : true;
+    const last = { type: 'NAVIGATE', params: { url }, reasoning: 'plan navigate step' };
+    if (status !== null && status >= 400) {
+      return { success: false, failure_class: status >= 500 ? 'http_5xx' : 'http_4xx', data: `HTTP ${status} from ${url}`, last_action: last };
+    }
+    if (!loaded) return { success: false, failure_class: 'nav_timeout', data: `page did not finish loading within ${NAV_WAIT_MS / 1000} s`, last_action: last };
+    const extra = num(params(ctx.step).wait_after_load_seconds);
+    if (extra) await sleep(extra * 1000, ctx.signal);
+    return { success: true, data: status ? `HTTP ${status}` : undefined, last_action: last };
+  },
+};
+
+export const navigateBack: StepHandler = {
+  types: ['navigate_back'],
+  description: 'history back (with the overshoot guard on DOM planes), alt+Left otherwise',
+  async run(ctx) {
+    if (ctx.plane.dom) {
+      const r = await ctx.plane.dom.safeBack(str(params(ctx.step).pinned_origin_pattern));
+      await settle(ctx.plane, ctx.signal, NAV_WAIT_MS);
+      return { success: r.moved, failure_class: r.moved ? undefined : 'no_state_change', data: r.moved ? `back to ${r.url}` : 'history could not go back', last_action: { type: 'BACK', params: {}, reasoning: 'plan navigate_back step' } };
+    }
+    const r = await act(ctx, { type: 'KEY_PRESS', keys: 'alt+Left' }, 'plan navigate_back step');
+    await settle(ctx.plane, ctx.signal, NAV_WAIT_MS);
+    return r;
+  },
+};
+
+export const wait: StepHandler = {
+  types: ['wait'],
+  description: 'sleep step.seconds',
+  async run(ctx) {
+    const s = num(ctx.step.seconds) ?? 1;
+    await sleep(s * 1000, ctx.signal);
+    return { success: true, last_action: { type: 'WAIT', params: { seconds: s }, reasoning: 'plan wait step' } };
+  },
+};
+
+export const scroll: StepHandler = {
+  types: ['scroll'],
+  description: 'scroll params.direction (default down) by params.amount (default 5)',
+  async run(ctx) {
+    const p = params(ctx.step);
+    const direction = (['up', 'down', 'left', 'right'] as const).find((d) => d === p.direction) ?? 'down';
+    const amount = num(p.amount) ?? 5;
+    return act(ctx, { type: 'SCROLL', direction, amount, x: num(p.x), y: num(p.y) }, 'plan scroll step');
+  },
+};
+
+export const drag: StepHandler = {
+  types: ['drag'],
+  description: 'drag from params.x,y to params.to_x,to_y',
+  async run(ctx) {
+    const p = params(ctx.step);
+    const [x, y, tx, ty] = [num(p.x), num(p.y), num(p.to_x), num(p.to_y)];
+    if (x === undefined || y === undefined || tx === undefined || ty === undefined) return miss('drag needs params.x, y, to_x, to_y');
+    return act(ctx, { type: 'DRAG', x, y, to_x: tx, to_y: ty }, 'plan drag step');
+  },
+};
+
+export const keyPress: StepHandler = {
+  types: ['key_press'],
+  description: 'press params.keys (xdotool syntax, e.g. ctrl+a, Return)',
+  async run(ctx) {
+    const p = params(ctx.step);
+    const keys = str(p.keys) ?? str(p.key);
+    if (!keys) return { success: false, failure_class: 'unknown', data: 'key_press needs params.keys' };
+    const r = await act(ctx, { type: 'KEY_PRESS', keys }, 'plan key_press step');
+    if (/return|enter/i.test(keys)) await settle(ctx.plane, ctx.signal, NAV_WAIT_MS);
+    return r;
+  },
+};
+
+export const typeText: StepHandler = {
+  types: ['type_text'],
+  description: 'type params.text, into params.selector / params.label when given, else where the focus is',
+  async run(ctx) {
+    const p = params(ctx.step);
+    const text = typeof p.text === 'string' ? p.text : typeof p.value === 'string' ? p.value : undefined;
+    if (text === undefined) return { success: false, failure_class: 'unknown', data: 'type_text needs params.text' };
+    if (str(p.selector) || str(p.label) || (num(p.x) !== undefined && num(p.y) !== undefined)) {
+      const t = await locate(ctx, 'field');
+      if ('miss' in t) return miss(t.miss);
+      await ctx.plane.act({ type: 'CLICK', ...t.point });
+    }
+    return act(ctx, { type: 'TYPE', text }, 'plan type_text step');
+  },
+};
+
+export const fillField: StepHandler = {
+  types: ['fill_field'],
+  description: 'params {label, value, aliases?}: focus the field, clear it, type the value',
+  async run(ctx) {
+    const p = params(ctx.step);
+    const value = typeof p.value === 'string' ? p.value : p.value === undefined ? undefined : String(p.value);
+    if (value === undefined) return { success: false, failure_class: 'unknown', data: 'fill_field needs params.value' };
+    const t = await locate(ctx, 'field');
+    if ('miss' in t) return miss(t.miss);
+    await ctx.plane.act({ type: 'CLICK', ...t.point });
+    await ctx.plane.act({ type: 'KEY_PRESS', keys: 'ctrl+a' });
+    await ctx.plane.act({ type: 'KEY_PRESS', keys: 'BackSpace' });
+    await ctx.plane.act({ type: 'TYPE', text: value });
+    return { success: true, last_action: { type: 'TYPE', params: { text: value, ...t.point }, reasoning: `fill_field via ${t.how}` } };
+  },
+};
+
+export const submit: StepHandler = {
+  types: ['submit'],
+  description: 'params {label, aliases?}: click the submit control; the hints success contract decides',
+  async run(ctx) {
+    const t = await locate(ctx, 'clickable');
+    if ('miss' in t) return miss(t.miss);
+    const r = await act(ctx, { type: 'CLICK', ...t.point }, `submit via ${t.how}`);
+    await settle(ctx.plane, ctx.signal, NAV_WAIT_MS);
+    return r;
+  },
+};
+
+export const selectOptionHandler: StepHandler = {
+  types: ['select_option'],
+  description: 'params {dropdown_label, option_label}',
+  needs: { domAware: true },
+  async run(ctx) {
+    const p = params(ctx.step);
+    const option = str(p.option_label);
+    const labels = labelsOf(p, 'dropdown_label');
+    if (!option || labels.length === 0) return { success: false, failure_class: 'unknown', data: 'select_option needs params.dropdown_label and params.option_label' };
+    const r = await ctx.plane.dom!.evaluate<{ ok: boolean; why?: string; value?: string }>(selectOption(labels, option));
+    if (!r.ok) return miss(r.why ?? 'not found');
+    return { success: true, last_action: { type: 'SELECT', params: { dropdown_label: labels[0], option_label: option }, reasoning: 'plan select_option step' } };
+  },
+};
+
+export const paginate: StepHandler = {
+  types: ['paginate'],
+  description: 'click the next-page control (params.selector, or a label; default Next); no control ends the enclosing loop',
+  async run(ctx) {
+    const p = params(ctx.step);
+    const step = str(p.selector) || str(p.label) ? ctx.step : { ...ctx.step, params: { ...p, label: 'Next', aliases: ['Next page', 'Next ›', '›', '»', 'More', 'Older'] } };
+    const t = await locate({ ...ctx, step }, 'clickable');
+    if ('miss' in t) return { success: true, end_loop: true, data: `no next page (${t.miss})` };
+    const r = await act(ctx, { type: 'CLICK', ...t.point }, `paginate via ${t.how}`);
+    await settle(ctx.plane, ctx.signal, NAV_WAIT_MS);
+    return r;
+  },
+};
+
+export const extractData: StepHandler = {
+  types: ['extract_data', 'extract_url'],
+  description: 'mechanical extraction on DOM planes: extract.item_selector plus field selectors; extract_url without them reads the current URL',
+  async run(ctx) {
+    const ex = ctx.step.extract;
+    const dom = ctx.plane.dom;
+    if (ex?.item_selector && dom) {
+      const fields: FieldSpec[] = (ex.fields ?? []).map((f) => ({ name: f.name, selector: f.selector, attr: f.attr }));
+      if (fields.length === 0) return { success: false, failure_class: 'extractor_error', data: 'extract has item_selector but no fields', halt: { halt_class: 'no_schema_configured' } };
+      const r = await dom.evaluate<{ rows?: Array<Record<string, unknown>>; total?: number; error?: string }>(extractRows(ex.item_selector, fields, ex.max_items ?? 1000));
+      if (r.error) return { success: false, failure_class: 'extractor_error', data: r.error };
+      if (!r.rows || r.rows.length === 0) return { success: false, failure_class: 'extractor_error', data: `item_selector ${ex.item_selector} matched nothing` };
+      return { success: true, rows: r.rows, data: `${r.rows.length} of ${r.total} items read` };
+    }
+    if (ctx.step.type === 'extract_url' && dom) {
+      const loc = await dom.evaluate<{ url: string; title: string }>(READ_LOCATION);
+      return { success: true, rows: [{ url: loc.url, title: loc.title }] };
+    }
+    return { success: false, failure_class: 'extractor_error', data: 'mechanical extraction needs dom_plane and extract.item_selector with field selectors; model extraction needs a brain' };
+  },
+};
+
+export const captureLinkInNewTab: StepHandler = {
+  types: ['capture_link_in_new_tab'],
+  description: 'open source_selector in a new tab, read its URL (and title), close it, return to the source tab',
+  needs: { domAware: true },
+  async run(ctx) {
+    const dom = ctx.plane.dom!;
+    const selector = str(ctx.step.source_selector);
+    if (!selector) return miss('capture_link_in_new_tab needs source_selector');
+    const source = (await dom.tabs()).find((t) => t.is_active);
+    const opened = await dom.openInNew({ via_selector: selector });
+    let loc = { url: opened.url, title: '' };
+    try {
+      await settle(ctx.plane, ctx.signal, NAV_WAIT_MS);
+      loc = await dom.evaluate<{ url: string; title: string }>(READ_LOCATION).catch(() => loc);
+    } finally {
+      await dom.closeTab(opened.tab_id).catch(() => undefined);
+      if (source) await dom.activateTab(source.tab_id).catch(() => undefined);
+    }
+    if (!loc.url || loc.url === 'about:blank') {
+      const mode = ctx.step.on_no_navigation ?? 'skip';
+      if (mode === 'halt') return { success: false, failure_class: 'no_state_change', data: 'the new tab did not navigate', halt: { halt_class: 'navigation_drift' } };
+      if (mode === 'retry') return { success: false, failure_class: 'no_state_change', data: 'the new tab did not navigate' };
+      return { success: true, data: 'the new tab did not navigate; skipped' };
+    }
+    const row: Record<string, unknown> = { url: loc.url };
+    if (ctx.step.emit === 'current_url_title') row.title = loc.title;
+    return { success: true, rows: [row], last_action: { type: 'OPEN_IN_NEW_TAB', params: { selector }, reasoning: 'plan capture_link_in_new_tab step' } };
+  },
+};
+
+export const toolCall: StepHandler = {
+  types: ['tool_call'],
+  description: 'call the registered host tool step.name with step.args',
+  async run(ctx) {
+    const name = str(ctx.step.name);
+    if (!name) return { success: false, failure_class: 'unknown', data: 'tool_call needs name' };
+    const out = await ctx.callTool(name, (ctx.step.args ?? {}) as Record<string, unknown>);
+    return { success: true, data: JSON.stringify(out ?? null).slice(0, 1000), last_action: { type: 'TOOL_CALL', params: { name }, reasoning: 'plan tool_call step' } };
+  },
+};
+
+export const done: StepHandler = {
+  types: ['done'],
+  description: 'the plan is complete',
+  async run() {
+    return { success: true, finish: true, last_action: { type: 'DONE', params: { success: true }, reasoning: 'plan done step' } };
+  },
+};
+
+export const ALL_HANDLERS: StepHandler[] = [
+  navigate,
+  navigateBack,
+  wait,
+  pointerHandler('click', 'CLICK'),
+  pointerHandler('double_click', 'DOUBLE_CLICK'),
+  pointerHandler('right_click', 'RIGHT_CLICK'),
+  pointerHandler('filter', 'CLICK'),
+  scroll,
+  drag,
+  keyPress,
+  typeText,
+  fillField,
+  submit,
+  selectOptionHandler,
+  paginate,
+  extractData,
+  captureLinkInNewTab,
+  toolCall,
+  done,
+];

@@ -1,0 +1,109 @@
+// Expressions evaluated in the page on DOM-aware planes. Each is a complete
+// expression built from JSON-encoded arguments, so plan text can never break
+// out of its string.
+
+const J = (v: unknown) => JSON.stringify(v);
+
+/** Center of the first element matching a CSS selector, scrolled into view; null when none. */
+export function locateSelector(selector: string): string {
+  return `(() => {
+    let el;
+    try { el = document.querySelector(${J(selector)}); } catch (e) { return { error: 'invalid selector' }; }
+    if (!el) return null;
+    el.scrollIntoView({ block: 'center', inline: 'center' });
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 && r.height === 0) return null;
+    return { x: Math.round(r.left + r.width / 2), y: Math.round(r.top + r.height / 2), tag: el.tagName.toLowerCase() };
+  })()`;
+}
+
+/**
+ * Center of the element whose accessible name or visible text matches one of
+ * the labels (exact match first, then contains), preferring interactive
+ * elements; for form fields, their <label>, aria-label, placeholder or name.
+ */
+export function locateLabel(labels: string[], kind: 'clickable' | 'field' | 'select'): string {
+  return `(() => {
+    const wanted = ${J(labels)}.map((l) => l.trim().toLowerCase()).filter(Boolean);
+    const kind = ${J(kind)};
+    const norm = (s) => (s || '').replace(/\\s+/g, ' ').trim().toLowerCase();
+    const visible = (el) => { const r = el.getBoundingClientRect(); const st = getComputedStyle(el); return r.width > 0 && r.height > 0 && st.visibility !== 'hidden' && st.display !== 'none'; };
+    const fieldNames = (el) => {
+      const names = [el.getAttribute('aria-label'), el.getAttribute('placeholder'), el.getAttribute('name'), el.id, el.getAttribute('title')];
+      if (el.labels) for (const l of el.labels) names.push(l.innerText);
+      const by = el.getAttribute('aria-labelledby');
+      if (by) for (const id of by.split(/\\s+/)) { const n = document.getElementById(id); if (n) names.push(n.innerText); }
+      return names.map(norm).filter(Boolean);
+    };
+    const clickNames = (el) => [el.getAttribute('aria-label'), el.innerText, el.value, el.getAttribute('title'), el.getAttribute('alt')].map(norm).filter(Boolean);
+    const selectors = {
+      clickable: 'a, button, input[type=submit], input[type=button], input[type=reset], [role=button], [role=link], [role=tab], [role=menuitem], summary, label, [onclick]',
+      field: 'input:not([type=hidden]):not([type=submit]):not([type=button]), textarea, [contenteditable=true], [role=textbox]',
+      select: 'select, [role=combobox], [role=listbox]',
+    };
+    const els = Array.from(document.querySelectorAll(selectors[kind])).filter(visible);
+    const names = kind === 'clickable' ? clickNames : fieldNames;
+    let hit = null;
+    for (const pass of ['exact', 'contains']) {
+      for (const w of wanted) {
+        hit = els.find((el) => names(el).some((n) => pass === 'exact' ? n === w : n.includes(w)));
+        if (hit) break;
+      }
+      if (hit) break;
+    }
+    if (!hit) return null;
+    hit.scrollIntoView({ block: 'center', inline: 'center' });
+    const r = hit.getBoundingClientRect();
+    return { x: Math.round(r.left + r.width / 2), y: Math.round(r.top + r.height / 2), tag: hit.tagName.toLowerCase() };
+  })()`;
+}
+
+/** Chooses an option of a <select> by its visible text (or value) and fires input/change. */
+export function selectOption(dropdownLabels: string[], option: string): string {
+  return `(() => {
+    const wanted = ${J(dropdownLabels)}.map((l) => l.trim().toLowerCase());
+    const opt = ${J(option)}.trim().toLowerCase();
+    const norm = (s) => (s || '').replace(/\\s+/g, ' ').trim().toLowerCase();
+    const names = (el) => { const n = [el.getAttribute('aria-label'), el.getAttribute('name'), el.id]; if (el.labels) for (const l of el.labels) n.push(l.innerText); return n.map(norm).filter(Boolean); };
+    const sel = Array.from(document.querySelectorAll('select')).find((s) => names(s).some((n) => wanted.some((w) => n === w || n.includes(w))));
+    if (!sel) return { ok: false, why: 'dropdown not found' };
+    const o = Array.from(sel.options).find((x) => norm(x.text) === opt || norm(x.value) === opt) || Array.from(sel.options).find((x) => norm(x.text).includes(opt));
+    if (!o) return { ok: false, why: 'option not found' };
+    sel.value = o.value;
+    sel.dispatchEvent(new Event('input', { bubbles: true }));
+    sel.dispatchEvent(new Event('change', { bubbles: true }));
+    return { ok: true, value: o.value };
+  })()`;
+}
+
+export interface FieldSpec {
+  name: string;
+  selector?: string;
+  attr?: string;
+}
+
+/** Rows from each element matching itemSelector, fields read by relative selectors (text, or an attribute). */
+export function extractRows(itemSelector: string, fields: FieldSpec[], max: number): string {
+  return `(() => {
+    const fields = ${J(fields)};
+    let items;
+    try { items = Array.from(document.querySelectorAll(${J(itemSelector)})); } catch (e) { return { error: 'invalid item_selector' }; }
+    const rows = [];
+    for (const item of items.slice(0, ${J(max)})) {
+      const row = {};
+      for (const f of fields) {
+        let el = item;
+        if (f.selector) { try { el = item.querySelector(f.selector); } catch (e) { el = null; } }
+        if (!el) { row[f.name] = null; continue; }
+        if (f.attr) {
+          const v = f.attr === 'href' && el.href ? el.href : el.getAttribute(f.attr);
+          row[f.name] = v === null ? null : String(v);
+        } else row[f.name] = (el.innerText || el.textContent || '').replace(/\\s+/g, ' ').trim();
+      }
+      rows.push(row);
+    }
+    return { rows, total: items.length };
+  })()`;
+}
+
+export const READ_LOCATION = `(() => ({ url: location.href, title: document.title }))()`;
