@@ -32,6 +32,11 @@ export interface GatewayConfig {
   allowPrivateNetworks: boolean;
   webhookRetrySeconds: number[];
   webhookTimeoutMs: number;
+  planes: string;
+  runnerEnabled: boolean;
+  planeSecret?: string;
+  maxActiveRuns: number;
+  stepTimeoutMs: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -97,5 +102,10 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Gateway
     allowPrivateNetworks: envFlag(env.SERVICE_ALLOW_PRIVATE_NETWORKS, false),
     webhookRetrySeconds: envSeconds(env, 'SERVICE_WEBHOOK_RETRY_SECONDS', [5, 30, 120, 600, 1800]),
     webhookTimeoutMs: envInt(env, 'SERVICE_WEBHOOK_TIMEOUT_MS', 10_000, 100, 120_000),
+    planes: envStr(env, 'SERVICE_PLANES') ?? 'local',
+    runnerEnabled: envFlag(env.SERVICE_RUNNER, true),
+    planeSecret: envStr(env, 'SERVICE_PLANE_SECRET'),
+    maxActiveRuns: envInt(env, 'SERVICE_MAX_ACTIVE_RUNS', 2, 1, 256),
+    stepTimeoutMs: envInt(env, 'SERVICE_STEP_TIMEOUT_SECONDS', 300, 1, 3600) * 1000,
   };
 }

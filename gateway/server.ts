@@ -23,6 +23,10 @@ import { readVersionInfo } from './version.ts';
 import { buildOpenApi } from './openapi.ts';
 import { ALL_ROUTES, buildApp } from './app.ts';
 import { attachWebSockets } from './routes/ws.ts';
+import { RunExecutor } from './runner/executor.ts';
+import { RunScheduler } from './runner/scheduler.ts';
+import { planeProvider } from './runner/plane-provider.ts';
+import { ALL_HANDLERS } from '../plugins/steps-core/handlers.ts';
 import type { Services } from './services.ts';
 import type { GatewayState } from './context.ts';
 
@@ -93,6 +97,25 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     recipes: new RecipeStore(state, shipped, config.maxRecipesPerTenant),
     openapi: () => (openapiDoc ??= buildOpenApi(ALL_ROUTES, version.version)),
   };
+  // until the plugin host lands, the built-in handlers are read directly
+  const handlers = new Map(ALL_HANDLERS.flatMap((h) => h.types.map((t) => [t, h] as const)));
+  const planes = planeProvider(config, namedLogger(log, 'gateway.planes'));
+  const executor = new RunExecutor({
+    store: runs,
+    planes,
+    handler: (type) => handlers.get(type),
+    brain: () => undefined,
+    tool: () => undefined,
+    recipe: async (tenantId, name) => (await services.recipes.resolve(tenantId, name)).schema,
+    metrics,
+    log: namedLogger(log, 'gateway.runner'),
+    dataDir: config.dataDir,
+    owner: `${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
+    maxLoopIterations: config.maxLoopIterations,
+    stepTimeoutMs: config.stepTimeoutMs,
+  });
+  const scheduler = config.runnerEnabled ? new RunScheduler(executor, config.maxActiveRuns, namedLogger(log, 'gateway.runner')) : undefined;
+  if (scheduler) runs.onAccepted((id) => scheduler.submit(id));
   const app = buildApp(services);
   let server: Server | undefined;
 
@@ -126,6 +149,8 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
         clearInterval(sweeper);
         clearTimeout(timer);
       }
+      await scheduler?.close();
+      await planes.close();
       webhooks.close();
       await events.close();
       await state.close();

@@ -6,7 +6,7 @@ import type { Tenant } from '../http/tenants.ts';
 import { MODEL_IDS, DEFAULT_MODEL } from '../brains/model-ids.ts';
 import { applyPlanPolicy } from '../runs/plan-policy.ts';
 import { loadMicroPlan } from '../runs/plan-source.ts';
-import { logsBody, resultBody, statusBody, type EffectiveRuntime } from '../runs/records.ts';
+import { TERMINAL, logsBody, resultBody, statusBody, type EffectiveRuntime } from '../runs/records.ts';
 import { validator, describeError } from '../../schemas/index.ts';
 import type { Ctx } from '../context.ts';
 import type { Services } from '../services.ts';
@@ -114,12 +114,34 @@ async function startRun(ctx: Ctx, s: Services, body: PredictBody, tenant: Tenant
     });
     if (claim?.kind === 'owner') await claim.complete(run.run_id);
     s.log.info({ tenant_id: tenant.tenant_id, run_id: run.run_id }, 'run accepted');
+    if (body.detached === false && s.config.runnerEnabled) {
+      ctx.body = resultBody(await waitForEnd(ctx, s, tenant, run.run_id, runtime.max_time_minutes));
+      return 'accepted';
+    }
     ctx.body = { run_id: run.run_id, status: run.status };
     return 'accepted';
   } catch (err) {
     if (claim?.kind === 'owner') await claim.abandon().catch(() => {});
     throw err;
   }
+}
+
+/** Waits for a run to end (not detached); a caller that hangs up stops the wait, not the run. */
+async function waitForEnd(ctx: Ctx, s: Services, tenant: Tenant, runId: string, maxMinutes: number) {
+  ctx.req.socket.setTimeout(0);
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(done, (maxMinutes + 1) * 60_000);
+    const unsubscribe = s.runs.subscribe(`run:${runId}`, (e) => e.type === 'run.ended' && done());
+    ctx.req.once('close', done);
+    function done() {
+      clearTimeout(timer);
+      unsubscribe();
+      resolve();
+    }
+    // it may have ended before we subscribed
+    void s.runs.get(tenant, runId).then((r) => TERMINAL.has(r.status) && done(), done);
+  });
+  return s.runs.get(tenant, runId);
 }
 
 async function readRun(ctx: Ctx, s: Services, body: PredictBody, tenant: Tenant, action: 'status' | 'result' | 'logs'): Promise<void> {

@@ -1,7 +1,9 @@
 // /v1/runs/{run_id} and its sub-routes. Another tenant's run is 404, never 403.
 import { notFound } from '../errors.ts';
 import { requireScope } from '../http/auth.ts';
-import { lifecycleBody, resultBody, statusBody } from '../runs/records.ts';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { lifecycleBody, resultBody, runDir, statusBody } from '../runs/records.ts';
 import { lastEventId, streamRunEvents } from './sse.ts';
 import type { Ctx } from '../context.ts';
 import { param, type RouteSpec } from './route.ts';
@@ -73,7 +75,22 @@ export const runRoutes: RouteSpec[] = [
     },
   },
   artefactRoute('/v1/runs/:run_id/trace', "Link to the run's captured trace; 404 while none is recorded", 'logs', 'no trace has been recorded for this run'),
-  artefactRoute('/v1/runs/:run_id/artifacts/extracted_rows.json', 'Extracted rows of a finished run; 404 while none exist', 'result', 'this run has no extracted rows'),
+  {
+    method: 'GET',
+    path: '/v1/runs/:run_id/artifacts/extracted_rows.json',
+    summary: 'Extracted rows of a run; 404 while none exist',
+    tags: ['runs'],
+    auth: true,
+    scope: 'result',
+    async handler(ctx, s) {
+      const run = await s.runs.get(ctx.state.tenant!, runId(ctx));
+      const file = path.join(runDir(s.config.dataDir, run), 'extracted_rows.json');
+      const text = await readFile(file, 'utf8').catch(() => undefined);
+      if (text === undefined) throw notFound('this run has no extracted rows');
+      ctx.type = 'application/json';
+      ctx.body = text;
+    },
+  },
   artefactRoute('/v1/runs/:run_id/video', 'Screen recording of a run; 404 if none', 'result', 'this run has no video recording'),
   {
     method: 'POST',

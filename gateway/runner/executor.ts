@@ -8,7 +8,7 @@ import path from 'node:path';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Brain, HostTool, Plane, Step, StepContext, StepHandler, StepResult } from '../plugins/contract.ts';
-import type { RunRecord } from '../runs/records.ts';
+import { runDir, type RunRecord } from '../runs/records.ts';
 import type { RunOutcome } from '../runs/runs-service.ts';
 import type { EventListener } from '../runs/events.ts';
 import type { Extract } from '../../schemas/types.gen.ts';
@@ -193,10 +193,6 @@ export class RunExecutor {
     await writeFile(path.join(dir, 'extracted_rows.json'), JSON.stringify(st.rows, null, 2));
     for (const [name, rows] of st.csvRows) await writeFile(path.join(dir, `${name}.csv`), toCsv(st.csvFields.get(name) ?? [], rows));
   }
-}
-
-export function runDir(dataDir: string, run: Pick<RunRecord, 'tenant_id' | 'run_id'>): string {
-  return path.join(dataDir, 'runs', run.tenant_id, run.run_id);
 }
 
 function summarize(st: RunState, run: RunRecord): string {

@@ -1,4 +1,5 @@
 // The run record and the bodies the spec derives from it.
+import path from 'node:path';
 import type { NormalizedPlan } from './plan-policy.ts';
 import type { DeliveryAttempt, WebhookTarget } from './webhooks.ts';
 
@@ -45,6 +46,11 @@ export interface RunRecord {
   events: string[];
   webhook: WebhookTarget | null;
   webhook_deliveries: DeliveryAttempt[];
+}
+
+/** The run's directory: tenant-prefixed under the data dir. */
+export function runDir(dataDir: string, run: Pick<RunRecord, 'tenant_id' | 'run_id'>): string {
+  return path.join(dataDir, 'runs', run.tenant_id, run.run_id);
 }
 
 export const TERMINAL: ReadonlySet<RunStatus> = new Set(['succeeded', 'failed', 'cancelled']);

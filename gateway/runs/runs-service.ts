@@ -36,6 +36,13 @@ export interface NewRun {
 }
 
 export class RunsService {
+  private readonly acceptedListeners: Array<(runId: string) => void> = [];
+
+  /** Called with each accepted run's id (the runner's scheduler listens). */
+  onAccepted(listener: (runId: string) => void): void {
+    this.acceptedListeners.push(listener);
+  }
+
   constructor(
     private readonly runs: Keyv<RunRecord>,
     private readonly atomic: AtomicOps,
@@ -91,6 +98,7 @@ export class RunsService {
       };
       await this.runs.set(runId, record);
       await this.events.append({ run_id: runId, tenant_id: tenant.tenant_id, type: 'run.status', data: { status: 'queued', phase: 'queued' } });
+      for (const l of this.acceptedListeners) l(runId);
       return record;
     } catch (err) {
       if (lockKey) await this.atomic.deleteIf(lockKey, runId).catch(() => {});

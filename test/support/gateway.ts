@@ -69,7 +69,7 @@ export async function startGateway(
     await rename(keysPath + '.tmp', keysPath);
   };
   if (opts.keys) await writeKeys(opts.keys);
-  const base = loadConfig({ SERVICE_PORT: '0', SERVICE_DATA_DIR: dir, SERVICE_LOG_LEVEL: 'info', ...(opts.env ?? {}) });
+  const base = loadConfig({ SERVICE_PORT: '0', SERVICE_DATA_DIR: dir, SERVICE_LOG_LEVEL: 'info', SERVICE_RUNNER: 'off', ...(opts.env ?? {}) });
   const config: GatewayConfig = {
     ...base,
     ...(opts.keys ? { tenantKeysPath: keysPath, keysCacheMs: 200 } : {}),
