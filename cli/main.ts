@@ -1,0 +1,219 @@
+// runplane: submit a plan to a gateway and follow it.
+//   runplane run plan.json [--compute-backend dom_plane] [--max-cost 1] [--json] ...
+//   runplane status|result|rows|cancel <run_id>
+//   runplane video <run_id> --out run.mp4
+// Gateway URL and token: --url / --token, or RUNPLANE_URL / RUNPLANE_TOKEN.
+import { readFile, writeFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+
+const USAGE = `usage:
+  runplane run <plan.json> [options]     submit a plan, show progress, print the rows
+  runplane status <run_id>               status body
+  runplane result <run_id>               result body
+  runplane rows <run_id> [--csv]         extracted rows
+  runplane cancel <run_id>               cancel a run
+  runplane video <run_id> --out <file>   download the recording
+
+options:
+  --url <url>                 gateway (env RUNPLANE_URL, default http://127.0.0.1:8080)
+  --token <token>             X-Service-Token (env RUNPLANE_TOKEN)
+  --compute-backend <name>    computer_plane | dom_plane
+  --max-cost <usd>            --max-time-minutes <n>
+  --proxy-provider <name>     --proxy-city <city>   --proxy-state <XX>   --proxy-disabled
+  --cua-model <id>            --profile-id <id>     --workflow-id <id>   --callback-url <url>
+  --idempotency-key <key>     --detach (return the run id at once)
+  --json                      machine-readable output only`;
+
+const { values: opts, positionals } = parseArgs({
+  allowPositionals: true,
+  options: {
+    url: { type: 'string' },
+    token: { type: 'string' },
+    'compute-backend': { type: 'string' },
+    'max-cost': { type: 'string' },
+    'max-time-minutes': { type: 'string' },
+    'proxy-provider': { type: 'string' },
+    'proxy-city': { type: 'string' },
+    'proxy-state': { type: 'string' },
+    'proxy-disabled': { type: 'boolean' },
+    'cua-model': { type: 'string' },
+    'profile-id': { type: 'string' },
+    'workflow-id': { type: 'string' },
+    'callback-url': { type: 'string' },
+    'idempotency-key': { type: 'string' },
+    detach: { type: 'boolean' },
+    json: { type: 'boolean' },
+    csv: { type: 'boolean' },
+    out: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  },
+});
+
+const base = (opts.url ?? process.env.RUNPLANE_URL ?? 'http://127.0.0.1:8080').replace(/\/$/, '');
+const token = opts.token ?? process.env.RUNPLANE_TOKEN ?? '';
+const json = opts.json === true;
+
+class CliError extends Error {}
+
+function fail(msg: string, code = 2): never {
+  process.stderr.write(`runplane: ${msg}\n`);
+  process.exit(code);
+}
+
+async function api(method: string, path: string, body?: unknown, extra: Record<string, string> = {}): Promise<any> { // eslint-disable-line @typescript-eslint/no-explicit-any
+  const res = await fetch(base + path, {
+    method,
+    headers: { 'X-Service-Token': token, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }), ...extra },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  }).catch((e: Error) => fail(`cannot reach ${base}: ${e.message}`));
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    /* not JSON */
+  }
+  if (!res.ok) throw new CliError(`${method} ${path}: HTTP ${res.status}: ${(parsed as { detail?: string })?.detail ?? text.slice(0, 200)}`);
+  return parsed;
+}
+
+function table(rows: Array<Record<string, unknown>>): string {
+  if (rows.length === 0) return '(no rows)';
+  const cols = [...new Set(rows.flatMap((r) => Object.keys(r)))];
+  const cell = (v: unknown) => (v === null || v === undefined ? '' : String(v)).replace(/\s+/g, ' ').slice(0, 60);
+  const widths = cols.map((c) => Math.max(c.length, ...rows.map((r) => cell(r[c]).length)));
+  const line = (vals: string[]) => vals.map((v, i) => v.padEnd(widths[i]!)).join('  ');
+  return [line(cols), line(widths.map((w) => '-'.repeat(w))), ...rows.map((r) => line(cols.map((c) => cell(r[c]))))].join('\n');
+}
+
+/** Follows the run's SSE stream, printing progress, until run.ended. */
+async function follow(runId: string): Promise<void> {
+  const res = await fetch(`${base}/v1/runs/${encodeURIComponent(runId)}/events?sse=true`, { headers: { 'X-Service-Token': token } });
+  if (!res.ok || !res.body) throw new CliError(`cannot follow run ${runId}: HTTP ${res.status}`);
+  const decoder = new TextDecoder();
+  let buf = '';
+  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+    buf += decoder.decode(chunk, { stream: true });
+    let i: number;
+    while ((i = buf.indexOf('\n\n')) >= 0) {
+      const block = buf.slice(0, i);
+      buf = buf.slice(i + 2);
+      const data = block.split('\n').find((l) => l.startsWith('data:'));
+      if (!data) continue;
+      const e = JSON.parse(data.slice(5)) as { type: string; data: Record<string, unknown> };
+      if (!json) progress(e);
+      if (e.type === 'run.ended') return;
+    }
+  }
+}
+
+function progress(e: { type: string; data: Record<string, unknown> }): void {
+  const d = e.data;
+  if (e.type === 'run.status') process.stderr.write(`- ${d.status} (${d.phase})\n`);
+  else if (e.type === 'step.finished') {
+    const cost = typeof d.cost_usd === 'number' ? ` $${d.cost_usd.toFixed(4)}` : '';
+    process.stderr.write(`  ${d.success ? 'ok  ' : 'FAIL'} ${d.path} ${d.type}${d.failure_class ? ` [${d.failure_class}]` : ''} ${d.final_url ?? ''}${cost}\n`);
+  } else if (e.type === 'loop.iteration') process.stderr.write(`  loop ${d.path} iteration ${d.iteration}\n`);
+  else if (e.type === 'run.ended') process.stderr.write(`- ${d.status}${d.halt_class ? ` (halt_class ${d.halt_class})` : ''}\n`);
+}
+
+async function rowsOf(runId: string): Promise<Array<Record<string, unknown>>> {
+  try {
+    return (await api('GET', `/v1/runs/${encodeURIComponent(runId)}/artifacts/extracted_rows.json`)) as Array<Record<string, unknown>>;
+  } catch {
+    return [];
+  }
+}
+
+async function run(file: string): Promise<number> {
+  let plan: unknown;
+  try {
+    plan = JSON.parse(await readFile(file, 'utf8'));
+  } catch (e) {
+    fail(`cannot read plan ${file}: ${(e as Error).message}`);
+  }
+  const body: Record<string, unknown> = { action: 'run', plan, detached: true };
+  // flags override the plan's runtime only when given
+  const map: Array<[keyof typeof opts, string, (v: string) => unknown]> = [
+    ['compute-backend', 'compute_backend', String],
+    ['max-cost', 'max_cost', Number],
+    ['max-time-minutes', 'max_time_minutes', Number],
+    ['proxy-provider', 'proxy_provider', String],
+    ['proxy-city', 'proxy_city', String],
+    ['proxy-state', 'proxy_state', String],
+    ['cua-model', 'cua_model', String],
+    ['profile-id', 'profile_id', String],
+    ['workflow-id', 'workflow_id', String],
+    ['callback-url', 'callback_url', String],
+  ];
+  for (const [flag, field, conv] of map) if (typeof opts[flag] === 'string') body[field] = conv(opts[flag] as string);
+  if (opts['proxy-disabled']) body.proxy_disabled = true;
+  const headers: Record<string, string> = opts['idempotency-key'] ? { 'Idempotency-Key': opts['idempotency-key'] } : {};
+  const started = await api('POST', '/v1/predict', body, headers);
+  const runId = String(started.run_id);
+  if (opts.detach) {
+    process.stdout.write(json ? `${JSON.stringify(started)}\n` : `${runId}\n`);
+    return 0;
+  }
+  if (!json) process.stderr.write(`run ${runId}\n`);
+  await follow(runId);
+  const result = await api('GET', `/v1/runs/${encodeURIComponent(runId)}/result`);
+  const rows = await rowsOf(runId);
+  if (json) process.stdout.write(`${JSON.stringify({ ...result, rows })}\n`);
+  else {
+    process.stdout.write(`${table(rows)}\n`);
+    process.stderr.write(`${result.summary}\n`);
+  }
+  return result.status === 'succeeded' ? 0 : 1;
+}
+
+async function main(): Promise<number> {
+  const [cmd, arg] = positionals;
+  if (opts.help || !cmd) {
+    process.stdout.write(`${USAGE}\n`);
+    return cmd ? 0 : 2;
+  }
+  if (!token) fail('no token: pass --token or set RUNPLANE_TOKEN');
+  if (!arg) fail(`${cmd} needs an argument\n${USAGE}`);
+  const id = encodeURIComponent(arg);
+  switch (cmd) {
+    case 'run':
+      return run(arg);
+    case 'status':
+    case 'result': {
+      process.stdout.write(`${JSON.stringify(await api('GET', `/v1/runs/${id}/${cmd}`), null, json ? 0 : 2)}\n`);
+      return 0;
+    }
+    case 'cancel': {
+      process.stdout.write(`${JSON.stringify(await api('POST', `/v1/runs/${id}/cancel`), null, json ? 0 : 2)}\n`);
+      return 0;
+    }
+    case 'rows': {
+      const rows = await rowsOf(arg);
+      if (opts.csv) {
+        const cols = [...new Set(rows.flatMap((r) => Object.keys(r)))];
+        const q = (v: unknown) => {
+          const s = v === null || v === undefined ? '' : String(v);
+          return /[",\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+        };
+        process.stdout.write([cols.join(','), ...rows.map((r) => cols.map((c) => q(r[c])).join(','))].join('\n') + '\n');
+      } else process.stdout.write(json ? `${JSON.stringify(rows)}\n` : `${table(rows)}\n`);
+      return 0;
+    }
+    case 'video': {
+      if (!opts.out) fail('video needs --out <file>');
+      const res = await fetch(`${base}/v1/runs/${id}/video`, { headers: { 'X-Service-Token': token } });
+      if (!res.ok) throw new CliError(`no video: HTTP ${res.status}`);
+      await writeFile(opts.out, Buffer.from(await res.arrayBuffer()));
+      process.stderr.write(`saved ${opts.out}\n`);
+      return 0;
+    }
+    default:
+      fail(`unknown command ${cmd}\n${USAGE}`);
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (e: unknown) => fail(e instanceof CliError ? e.message : String((e as Error).message ?? e), 1),
+);
