@@ -44,7 +44,7 @@ export class Grabber {
       this.have += d.length;
       while (this.have >= this.frameBytes) {
         const all = Buffer.concat(this.chunks);
-        const frame: Frame = { data: all.subarray(0, this.frameBytes), at: Date.now() - interval };
+        const frame: Frame = { data: all.subarray(0, this.frameBytes), at: Math.round(Date.now() - interval) };
         const rest = all.subarray(this.frameBytes);
         this.chunks = rest.length ? [rest] : [];
         this.have = rest.length;

@@ -59,7 +59,6 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
       proxyServer: init.proxy_server,
       extraFlags: extra,
       env,
-      kiosk: true,
       hideAutomation: switches.cdp_stealth,
     });
     if (switches.cdp_stealth) await applyStealth(browser, switches.honest_mode);

@@ -2,7 +2,7 @@
 // it off the network it would otherwise call home to (closed network here).
 import { mkdirSync } from 'node:fs';
 import puppeteer, { type Browser } from 'puppeteer-core';
-import { killGroup, stopChild } from './procs.ts';
+import { killGroup, stopChild, waitGroupGone } from './procs.ts';
 
 export const CHROMIUM_PATH = process.env.PLANE_CHROMIUM_PATH || '/usr/bin/chromium';
 
@@ -26,8 +26,6 @@ export interface LaunchOptions {
   proxyServer: string | null;
   extraFlags: readonly string[];
   env?: NodeJS.ProcessEnv;
-  /** computer plane: fill the display without browser UI so page and screen coordinates agree. */
-  kiosk?: boolean;
   /** Drop the automation flag that shows an infobar and sets navigator.webdriver. */
   hideAutomation?: boolean;
 }
@@ -36,7 +34,6 @@ export async function launchChromium(o: LaunchOptions): Promise<Browser> {
   mkdirSync(o.userDataDir, { recursive: true });
   const [w, h] = o.viewport;
   const args = [...QUIET_FLAGS, `--window-size=${w},${h}`, '--window-position=0,0'];
-  if (o.kiosk) args.push('--kiosk');
   if (o.proxyServer) args.push(`--proxy-server=${o.proxyServer}`);
   args.push(...o.extraFlags);
   return puppeteer.launch({
@@ -63,4 +60,5 @@ export async function closeChromium(browser: Browser | undefined): Promise<void>
   await Promise.race([browser.close().catch(() => undefined), new Promise((r) => setTimeout(r, 5000).unref())]);
   await stopChild(proc, 'SIGKILL', 100);
   killGroup(pid);
+  await waitGroupGone(pid);
 }

@@ -31,3 +31,23 @@ export function killGroup(pgid: number | undefined): void {
     // ESRCH: nothing left in the group.
   }
 }
+
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Waits until no process of the group remains (helpers exit after their browser). */
+export async function waitGroupGone(pgid: number | undefined, ms = 5000): Promise<boolean> {
+  if (!pgid) return true;
+  const t0 = Date.now();
+  while (groupAlive(pgid)) {
+    if (Date.now() - t0 > ms) return false;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return true;
+}

@@ -78,8 +78,17 @@ async function dispatch(page: Page, b: Body): Promise<Record<string, unknown>> {
       await page.mouse.wheel({ deltaX: optNum(b, 'dx') ?? 0, deltaY: optNum(b, 'dy') ?? 0 });
       break;
     }
+    case 'navigate': {
+      // Extension verb: the runner's navigate step needs a way to load a URL.
+      const url = str(b, 'url');
+      if (!/^https?:\/\//.test(url)) throw badRequest('navigate url must be http(s)');
+      await page.goto(url, { waitUntil: 'domcontentloaded', timeout: NAV_WAIT_MS }).catch((err: unknown) => {
+        throw unprocessable(`navigation failed: ${err instanceof Error ? err.message.split('\n')[0]?.slice(0, 200) : ''}`);
+      });
+      break;
+    }
     default:
-      throw badRequest('verb must be click, key, type or scroll');
+      throw badRequest('verb must be click, key, type, scroll or navigate');
   }
   return { ok: true, verb, url: page.url() };
 }
