@@ -25,13 +25,13 @@ const HONEST = String.raw`(() => {
     Object.defineProperty(Navigator.prototype, 'plugins', { get: asNative(function plugins_() { return plugins; }, 'get plugins'), configurable: true });
   }
   if (typeof Permissions !== 'undefined') {
-    const query = Permissions.prototype.query;
-    Permissions.prototype.query = asNative(function query_(desc) {
+    const origQuery = Permissions.prototype.query;
+    Permissions.prototype.query = asNative(function query(desc) {
       if (desc && desc.name === 'notifications') {
         const p = typeof Notification === 'undefined' ? 'default' : Notification.permission;
         return Promise.resolve({ name: 'notifications', state: p === 'default' ? 'prompt' : p, onchange: null });
       }
-      return query.call(this, desc);
+      return origQuery.call(this, desc);
     }, 'query');
   }
   if (!window.chrome) Object.defineProperty(window, 'chrome', { value: {}, writable: true, configurable: true });
