@@ -1,0 +1,187 @@
+// The transport-independent plane core: the session binding table of the spec, session
+// token checks, step_id dedup and health. HTTP and gRPC both call `call()`.
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { badRequest, conflict, methodNotAllowed, notFound, toPlaneError, unauthorized, unavailable, unprocessable, type PlaneError } from './errors.ts';
+import { StepCache } from './dedup.ts';
+import { asBody, parseInit, type Body } from './validate.ts';
+import type { OpResult, PlaneFactory, PlaneSessionImpl, SessionInitRequest, SessionInitResponse } from './types.ts';
+
+export interface CallInput {
+  method: string;
+  /** HTTP verb when known (HTTP transport); gRPC leaves it unset. */
+  verb?: 'GET' | 'POST';
+  sessionToken?: string;
+  stepId?: string;
+  body: unknown;
+}
+
+export interface Health {
+  ok: boolean;
+  backend: string;
+  session_bound: boolean;
+  run_id: string | null;
+  last_action_ms: number | null;
+  uptime_ms: number;
+}
+
+interface Bound {
+  init: SessionInitRequest;
+  token: string;
+  impl: PlaneSessionImpl;
+  response: SessionInitResponse;
+}
+
+type State =
+  | { kind: 'none' }
+  | { kind: 'starting'; runId: string; init: SessionInitRequest; promise: Promise<Bound> }
+  | { kind: 'bound'; bound: Bound }
+  | { kind: 'closing'; promise: Promise<void> };
+
+export function safeEqual(a: string, b: string): boolean {
+  const ab = Buffer.from(a);
+  const bb = Buffer.from(b);
+  // Compare equal-length buffers so the time does not reveal the common prefix.
+  if (ab.length !== bb.length) {
+    timingSafeEqual(ab, ab);
+    return false;
+  }
+  return timingSafeEqual(ab, bb);
+}
+
+export const BASE_ROUTES: Readonly<Record<string, 'GET' | 'POST'>> = {
+  'session/init': 'POST',
+  'session/close': 'POST',
+  health: 'GET',
+};
+
+export class PlaneCore {
+  private state: State = { kind: 'none' };
+  private readonly steps = new StepCache<OpResult>();
+  private readonly startedAt = Date.now();
+  private lastActionMs: number | null = null;
+
+  constructor(
+    readonly factory: PlaneFactory,
+    private readonly dataDir: string,
+  ) {}
+
+  health(): Health {
+    const bound = this.state.kind === 'bound' ? this.state.bound : undefined;
+    return {
+      ok: true,
+      backend: this.factory.backend,
+      session_bound: bound !== undefined,
+      run_id: bound?.init.run_id ?? null,
+      last_action_ms: this.lastActionMs,
+      uptime_ms: Date.now() - this.startedAt,
+    };
+  }
+
+  /** HTTP verb of a route this plane serves, or undefined (-> 404). */
+  routeVerb(method: string): 'GET' | 'POST' | undefined {
+    return BASE_ROUTES[method] ?? this.factory.routes[method];
+  }
+
+  async call(input: CallInput): Promise<OpResult> {
+    const verb = this.routeVerb(input.method);
+    if (!verb) throw notFound(`route /${input.method} is not served by ${this.factory.backend}`);
+    if (input.verb && input.verb !== verb) throw methodNotAllowed(`/${input.method} takes ${verb}`);
+    if (input.method === 'health') return { body: { ...this.health() } };
+    if (input.method === 'session/init') return { body: { ...(await this.init(input.body)) } };
+    const bound = this.requireSession(input.sessionToken);
+    if (input.method === 'session/close') {
+      await this.close();
+      return { body: { closed: true, run_id: bound.init.run_id } };
+    }
+    const op = bound.impl.ops[input.method];
+    if (!op) throw notFound(`route /${input.method} is not served by this session`);
+    const body: Body = asBody(input.body);
+    this.lastActionMs = Date.now();
+    if (!op.idempotent) return op.run(body);
+    const stepId = input.stepId ?? (typeof body.step_id === 'string' ? body.step_id : undefined);
+    if (!stepId) throw unprocessableStep(input.method);
+    const { value, deduplicated } = await this.steps.run(`${bound.token}\u0000${input.method}\u0000${stepId}`, () => op.run(body));
+    return { ...value, body: { ...value.body, deduplicated } };
+  }
+
+  /** Closes the bound session, if any; safe to call from signal handlers. */
+  async close(): Promise<void> {
+    const s = this.state;
+    if (s.kind === 'closing') return s.promise;
+    let impl: PlaneSessionImpl | undefined;
+    if (s.kind === 'bound') impl = s.bound.impl;
+    if (s.kind === 'starting') impl = await s.promise.then((b) => b.impl).catch(() => undefined);
+    if (!impl) {
+      this.state = { kind: 'none' };
+      return undefined;
+    }
+    const target = impl;
+    const promise = target.close().finally(() => {
+      this.steps.clear();
+      this.state = { kind: 'none' };
+    });
+    this.state = { kind: 'closing', promise };
+    return promise;
+  }
+
+  private requireSession(token: string | undefined): Bound {
+    if (this.state.kind !== 'bound') throw unauthorized('no session is bound on this plane; call /session/init first');
+    if (!token || !safeEqual(token, this.state.bound.token)) throw unauthorized('missing or wrong X-Service-Session');
+    return this.state.bound;
+  }
+
+  private async init(raw: unknown): Promise<SessionInitResponse> {
+    const init = parseInit(raw);
+    if (init.require_dom_aware && !this.factory.domAware) {
+      throw unprocessable(`${this.factory.backend} is screenshot-only; DOM-aware use needs dom_plane`);
+    }
+    const s = this.state;
+    if (s.kind === 'bound') return this.rebind(s.bound.init, init, () => s.bound.response);
+    if (s.kind === 'starting') {
+      const b = await this.rebind(s.init, init, () => s.promise);
+      return (await b).response;
+    }
+    if (s.kind === 'closing') throw unavailable('previous session is still closing; retry shortly');
+    const promise = this.start(init);
+    this.state = { kind: 'starting', runId: init.run_id, init, promise };
+    try {
+      const bound = await promise;
+      this.state = { kind: 'bound', bound };
+      return bound.response;
+    } catch (err) {
+      this.state = { kind: 'none' };
+      throw err;
+    }
+  }
+
+  private rebind<T>(held: SessionInitRequest, asked: SessionInitRequest, same: () => T): T {
+    if (held.run_id !== asked.run_id) throw conflict(`plane is bound to another run (run_id ${held.run_id})`);
+    if (held.tenant_id !== asked.tenant_id || held.profile_id !== asked.profile_id) {
+      throw conflict('run_id is bound with a different tenant_id or profile_id');
+    }
+    return same();
+  }
+
+  private async start(init: SessionInitRequest): Promise<Bound> {
+    let impl: PlaneSessionImpl;
+    try {
+      impl = await this.factory.start(init, this.dataDir);
+    } catch (err) {
+      const pe: PlaneError = toPlaneError(err);
+      if (pe.status !== 500) throw pe;
+      throw unavailable(`browser session failed to start: ${err instanceof Error ? err.message.split('\n')[0]?.slice(0, 200) : 'unknown'}`);
+    }
+    const token = randomBytes(32).toString('hex');
+    this.lastActionMs = Date.now();
+    return {
+      init,
+      token,
+      impl,
+      response: { session_token: token, chrome_pid: impl.chromePid, xvfb_display: impl.display, capabilities: impl.capabilities },
+    };
+  }
+}
+
+function unprocessableStep(method: string): PlaneError {
+  return badRequest(`/${method} needs a step_id (client generated, reused on retry)`);
+}

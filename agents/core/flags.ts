@@ -1,0 +1,22 @@
+// The spec's truthy rule for runtime switches: 0, false, no, off (any case) disable;
+// any other value enables; unset takes the default.
+export function flag(value: string | undefined, dflt: boolean): boolean {
+  if (value === undefined || value === '') return dflt;
+  return !['0', 'false', 'no', 'off'].includes(value.trim().toLowerCase());
+}
+
+export interface StealthSwitches {
+  cdp_stealth: boolean;
+  honest_mode: boolean;
+  behavioral_jitter: boolean;
+  geo_consistency: boolean;
+}
+
+export function stealthSwitches(env: NodeJS.ProcessEnv = process.env): StealthSwitches {
+  return {
+    cdp_stealth: flag(env.SERVICE_CDP_STEALTH, true),
+    honest_mode: flag(env.SERVICE_STEALTH_HONEST, true),
+    behavioral_jitter: flag(env.SERVICE_BEHAVIORAL_JITTER, true),
+    geo_consistency: flag(env.SERVICE_GEO_CONSISTENCY, true),
+  };
+}

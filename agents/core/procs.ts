@@ -1,0 +1,53 @@
+// Stopping what a session started, so no zombie or orphan is left behind: every
+// child is waited for, and a browser's process group is swept after it exits.
+import type { ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+
+function exited(child: ChildProcess): boolean {
+  return child.exitCode !== null || child.signalCode !== null;
+}
+
+async function waitExit(child: ChildProcess, ms: number): Promise<boolean> {
+  if (exited(child)) return true;
+  const timer = new Promise<false>((r) => setTimeout(() => r(false), ms).unref());
+  return Promise.race([once(child, 'exit').then(() => true), timer]);
+}
+
+/** SIGTERM (or `signal`), then SIGKILL after `graceMs`; resolves once the child is reaped. */
+export async function stopChild(child: ChildProcess | undefined, signal: NodeJS.Signals = 'SIGTERM', graceMs = 2000): Promise<void> {
+  if (!child || exited(child)) return;
+  child.kill(signal);
+  if (await waitExit(child, graceMs)) return;
+  child.kill('SIGKILL');
+  await waitExit(child, 5000);
+}
+
+/** SIGKILL a whole process group (a detached child's helpers); absent groups are fine. */
+export function killGroup(pgid: number | undefined): void {
+  if (!pgid) return;
+  try {
+    process.kill(-pgid, 'SIGKILL');
+  } catch {
+    // ESRCH: nothing left in the group.
+  }
+}
+
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Waits until no process of the group remains (helpers exit after their browser). */
+export async function waitGroupGone(pgid: number | undefined, ms = 5000): Promise<boolean> {
+  if (!pgid) return true;
+  const t0 = Date.now();
+  while (groupAlive(pgid)) {
+    if (Date.now() - t0 > ms) return false;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return true;
+}

@@ -1,0 +1,108 @@
+// Small hand-written checks of the wire records: each failure names the field, so a
+// bad call gets a precise 400 instead of a browser error later.
+import { resolve, sep } from 'node:path';
+import { badRequest } from './errors.ts';
+import type { SessionInitRequest } from './types.ts';
+
+export type Body = Record<string, unknown>;
+
+export function asBody(v: unknown): Body {
+  if (v === undefined || v === null) return {};
+  if (typeof v !== 'object' || Array.isArray(v)) throw badRequest('request body must be a JSON object');
+  return v as Body;
+}
+
+export function str(b: Body, k: string): string {
+  const v = b[k];
+  if (typeof v !== 'string' || v.length === 0) throw badRequest(`${k} must be a non-empty string`);
+  return v;
+}
+
+export function optStr(b: Body, k: string): string | undefined {
+  const v = b[k];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'string') throw badRequest(`${k} must be a string`);
+  return v;
+}
+
+export function optNum(b: Body, k: string): number | undefined {
+  const v = b[k];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw badRequest(`${k} must be a finite number`);
+  return v;
+}
+
+export function optInt(b: Body, k: string, min: number, max: number): number | undefined {
+  const v = optNum(b, k);
+  if (v === undefined) return undefined;
+  if (!Number.isInteger(v) || v < min || v > max) throw badRequest(`${k} must be an integer in [${min}, ${max}]`);
+  return v;
+}
+
+export function optBool(b: Body, k: string): boolean | undefined {
+  const v = b[k];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'boolean') throw badRequest(`${k} must be a boolean`);
+  return v;
+}
+
+export function strArray(b: Body, k: string, maxLen = 256): string[] {
+  const v = b[k];
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v) || v.length > maxLen || !v.every((x) => typeof x === 'string')) {
+    throw badRequest(`${k} must be an array of at most ${maxLen} strings`);
+  }
+  return v as string[];
+}
+
+// Ids become directory names under PLANE_DATA_DIR: letters, digits and _ . : @ -,
+// never starting with a dot, so `..`, `/` and hidden names cannot be expressed.
+const ID_RE = /^[A-Za-z0-9_@:-][A-Za-z0-9_.@:-]{0,127}$/;
+
+export function id(b: Body, k: string): string {
+  const v = str(b, k);
+  if (!ID_RE.test(v)) throw badRequest(`${k} must be 1-128 of letters, digits, _ . : @ - and not start with a dot`);
+  return v;
+}
+
+/** The tenant-prefixed profile dir, proven to stay under the data dir. */
+export function profileDir(dataDir: string, tenantId: string, profileId: string): string {
+  const base = resolve(dataDir, 'profiles');
+  const dir = resolve(base, tenantId, profileId);
+  if (!dir.startsWith(base + sep)) throw badRequest('profile path escapes the data directory');
+  return dir;
+}
+
+// Flags that would hand the browser to someone else or break isolation are refused.
+const FORBIDDEN_FLAG = /^--(user-data-dir|remote-debugging-port|remote-debugging-address|remote-debugging-pipe|proxy-server)(=|$)/;
+
+export function parseInit(raw: unknown): SessionInitRequest {
+  const b = asBody(raw);
+  const flags = strArray(b, 'chrome_flags');
+  for (const f of flags) {
+    if (!f.startsWith('--')) throw badRequest(`chrome_flags entries must start with --: ${JSON.stringify(f).slice(0, 80)}`);
+    if (FORBIDDEN_FLAG.test(f)) throw badRequest(`chrome flag not allowed: ${f.split('=')[0]}`);
+  }
+  let viewport: [number, number] = [1280, 720];
+  if (b.viewport !== undefined && b.viewport !== null) {
+    const v = b.viewport;
+    if (!Array.isArray(v) || v.length !== 2 || !v.every((n) => Number.isInteger(n) && n >= 200 && n <= 4096)) {
+      throw badRequest('viewport must be [width, height], integers in [200, 4096]');
+    }
+    viewport = [v[0] as number, v[1] as number];
+  }
+  const proxy = optStr(b, 'proxy_server');
+  if (proxy !== undefined && proxy !== '' && !/^(https?|socks[45]?):\/\/[^\s]+$|^[A-Za-z0-9.-]+:\d{1,5}$/.test(proxy)) {
+    throw badRequest('proxy_server must be scheme://host:port or host:port');
+  }
+  return {
+    tenant_id: id(b, 'tenant_id'),
+    profile_id: id(b, 'profile_id'),
+    run_id: id(b, 'run_id'),
+    proxy_server: proxy ? proxy : null,
+    chrome_flags: flags,
+    enable_cdp: optBool(b, 'enable_cdp') ?? false,
+    viewport,
+    require_dom_aware: optBool(b, 'require_dom_aware') ?? false,
+  };
+}

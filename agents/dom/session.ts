@@ -1,0 +1,257 @@
+// dom_plane: puppeteer-core on the system Chromium (headless). Structured dispatch plus
+// the DOM-aware extensions of the spec; one session per process.
+import type { Browser, Page } from 'puppeteer-core';
+import type { KeyInput } from 'puppeteer-core';
+import { closeChromium, launchChromium } from '../core/chromium.ts';
+import { badRequest, notFound, unprocessable } from '../core/errors.ts';
+import { cdpEvaluate, scrollY } from '../core/pages.ts';
+import { optNum, optStr, profileDir, str, type Body } from '../core/validate.ts';
+import type { OpResult, OpSpec, PlaneFactory, PlaneSessionImpl, SessionInitRequest } from '../core/types.ts';
+import { Tabs } from './tabs.ts';
+import { CLIPBOARD, FOCUSED, inPage, PAGE_LOAD, PEEK } from '../core/inpage.ts';
+import { matchesPin } from './pin.ts';
+
+const ROUTES = {
+  screenshot: 'POST',
+  dispatch: 'POST',
+  cdp: 'POST',
+  'state/current_url': 'GET',
+  'state/tabs': 'GET',
+  'state/focused_element': 'GET',
+  'state/clipboard': 'GET',
+  'state/page_load': 'GET',
+  'state/safe_back': 'POST',
+  'tabs/open_in_new': 'POST',
+  'tabs/close': 'POST',
+  'tabs/activate': 'POST',
+  'links/peek_target': 'POST',
+} as const;
+
+const NAV_WAIT_MS = 10_000;
+
+function coords(b: Body): { x: number; y: number } | undefined {
+  const x = optNum(b, 'x');
+  const y = optNum(b, 'y');
+  if (x === undefined && y === undefined) return undefined;
+  if (x === undefined || y === undefined) throw badRequest('x and y go together');
+  return { x, y };
+}
+
+async function clickTarget(page: Page, b: Body): Promise<void> {
+  const selector = optStr(b, 'selector');
+  const at = coords(b);
+  if (selector) {
+    const el = await page.$(selector).catch(() => {
+      throw badRequest('selector is not valid CSS');
+    });
+    if (!el) throw notFound(`no element matches selector ${selector.slice(0, 200)}`);
+    await el.click();
+    await el.dispose();
+  } else if (at) {
+    await page.mouse.click(at.x, at.y);
+  } else {
+    throw badRequest('click needs x,y or selector');
+  }
+}
+
+async function dispatch(page: Page, b: Body): Promise<Record<string, unknown>> {
+  const verb = str(b, 'verb');
+  switch (verb) {
+    case 'click':
+      await clickTarget(page, b);
+      break;
+    case 'key':
+      await page.keyboard.press(str(b, 'key') as KeyInput).catch((err: unknown) => {
+        throw badRequest(`unknown key: ${err instanceof Error ? err.message.slice(0, 100) : ''}`);
+      });
+      break;
+    case 'type': {
+      const text = optStr(b, 'text');
+      if (text === undefined || text.length > 100_000) throw badRequest('type needs text (at most 100000 characters)');
+      if (optStr(b, 'selector') || coords(b)) await clickTarget(page, b);
+      await page.keyboard.type(text);
+      break;
+    }
+    case 'scroll': {
+      const at = coords(b);
+      if (at) await page.mouse.move(at.x, at.y);
+      await page.mouse.wheel({ deltaX: optNum(b, 'dx') ?? 0, deltaY: optNum(b, 'dy') ?? 0 });
+      break;
+    }
+    case 'navigate': {
+      // Extension verb: the runner's navigate step needs a way to load a URL.
+      const url = str(b, 'url');
+      if (!/^https?:\/\//.test(url)) throw badRequest('navigate url must be http(s)');
+      await page.goto(url, { waitUntil: 'domcontentloaded', timeout: NAV_WAIT_MS }).catch((err: unknown) => {
+        throw unprocessable(`navigation failed: ${err instanceof Error ? err.message.split('\n')[0]?.slice(0, 200) : ''}`);
+      });
+      break;
+    }
+    default:
+      throw badRequest('verb must be click, key, type, scroll or navigate');
+  }
+  return { ok: true, verb, url: page.url() };
+}
+
+/** Waits for a fresh tab to leave about:blank (popups start there). */
+async function settled(p: Page): Promise<void> {
+  const t0 = Date.now();
+  while (p.url() === 'about:blank' && Date.now() - t0 < NAV_WAIT_MS) await new Promise((r) => setTimeout(r, 25));
+  await p.waitForFunction("document.readyState !== 'loading'", { timeout: NAV_WAIT_MS }).catch(() => undefined);
+}
+
+async function startDom(init: SessionInitRequest, dataDir: string): Promise<PlaneSessionImpl> {
+  let browser: Browser | undefined;
+  let tabs: Tabs;
+  try {
+    browser = await launchChromium({
+      userDataDir: profileDir(dataDir, init.tenant_id, init.profile_id),
+      headless: true,
+      viewport: init.viewport,
+      proxyServer: init.proxy_server,
+      extraFlags: init.chrome_flags,
+    });
+    tabs = new Tabs(browser);
+    await tabs.init();
+  } catch (err) {
+    await closeChromium(browser);
+    throw err;
+  }
+  const b = browser;
+  const [width, height] = init.viewport;
+  const op = (http: 'GET' | 'POST', idempotent: boolean, run: (body: Body) => Promise<Record<string, unknown>>): OpSpec => ({
+    http,
+    idempotent,
+    run: async (body) => ({ body: await run(body) }),
+  });
+
+  const ops: Record<string, OpSpec> = {
+    screenshot: {
+      http: 'POST',
+      idempotent: false,
+      async run(body: Body): Promise<OpResult> {
+        const format = optStr(body, 'format') ?? 'png';
+        if (format !== 'png' && format !== 'jpeg' && format !== 'webp') throw badRequest('format must be png, jpeg or webp');
+        const page = await tabs.current();
+        const image = Buffer.from(await page.screenshot({ type: format, optimizeForSpeed: true, ...(format === 'png' ? {} : { quality: 80 }) }));
+        return { body: { width, height, scroll_y: await scrollY(page), captured_at_ms: Date.now(), format }, blob: image };
+      },
+    },
+    dispatch: op('POST', true, async (body) => dispatch(await tabs.current(), body)),
+    cdp: op('POST', true, async (body) => cdpEvaluate(await tabs.current(), body)),
+    'state/current_url': op('GET', false, async () => {
+      const p = await tabs.current();
+      return { url: p.url(), tab_id: tabs.idOf(p) };
+    }),
+    'state/tabs': op('GET', false, async () => {
+      const active = await tabs.current();
+      const pages = await tabs.list();
+      const list = await Promise.all(
+        pages.map(async (p) => ({ id: tabs.idOf(p), title: await p.title().catch(() => ''), url: p.url(), is_active: p === active })),
+      );
+      return { tabs: list };
+    }),
+    'state/focused_element': op('GET', false, async () => {
+      const p = await tabs.current();
+      const element = await inPage<Record<string, unknown> | null>(p, FOCUSED);
+      return { element };
+    }),
+    'state/clipboard': op('GET', false, async () => {
+      const p = await tabs.current();
+      // Best effort: denied or unavailable permission reads as an empty string.
+      const text = await inPage<unknown>(p, CLIPBOARD).catch(() => '');
+      return { text: typeof text === 'string' ? text : '' };
+    }),
+    'state/page_load': op('GET', false, async () => {
+      const p = await tabs.current();
+      return inPage<Record<string, unknown>>(p, PAGE_LOAD);
+    }),
+    'state/safe_back': op('POST', true, async (body) => {
+      const pattern = optStr(body, 'pinned_origin_pattern') ?? optStr(body, 'pinned_source_url_pattern') ?? '';
+      const p = await tabs.current();
+      const cdp = await p.createCDPSession();
+      let hist: { currentIndex: number; entries: { url: string }[] };
+      try {
+        hist = (await cdp.send('Page.getNavigationHistory')) as typeof hist;
+      } finally {
+        await cdp.detach().catch(() => undefined);
+      }
+      const prev = hist.entries[hist.currentIndex - 1]?.url;
+      if (!prev) return { went_back: false, reason: 'no_history', url: p.url() };
+      if (pattern && !matchesPin(prev, pattern)) return { went_back: false, reason: 'overshoot', url: p.url(), refused_url: prev };
+      await p.goBack({ waitUntil: 'domcontentloaded', timeout: NAV_WAIT_MS }).catch(() => undefined);
+      return { went_back: true, url: p.url() };
+    }),
+    'tabs/open_in_new': op('POST', true, async (body) => {
+      const url = optStr(body, 'url');
+      const via = optStr(body, 'via_selector');
+      if (Boolean(url) === Boolean(via)) throw badRequest('give exactly one of url or via_selector');
+      let page: Page;
+      if (url) {
+        if (!/^(https?:|about:blank$)/.test(url)) throw badRequest('url must be http(s)');
+        page = await b.newPage();
+        await page.goto(url, { waitUntil: 'domcontentloaded', timeout: NAV_WAIT_MS }).catch(() => undefined);
+      } else {
+        const opener = await tabs.current();
+        const popup = tabs.waitPopup(opener, NAV_WAIT_MS);
+        try {
+          await clickTarget(opener, { selector: via });
+        } catch (err) {
+          popup.cancel();
+          throw err;
+        }
+        const p = await popup.promise;
+        if (!p) throw unprocessable('the click did not open a new tab');
+        page = p;
+        await settled(page);
+      }
+      await tabs.activate(page);
+      return { tab_id: tabs.idOf(page), url: page.url(), title: await page.title().catch(() => '') };
+    }),
+    'tabs/close': op('POST', true, async (body) => {
+      const p = await tabs.byId(str(body, 'tab_id'));
+      const id = tabs.idOf(p);
+      await p.close();
+      const now = await tabs.current();
+      return { closed_tab_id: id, active_tab_id: tabs.idOf(now), url: now.url() };
+    }),
+    'tabs/activate': op('POST', true, async (body) => {
+      const p = await tabs.byId(str(body, 'tab_id'));
+      await tabs.activate(p);
+      return { tab_id: tabs.idOf(p), url: p.url() };
+    }),
+    'links/peek_target': op('POST', false, async (body) => {
+      const selector = optStr(body, 'selector');
+      const bbox = body.bbox;
+      let box: number[] | undefined;
+      if (bbox !== undefined) {
+        if (!Array.isArray(bbox) || bbox.length !== 4 || !bbox.every((n) => typeof n === 'number' && Number.isFinite(n))) {
+          throw badRequest('bbox must be [x1, y1, x2, y2]');
+        }
+        box = bbox as number[];
+      }
+      if (Boolean(selector) === Boolean(box)) throw badRequest('give exactly one of selector or bbox');
+      const p = await tabs.current();
+      const found = await inPage<Record<string, unknown> | null>(p, PEEK, { selector: selector ?? null, bbox: box ?? null }).catch(() => {
+        throw badRequest('selector is not valid CSS');
+      });
+      if (!found) throw notFound('no link at the given selector or bbox');
+      return found;
+    }),
+  };
+
+  return {
+    chromePid: b.process()?.pid ?? null,
+    display: '',
+    capabilities: { dom_aware: true, stealth: false, supports_cdp: true, backend: 'dom_plane' },
+    ops,
+    close: () => closeChromium(b),
+  };
+}
+
+export const domPlane: PlaneFactory = {
+  backend: 'dom_plane',
+  domAware: true,
+  routes: ROUTES,
+  start: startDom,
+};

@@ -1,0 +1,191 @@
+// The gateway's view of the compute-plane wire contract (spec records) and the error
+// classes a plane call can end in. Kept apart from agents/ (rooms: planes import proto only).
+export type Backend = 'computer_plane' | 'dom_plane';
+
+export interface Capabilities {
+  dom_aware: boolean;
+  stealth: boolean;
+  supports_cdp: boolean;
+  backend: Backend;
+}
+
+export interface SessionInitRequest {
+  tenant_id: string;
+  profile_id: string;
+  run_id: string;
+  proxy_server?: string | null;
+  chrome_flags?: string[];
+  enable_cdp?: boolean;
+  viewport?: [number, number];
+  /** Declare DOM-aware use: a screenshot-only plane refuses it at init (422). */
+  require_dom_aware?: boolean;
+}
+
+export interface SessionInitResponse {
+  session_token: string;
+  chrome_pid: number | null;
+  xvfb_display: string;
+  capabilities: Capabilities;
+}
+
+export interface Screenshot {
+  image: Buffer;
+  format: 'png' | 'jpeg' | 'webp';
+  width: number;
+  height: number;
+  scroll_y: number;
+  captured_at_ms: number;
+}
+
+export interface XdotoolResponse {
+  stdout: string;
+  stderr: string;
+  returncode: number;
+  deduplicated: boolean;
+}
+
+export interface CDPResponse {
+  result_json: string;
+  returncode: number;
+  deduplicated: boolean;
+}
+
+export type DispatchAction =
+  | { verb: 'click'; x?: number; y?: number; selector?: string }
+  | { verb: 'key'; key: string }
+  | { verb: 'type'; text: string; selector?: string; x?: number; y?: number }
+  | { verb: 'scroll'; x?: number; y?: number; dx?: number; dy?: number }
+  | { verb: 'navigate'; url: string };
+
+export interface DispatchResponse {
+  ok: boolean;
+  verb: string;
+  url: string;
+  deduplicated: boolean;
+}
+
+export interface TabInfo {
+  id: string;
+  title: string;
+  url: string;
+  is_active: boolean;
+}
+
+export interface FocusedElement {
+  tag: string;
+  role: string | null;
+  aria_label: string | null;
+  text: string;
+  href: string | null;
+}
+
+export interface PageLoad {
+  ready_state: 'loading' | 'interactive' | 'complete';
+  last_resource_ms: number | null;
+  url: string;
+}
+
+export interface SafeBackResponse {
+  went_back: boolean;
+  reason?: 'no_history' | 'overshoot';
+  url: string;
+  refused_url?: string;
+  deduplicated: boolean;
+}
+
+export interface OpenInNewResponse {
+  tab_id: string;
+  url: string;
+  title: string;
+  deduplicated: boolean;
+}
+
+export interface CloseTabResponse {
+  closed_tab_id: string;
+  active_tab_id: string;
+  url: string;
+  deduplicated: boolean;
+}
+
+export interface PeekTarget {
+  href: string;
+  target: string;
+  tag: string;
+}
+
+export interface PlaneHealth {
+  ok: boolean;
+  backend: string;
+  session_bound: boolean;
+  last_action_ms: number | null;
+  uptime_ms: number;
+}
+
+export type PlaneErrorKind =
+  | 'bad_request'
+  | 'unauthorized'
+  | 'forbidden'
+  | 'not_found'
+  | 'conflict'
+  | 'unavailable'
+  | 'timeout'
+  | 'internal';
+
+const KIND_BY_STATUS: Record<number, PlaneErrorKind> = {
+  400: 'bad_request',
+  401: 'unauthorized',
+  403: 'forbidden',
+  404: 'not_found',
+  405: 'not_found',
+  409: 'conflict',
+  413: 'bad_request',
+  422: 'bad_request',
+  503: 'unavailable',
+  504: 'timeout',
+};
+
+export class PlaneCallError extends Error {
+  readonly kind: PlaneErrorKind;
+  constructor(
+    readonly status: number,
+    readonly detail: string,
+    kind?: PlaneErrorKind,
+  ) {
+    super(`plane call failed (${status}): ${detail}`);
+    this.name = 'PlaneCallError';
+    this.kind = kind ?? KIND_BY_STATUS[status] ?? 'internal';
+  }
+
+  /** Worth retrying with the same step_id: the agent may not have seen or finished it. */
+  get retryable(): boolean {
+    return this.kind === 'unavailable' || this.kind === 'timeout';
+  }
+}
+
+export interface CallOptions {
+  verb: 'GET' | 'POST';
+  stepId?: string;
+  sessionToken?: string;
+  deadlineMs: number;
+}
+
+export interface CallReply {
+  body: Record<string, unknown>;
+  blob?: Buffer;
+}
+
+/** One wire format (gRPC stream or HTTP) to one agent. */
+export interface PlaneTransport {
+  readonly kind: 'grpc' | 'http';
+  call(method: string, body: Record<string, unknown>, opts: CallOptions): Promise<CallReply>;
+  health(deadlineMs: number): Promise<PlaneHealth>;
+  /** Drops connections; does not close the plane session. */
+  disconnect(): void;
+}
+
+export interface TransportOptions {
+  /** Agent secret sent as `Authorization: Bearer`. */
+  secret?: string;
+  /** PEM of the CA (or self-signed cert) to trust for https:// and grpcs://. */
+  ca?: string | Buffer;
+}

@@ -1,0 +1,19 @@
+// Original file: proto/plane.proto
+
+import type { Long } from '@grpc/proto-loader';
+
+export interface HealthReply {
+  'ok'?: (boolean);
+  'backend'?: (string);
+  'session_bound'?: (boolean);
+  'last_action_unix_ms'?: (number | string | Long);
+  'uptime_ms'?: (number | string | Long);
+}
+
+export interface HealthReply__Output {
+  'ok': (boolean);
+  'backend': (string);
+  'session_bound': (boolean);
+  'last_action_unix_ms': (number);
+  'uptime_ms': (number);
+}

@@ -1,0 +1,21 @@
+// Original file: proto/plane.proto
+
+import type { Long } from '@grpc/proto-loader';
+
+export interface PlaneRequest {
+  'call_id'?: (number | string | Long);
+  'method'?: (string);
+  'step_id'?: (string);
+  'body_json'?: (string);
+  'session_token'?: (string);
+  'deadline_unix_ms'?: (number | string | Long);
+}
+
+export interface PlaneRequest__Output {
+  'call_id': (number);
+  'method': (string);
+  'step_id': (string);
+  'body_json': (string);
+  'session_token': (string);
+  'deadline_unix_ms': (number);
+}

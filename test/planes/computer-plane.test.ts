@@ -1,0 +1,233 @@
+// computer_plane over both transports: real Xvfb, headful Chromium and xdotool. Input
+// goes through xdotool only; CDP (enabled at init for the test) is used to read the
+// page and to find where an element sits on screen.
+import { expect } from 'chai';
+import { once } from 'node:events';
+import { connectPlane, PlaneCallError, type PlaneSession } from '../../gateway/planes/index.ts';
+import { descendants, processesMentioning, startAgentProcess, startFixture, stillPresent, waitFor, type AgentProc, type Fixture } from './support.ts';
+
+async function expectPlaneError(p: Promise<unknown>, status: number): Promise<PlaneCallError> {
+  try {
+    await p;
+  } catch (err) {
+    expect(err).to.be.instanceOf(PlaneCallError);
+    expect((err as PlaneCallError).status, (err as PlaneCallError).detail).to.equal(status);
+    return err as PlaneCallError;
+  }
+  throw new Error(`expected a ${status} refusal`);
+}
+
+async function evalJson<T>(s: PlaneSession, expr: string): Promise<T> {
+  const r = await s.cdp(expr);
+  expect(r.returncode, r.result_json).to.equal(0);
+  return JSON.parse(r.result_json) as T;
+}
+
+/** Loads a URL the way a user would: focus the omnibox, type, Enter. */
+async function navigate(s: PlaneSession, url: string): Promise<void> {
+  expect((await s.xdotool(['key', 'ctrl+l'])).returncode).to.equal(0);
+  expect((await s.xdotool(['type', '--delay', '1', url])).returncode).to.equal(0);
+  expect((await s.xdotool(['key', 'Return'])).returncode).to.equal(0);
+  await waitFor(async () => ((await evalJson<string>(s, 'location.href')) === url ? true : undefined), 10_000, `navigation to ${url}`);
+  await waitFor(async () => ((await evalJson<string>(s, 'document.readyState')) === 'complete' ? true : undefined), 10_000, 'load');
+}
+
+/** Screen coordinates of an element's centre (window at 0,0; toolbar above the page). */
+async function screenPoint(s: PlaneSession, selector: string): Promise<[string, string]> {
+  const p = await evalJson<{ x: number; y: number }>(
+    s,
+    `(() => { const r = document.querySelector(${JSON.stringify(selector)}).getBoundingClientRect();
+      const top = window.screenY + window.outerHeight - window.innerHeight;
+      const left = window.screenX + (window.outerWidth - window.innerWidth) / 2;
+      return { x: Math.round(left + r.x + r.width / 2), y: Math.round(top + r.y + r.height / 2) }; })()`,
+  );
+  return [String(p.x), String(p.y)];
+}
+
+describe('computer_plane agent', function () {
+  this.timeout(60_000);
+  let site: Fixture;
+
+  before(async () => {
+    site = await startFixture();
+  });
+  after(async () => {
+    await site?.close();
+  });
+
+  describe('one agent, both transports', () => {
+    let agent: AgentProc;
+    before(async () => {
+      // Jitter off keeps input exact and fast; its path is covered separately.
+      agent = await startAgentProcess('computer', { SERVICE_BEHAVIORAL_JITTER: '0' });
+    });
+    after(async () => {
+      await agent?.stop();
+    });
+
+    for (const transport of ['grpc', 'http'] as const) {
+      describe(`over ${transport}`, () => {
+        let s: PlaneSession;
+        const run = `run-${transport}`;
+        const url = (): string => (transport === 'grpc' ? `grpc://127.0.0.1:${agent.grpcPort}` : `http://127.0.0.1:${agent.httpPort}`);
+
+        before(async () => {
+          s = connectPlane({ url: url(), deadlineMs: 20_000 });
+          const r = await s.init({ tenant_id: 'acme', profile_id: `p-${transport}`, run_id: run, enable_cdp: true, viewport: [1280, 720] });
+          expect(r.capabilities).to.deep.equal({ dom_aware: false, stealth: true, supports_cdp: true, backend: 'computer_plane' });
+          expect(r.xvfb_display).to.match(/^:\d+$/);
+          expect(r.chrome_pid).to.be.a('number');
+          await navigate(s, `${site.url}/counter`);
+        });
+        after(async () => {
+          if (s.token) await s.close();
+          s.disconnect();
+        });
+
+        it('init again with the same run_id returns the same token; another run_id gets 409', async () => {
+          const other = connectPlane({ url: url() });
+          try {
+            expect((await other.init({ tenant_id: 'acme', profile_id: `p-${transport}`, run_id: run })).session_token).to.equal(s.token);
+            await expectPlaneError(other.init({ tenant_id: 'acme', profile_id: `p-${transport}`, run_id: 'other-run' }), 409);
+          } finally {
+            other.disconnect();
+          }
+        });
+
+        it('refuses calls without the session token (401)', async () => {
+          const anon = connectPlane({ url: url(), retries: 0 });
+          try {
+            await expectPlaneError(anon.xdotool(['key', 'a']), 401);
+            await expectPlaneError(anon.screenshot(), 401);
+          } finally {
+            anon.disconnect();
+          }
+        });
+
+        it('a click changes page state once, even when the same step_id is sent twice', async () => {
+          const before = Number(await evalJson<string>(s, `document.getElementById('count').textContent`));
+          const [x, y] = await screenPoint(s, '#inc');
+          await s.xdotool(['mousemove', x, y], { stepId: `mv-${transport}` });
+          const first = await s.xdotool(['click', '1'], { stepId: `click-${transport}` });
+          expect(first).to.include({ returncode: 0, deduplicated: false });
+          const again = await s.xdotool(['click', '1'], { stepId: `click-${transport}` });
+          expect(again.deduplicated).to.equal(true);
+          await waitFor(async () => (Number(await evalJson<string>(s, `document.getElementById('count').textContent`)) === before + 1 ? true : undefined), 3000, 'counter');
+          await new Promise((r) => setTimeout(r, 200));
+          expect(Number(await evalJson<string>(s, `document.getElementById('count').textContent`))).to.equal(before + 1);
+        });
+
+        it('typing lands in the focused input', async () => {
+          const [x, y] = await screenPoint(s, '#name');
+          await s.xdotool(['mousemove', x, y]);
+          await s.xdotool(['click', '1']);
+          const typed = await s.xdotool(['type', '--delay', '1', 'hi there']);
+          expect(typed.returncode).to.equal(0);
+          await waitFor(async () => ((await evalJson<string>(s, `document.getElementById('name').value`)) === 'hi there' ? true : undefined), 3000, 'typed text');
+          expect(await evalJson<string>(s, `document.activeElement.id`)).to.equal('name');
+        });
+
+        it('returns xdotool output and a failing return code', async () => {
+          const loc = await s.xdotool(['getmouselocation', '--shell']);
+          expect(loc.returncode).to.equal(0);
+          expect(loc.stdout).to.match(/X=\d+\nY=\d+/);
+          const bad = await s.xdotool(['no-such-command']);
+          expect(bad.returncode).to.not.equal(0);
+          expect(bad.stderr).to.not.equal('');
+        });
+
+        it('screenshots the display as PNG with viewport metadata', async () => {
+          await s.xdotool(['key', 'End']);
+          const shot = await s.screenshot();
+          expect(shot.image.subarray(0, 8).toString('hex')).to.equal('89504e470d0a1a0a');
+          expect(shot.image.readUInt32BE(16)).to.equal(1280);
+          expect(shot.image.readUInt32BE(20)).to.equal(720);
+          expect(shot).to.include({ width: 1280, height: 720 });
+          expect(shot.scroll_y).to.be.a('number');
+          expect(shot.captured_at_ms).to.be.within(Date.now() - 5000, Date.now() + 100);
+          const webp = await s.screenshot('webp');
+          expect(webp.image.subarray(8, 12).toString('latin1')).to.equal('WEBP');
+        });
+
+        it('never serves the DOM-aware routes', async () => {
+          const e = await expectPlaneError(s.tabs(), 404);
+          expect(e.detail).to.match(/not served by computer_plane/);
+          await expectPlaneError(s.dispatch({ verb: 'key', key: 'a' }), 404);
+          await expectPlaneError(s.peekTarget({ selector: 'a' }), 404);
+        });
+
+        it('applies the honest stealth patches before page scripts run', async () => {
+          const r = await s.cdp(
+            `(async () => ({ wd: navigator.webdriver === undefined, plugins: navigator.plugins.length,
+              langs: navigator.languages.length, runtime: !!(window.chrome && window.chrome.runtime), app: !!(window.chrome && window.chrome.app),
+              ua: navigator.userAgent, native: Function.prototype.toString.call(navigator.permissions.query),
+              perm: (await navigator.permissions.query({ name: 'notifications' })).state,
+              real: Notification.permission, mark: window.__runplaneStealth }))()`,
+            { awaitPromise: true },
+          );
+          expect(r.returncode, r.result_json).to.equal(0);
+          const fp = JSON.parse(r.result_json) as Record<string, unknown>;
+          expect(fp).to.include({ wd: true, runtime: true, app: true, mark: 'honest', native: 'function query() { [native code] }' });
+          expect(fp.plugins).to.be.greaterThan(0);
+          expect(fp.langs).to.be.greaterThan(0);
+          expect(fp.perm).to.equal(fp.real === 'default' ? 'prompt' : fp.real);
+          expect(fp.ua).to.match(/Chrome\/\d+\./);
+          expect(fp.ua).to.match(/X11; Linux/);
+          expect(fp.ua).to.not.match(/Headless/);
+        });
+      });
+    }
+
+    it('refuses /cdp when enable_cdp was not set, and DOM-aware use at init', async () => {
+      const s = connectPlane({ url: `grpc://127.0.0.1:${agent.grpcPort}` });
+      try {
+        await expectPlaneError(s.init({ tenant_id: 'acme', profile_id: 'nocdp', run_id: 'run-dom', require_dom_aware: true }), 422);
+        const r = await s.init({ tenant_id: 'acme', profile_id: 'nocdp', run_id: 'run-nocdp' });
+        expect(r.capabilities.supports_cdp).to.equal(false);
+        await expectPlaneError(s.cdp('1+1'), 403);
+      } finally {
+        await s.close();
+        s.disconnect();
+      }
+    });
+
+    it('close kills Xvfb, Chromium and every helper', async () => {
+      const s = connectPlane({ url: `http://127.0.0.1:${agent.httpPort}` });
+      const baseline = new Set(descendants(agent.pid));
+      await s.init({ tenant_id: 'acme', profile_id: 'reaped', run_id: 'run-reap' });
+      await s.screenshot();
+      await s.xdotool(['mousemove', '5', '5']);
+      const kids = descendants(agent.pid).filter((p) => !baseline.has(p));
+      // Xvfb, ffmpeg grabber, xdotool channel, Chromium and its helpers.
+      expect(kids.length).to.be.greaterThan(3);
+      await s.close();
+      expect(stillPresent(kids)).to.deep.equal([]);
+      expect(processesMentioning(agent.dataDir)).to.deep.equal([]);
+      s.disconnect();
+    });
+  });
+
+  it('SIGTERM mid-session leaves no process behind; stealth off leaves the page untouched', async () => {
+    const agent = await startAgentProcess('computer', { SERVICE_CDP_STEALTH: 'off' });
+    const s = connectPlane({ url: `grpc://127.0.0.1:${agent.grpcPort}`, retries: 0 });
+    try {
+      const baseline = new Set(descendants(agent.pid));
+      await s.init({ tenant_id: 'acme', profile_id: 'term', run_id: 'run-term', enable_cdp: true });
+      await navigate(s, `${site.url}/page2`);
+      expect(await evalJson<unknown>(s, 'window.__runplaneStealth ?? null')).to.equal(null);
+      expect(await evalJson<boolean>(s, 'navigator.webdriver')).to.equal(true);
+      const kids = descendants(agent.pid).filter((p) => !baseline.has(p));
+      expect(kids.length).to.be.greaterThan(3);
+      agent.child.kill('SIGTERM');
+      await once(agent.child, 'exit');
+      expect(agent.child.exitCode).to.equal(0);
+      expect(stillPresent(kids)).to.deep.equal([]);
+      expect(processesMentioning(agent.dataDir)).to.deep.equal([]);
+      const e = await expectPlaneError(s.screenshot(), 503);
+      expect(e.kind).to.equal('unavailable');
+    } finally {
+      s.disconnect();
+      await agent.stop();
+    }
+  });
+});

@@ -1,0 +1,228 @@
+// Test support for the plane agents: agent processes on port 0, fixture pages, a
+// recording HTTP proxy, and process-tree inspection through /proc.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { readdirSync, readFileSync } from 'node:fs';
+import { createServer, request as httpRequest, type Server } from 'node:http';
+import { connect } from 'node:net';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export interface AgentProc {
+  child: ChildProcess;
+  pid: number;
+  httpPort: number;
+  grpcPort: number;
+  dataDir: string;
+  stderr: () => string;
+  stop(): Promise<void>;
+}
+
+export async function startAgentProcess(plane: 'computer' | 'dom', env: Record<string, string> = {}): Promise<AgentProc> {
+  const dataDir = mkdtempSync(join(tmpdir(), `plane-${plane}-`));
+  const child = spawn(process.execPath, ['--import', 'tsx', `agents/${plane}/main.ts`], {
+    env: { ...process.env, PLANE_HTTP_PORT: '0', PLANE_GRPC_PORT: '0', PLANE_DATA_DIR: dataDir, PLANE_GRAB_FPS: '15', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let err = '';
+  child.stderr?.on('data', (d: Buffer) => (err = (err + d.toString()).slice(-4000)));
+  const line = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`agent did not start: ${err}`)), 20_000);
+    child.stdout?.on('data', (d: Buffer) => {
+      out += d.toString();
+      const nl = out.indexOf('\n');
+      if (nl >= 0) {
+        clearTimeout(timer);
+        resolve(out.slice(0, nl));
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`agent exited with ${code}: ${err}`));
+    });
+  });
+  const info = JSON.parse(line) as { http_port: number; grpc_port: number };
+  return {
+    child,
+    pid: child.pid ?? 0,
+    httpPort: info.http_port,
+    grpcPort: info.grpc_port,
+    dataDir,
+    stderr: () => err,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const t = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      await once(child, 'exit');
+      clearTimeout(t);
+    },
+  };
+}
+
+const PAGE = (title: string, body: string): string =>
+  `<!doctype html><html><head><meta charset="utf-8"><title>${title}</title>
+<style>body{margin:0;font:16px sans-serif} button,input,a{display:block;margin:10px;width:300px;height:40px}</style></head>
+<body>${body}</body></html>`;
+
+export interface Fixture {
+  port: number;
+  /** Base URL on 127.0.0.1. */
+  url: string;
+  /** Same server under `localhost`: a different origin for pin tests. */
+  altUrl: string;
+  hits: string[];
+  close(): Promise<void>;
+}
+
+export async function startFixture(): Promise<Fixture> {
+  const hits: string[] = [];
+  const server: Server = createServer((req, res) => {
+    hits.push(req.url ?? '');
+    const path = (req.url ?? '/').split('?')[0];
+    const pages: Record<string, string> = {
+      '/counter': PAGE(
+        'Counter',
+        `<button id="inc" onclick="document.getElementById('count').textContent = String(Number(document.getElementById('count').textContent) + 1)">increment</button>
+<div id="count">0</div>
+<input id="name" aria-label="Your name">
+<a id="ext" href="/other" target="_blank">open other</a>
+<a id="plain" href="/page2">page two</a>`,
+      ),
+      '/other': PAGE('Other page', '<h1>other</h1>'),
+      '/page2': PAGE('Page two', '<h1>two</h1>'),
+      '/start': PAGE('Start', '<h1>start</h1>'),
+    };
+    const html = pages[path ?? ''];
+    res.writeHead(html ? 200 : 404, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
+    res.end(html ?? 'not found');
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const addr = server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : 0;
+  return {
+    port,
+    url: `http://127.0.0.1:${port}`,
+    altUrl: `http://localhost:${port}`,
+    hits,
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+
+/** A forward HTTP proxy (plain requests and CONNECT) that records what passes through. */
+export async function startRecordingProxy(): Promise<{ url: string; seen: string[]; close(): Promise<void> }> {
+  const seen: string[] = [];
+  const server = createServer((req, res) => {
+    seen.push(`${req.method} ${req.url}`);
+    let target: URL;
+    try {
+      target = new URL(req.url ?? '');
+    } catch {
+      res.writeHead(400).end();
+      return;
+    }
+    const up = httpRequest(target, { method: req.method, headers: req.headers }, (ur) => {
+      res.writeHead(ur.statusCode ?? 502, ur.headers);
+      ur.pipe(res);
+    });
+    up.on('error', () => res.writeHead(502).end());
+    req.pipe(up);
+  });
+  server.on('connect', (req, sock) => {
+    seen.push(`CONNECT ${req.url}`);
+    const [host, port] = (req.url ?? '').split(':');
+    const up = connect(Number(port), host ?? '127.0.0.1', () => {
+      sock.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      up.pipe(sock);
+      sock.pipe(up);
+    });
+    up.on('error', () => sock.destroy());
+    sock.on('error', () => up.destroy());
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const addr = server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : 0;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    seen,
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+
+function statOf(pid: number): { ppid: number; state: string } | undefined {
+  try {
+    const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const rest = s.slice(s.lastIndexOf(')') + 2).split(' ');
+    return { state: rest[0] ?? '', ppid: Number(rest[1]) };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Every live descendant of `pid` (not `pid` itself). */
+export function descendants(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const name of readdirSync('/proc')) {
+    const p = Number(name);
+    if (!Number.isInteger(p)) continue;
+    const st = statOf(p);
+    if (!st) continue;
+    const list = children.get(st.ppid) ?? [];
+    list.push(p);
+    children.set(st.ppid, list);
+  }
+  const out: number[] = [];
+  const queue = [pid];
+  while (queue.length) {
+    const cur = queue.shift() as number;
+    for (const c of children.get(cur) ?? []) {
+      out.push(c);
+      queue.push(c);
+    }
+  }
+  return out;
+}
+
+export function cmdline(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+  } catch {
+    return '';
+  }
+}
+
+/** Pids that still exist, zombies included (a zombie counts as left behind). */
+export function stillPresent(pids: number[]): number[] {
+  return pids.filter((p) => statOf(p) !== undefined);
+}
+
+/** Processes anywhere whose command line mentions `needle` (e.g. a test's data dir). */
+export function processesMentioning(needle: string): number[] {
+  const out: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    const p = Number(name);
+    if (Number.isInteger(p) && p !== process.pid && cmdline(p).includes(needle)) out.push(p);
+  }
+  return out;
+}
+
+export async function waitFor<T>(fn: () => Promise<T | undefined> | T | undefined, ms = 10_000, what = 'condition'): Promise<T> {
+  const t0 = Date.now();
+  for (;;) {
+    const v = await fn();
+    if (v !== undefined && v !== false) return v;
+    if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
