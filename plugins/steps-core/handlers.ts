@@ -4,7 +4,7 @@
 // DOM, params.x/params.y. A target none of these find is a selector_miss (the
 // brains plugin grounds it from a screenshot instead, when one is configured).
 import type { Action, Plane, Step, StepContext, StepHandler, StepResult } from '../../gateway/plugins/contract.ts';
-import { extractRows, locateLabel, locateSelector, READ_LOCATION, selectOption, type FieldSpec } from './page-scripts.ts';
+import { CLEAR_FOCUSED, extractRows, locateLabel, locateSelector, READ_LOCATION, selectOption, type FieldSpec } from './page-scripts.ts';
 
 type Params = Record<string, unknown>;
 const params = (s: Step): Params => (s.params ?? {}) as Params;
@@ -207,8 +207,13 @@ export const fillField: StepHandler = {
     const t = await locate(ctx, 'field');
     if ('miss' in t) return miss(t.miss);
     await ctx.plane.act({ type: 'CLICK', ...t.point });
-    await ctx.plane.act({ type: 'KEY_PRESS', keys: 'ctrl+a' });
-    await ctx.plane.act({ type: 'KEY_PRESS', keys: 'BackSpace' });
+    if (ctx.plane.dom) {
+      // clear the focused field the way a user's select-all + delete would, events included
+      await ctx.plane.dom.evaluate(CLEAR_FOCUSED);
+    } else {
+      await ctx.plane.act({ type: 'KEY_PRESS', keys: 'ctrl+a' });
+      await ctx.plane.act({ type: 'KEY_PRESS', keys: 'BackSpace' });
+    }
     await ctx.plane.act({ type: 'TYPE', text: value });
     return { success: true, last_action: { type: 'TYPE', params: { text: value, ...t.point }, reasoning: `fill_field via ${t.how}` } };
   },

@@ -107,3 +107,12 @@ export function extractRows(itemSelector: string, fields: FieldSpec[], max: numb
 }
 
 export const READ_LOCATION = `(() => ({ url: location.href, title: document.title }))()`;
+
+/** Empties the focused text field and fires input, as select-all + delete would. */
+export const CLEAR_FOCUSED = `(() => {
+  const el = document.activeElement;
+  if (!el) return false;
+  if ('value' in el) { el.value = ''; } else if (el.isContentEditable) { el.textContent = ''; } else return false;
+  el.dispatchEvent(new Event('input', { bubbles: true }));
+  return true;
+})()`;

@@ -1,0 +1,214 @@
+// Plane providers that talk to real plane agents over gRPC.
+//  - local: the gateway starts one agent process per run (an agent serves one
+//    session) on loopback with a random secret, keeps one warm spare per plane
+//    so a run does not wait for the process to boot, and stops them all on
+//    shutdown. A spare carries no tenant state: it has no session yet.
+//  - remote: agents named in configuration, one per plane, used one run at a
+//    time each.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { connectPlane, type PlaneSession } from '../planes/index.ts';
+import type { Backend } from '../plugins/contract.ts';
+import type { Logger } from '../log.ts';
+import type { RunRecord } from '../runs/records.ts';
+import { adaptPlane } from './plane-adapter.ts';
+import { PlaneUnavailable, type PlaneLease, type PlaneProvider } from './planes.ts';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const ENTRY: Record<Backend, string> = { computer_plane: 'agents/computer/main.ts', dom_plane: 'agents/dom/main.ts' };
+const VIEWPORT: [number, number] = [1280, 720];
+
+interface Agent {
+  child: ChildProcess;
+  url: string;
+  secret: string;
+  exited: Promise<string>;
+}
+
+function initRequest(run: RunRecord, backend: Backend) {
+  const profile = run.profile_id ? run.profile_id.slice(run.tenant_id.length + 1) : `run-${run.run_id}`;
+  return {
+    tenant_id: run.tenant_id,
+    profile_id: profile,
+    run_id: run.run_id,
+    proxy_server: null,
+    chrome_flags: [],
+    enable_cdp: backend === 'dom_plane',
+    viewport: VIEWPORT,
+    require_dom_aware: backend === 'dom_plane',
+  };
+}
+
+async function lease(session: PlaneSession, run: RunRecord, backend: Backend, lost: Promise<string>, release: () => Promise<void>): Promise<PlaneLease> {
+  const init = await session.init(initRequest(run, backend));
+  const plane = adaptPlane(session, init.capabilities);
+  let closed = false;
+  return {
+    plane,
+    lost: lost.then((why) => (closed ? new Promise<string>(() => {}) : why)),
+    async close() {
+      closed = true;
+      try {
+        await session.close({ deadlineMs: 15_000 });
+      } finally {
+        await release();
+      }
+    },
+  };
+}
+
+export class LocalAgentPlanes implements PlaneProvider {
+  private readonly spares = new Map<Backend, Promise<Agent>>();
+  private readonly running = new Set<Agent>();
+  private closed = false;
+
+  constructor(
+    private readonly dataDir: string,
+    private readonly log: Logger,
+  ) {}
+
+  private spawnAgent(backend: Backend): Promise<Agent> {
+    const secret = randomBytes(32).toString('hex');
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, ENTRY[backend])], {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        PLANE_HOST: '127.0.0.1',
+        PLANE_HTTP_PORT: '0',
+        PLANE_GRPC_PORT: '0',
+        PLANE_AGENT_SECRET: secret,
+        PLANE_DATA_DIR: path.join(this.dataDir, 'planes', backend),
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
+    const exited = new Promise<string>((resolve) => child.once('exit', (code, signal) => resolve(`agent exited (${signal ?? code})`)));
+    return new Promise<Agent>((resolve, reject) => {
+      let out = '';
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        reject(new PlaneUnavailable(`${backend} agent did not start within 30 s`));
+      }, 30_000);
+      child.stdout!.on('data', (d: Buffer) => {
+        out += d.toString();
+        const line = out.split('\n').find((l) => l.includes('"listening"'));
+        if (!line) return;
+        clearTimeout(timer);
+        child.stdout!.removeAllListeners('data');
+        child.stdout!.resume();
+        const info = JSON.parse(line) as { grpc_port: number };
+        resolve({ child, url: `grpc://127.0.0.1:${info.grpc_port}`, secret, exited });
+      });
+      void exited.then((why) => {
+        clearTimeout(timer);
+        reject(new PlaneUnavailable(`${backend} ${why}: ${stderr.trim().split('\n').pop() ?? ''}`));
+      });
+    });
+  }
+
+  private takeAgent(backend: Backend): Promise<Agent> {
+    const spare = this.spares.get(backend);
+    this.spares.delete(backend);
+    const next = () => {
+      if (this.closed) return;
+      const p = this.spawnAgent(backend);
+      p.catch((err: unknown) => {
+        this.spares.delete(backend);
+        this.log.warn({ backend, err: (err as Error).message }, 'warm plane agent failed to start');
+      });
+      this.spares.set(backend, p);
+    };
+    if (spare) {
+      return spare.then(
+        (a) => {
+          next();
+          return a.child.exitCode === null ? a : this.spawnAgent(backend);
+        },
+        () => {
+          next();
+          return this.spawnAgent(backend);
+        },
+      );
+    }
+    const a = this.spawnAgent(backend);
+    void a.then(next, () => {});
+    return a;
+  }
+
+  async open(run: RunRecord): Promise<PlaneLease> {
+    if (this.closed) throw new PlaneUnavailable('the gateway is shutting down');
+    const backend = run.runtime.compute_backend;
+    const agent = await this.takeAgent(backend);
+    this.running.add(agent);
+    const stop = async () => {
+      this.running.delete(agent);
+      await stopAgent(agent);
+    };
+    try {
+      const session = connectPlane({ url: agent.url, secret: agent.secret, initDeadlineMs: 60_000 });
+      return await lease(session, run, backend, agent.exited, stop);
+    } catch (err) {
+      await stop();
+      throw new PlaneUnavailable(`${backend} session could not start: ${(err as Error).message}`);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const spares = [...this.spares.values()];
+    this.spares.clear();
+    const all = [...this.running, ...(await Promise.allSettled(spares)).flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []))];
+    await Promise.all(all.map(stopAgent));
+  }
+}
+
+async function stopAgent(a: Agent): Promise<void> {
+  if (a.child.exitCode !== null || a.child.signalCode !== null) return;
+  a.child.kill('SIGTERM');
+  const killer = setTimeout(() => a.child.kill('SIGKILL'), 10_000);
+  await a.exited;
+  clearTimeout(killer);
+}
+
+/** Agents named in SERVICE_PLANES (`dom_plane=grpc://h:p,computer_plane=grpcs://h:p`). */
+export class RemoteAgentPlanes implements PlaneProvider {
+  private readonly busy = new Set<Backend>();
+
+  constructor(
+    private readonly urls: Partial<Record<Backend, string>>,
+    private readonly secret: string | undefined,
+  ) {}
+
+  async open(run: RunRecord): Promise<PlaneLease> {
+    const backend = run.runtime.compute_backend;
+    const url = this.urls[backend];
+    if (!url) throw new PlaneUnavailable(`no ${backend} agent is configured in SERVICE_PLANES`);
+    if (this.busy.has(backend)) throw new PlaneUnavailable(`the ${backend} agent is busy with another run`);
+    this.busy.add(backend);
+    try {
+      const session = connectPlane({ url, secret: this.secret });
+      return await lease(session, run, backend, new Promise<string>(() => {}), async () => {
+        this.busy.delete(backend);
+      });
+    } catch (err) {
+      this.busy.delete(backend);
+      throw new PlaneUnavailable(`${backend} agent at ${url}: ${(err as Error).message}`);
+    }
+  }
+
+  async close(): Promise<void> {}
+}
+
+export function parseRemotePlanes(spec: string): Partial<Record<Backend, string>> {
+  const out: Partial<Record<Backend, string>> = {};
+  for (const part of spec.split(',').map((s) => s.trim()).filter(Boolean)) {
+    const [name, url] = part.split('=', 2) as [string, string | undefined];
+    if ((name !== 'dom_plane' && name !== 'computer_plane') || !url || !/^(grpcs?|https?):\/\//.test(url)) {
+      throw new Error(`SERVICE_PLANES: expected local, none or dom_plane=grpc(s)://host:port,computer_plane=..., got ${JSON.stringify(part)}`);
+    }
+    out[name] = url;
+  }
+  return out;
+}

@@ -1,0 +1,172 @@
+// Adapts a plane session (the wire contract client) to the plugin contract's
+// Plane: the service's action vocabulary performed with xdotool on
+// computer_plane (real input on a real display, never a hidden DOM path) and
+// with input dispatch on dom_plane, plus the DOM surface where there is one.
+import type { PlaneSession } from '../planes/index.ts';
+import type { Action, ActResult, Capabilities, DomSurface, Plane, Screenshot } from '../plugins/contract.ts';
+
+const wait = (s: number) => new Promise((r) => setTimeout(r, Math.max(0, s) * 1000));
+const px = (n: number) => String(Math.round(n));
+
+/** xdotool argv for one action on computer_plane. */
+export function xdotoolArgv(a: Action): string[][] {
+  switch (a.type) {
+    case 'CLICK':
+      return [['mousemove', '--sync', px(a.x), px(a.y), 'click', '1']];
+    case 'DOUBLE_CLICK':
+      return [['mousemove', '--sync', px(a.x), px(a.y), 'click', '--repeat', '2', '--delay', '80', '1']];
+    case 'RIGHT_CLICK':
+      return [['mousemove', '--sync', px(a.x), px(a.y), 'click', '3']];
+    case 'DRAG':
+      return [['mousemove', '--sync', px(a.x), px(a.y), 'mousedown', '1', 'mousemove', '--sync', px(a.to_x), px(a.to_y), 'mouseup', '1']];
+    case 'TYPE':
+      return [['type', '--delay', '8', '--', a.text]];
+    case 'KEY_PRESS':
+      return [['key', '--clearmodifiers', ...a.keys.split(/\s+/).filter(Boolean)]];
+    case 'SCROLL': {
+      const button = { up: '4', down: '5', left: '6', right: '7' }[a.direction];
+      const move = a.x !== undefined && a.y !== undefined ? ['mousemove', '--sync', px(a.x), px(a.y)] : [];
+      return [[...move, 'click', '--repeat', String(Math.max(1, Math.round(a.amount))), '--delay', '20', button]];
+    }
+    case 'NAVIGATE':
+      return [['key', '--clearmodifiers', 'ctrl+l'], ['type', '--delay', '2', '--', a.url], ['key', 'Return']];
+    default:
+      return [];
+  }
+}
+
+/** xdotool key names and combos to the DOM plane's key names (single keys only). */
+const DOM_KEYS: Record<string, string> = {
+  return: 'Enter',
+  enter: 'Enter',
+  kp_enter: 'Enter',
+  backspace: 'Backspace',
+  tab: 'Tab',
+  escape: 'Escape',
+  esc: 'Escape',
+  space: 'Space',
+  delete: 'Delete',
+  home: 'Home',
+  end: 'End',
+  page_up: 'PageUp',
+  prior: 'PageUp',
+  page_down: 'PageDown',
+  next: 'PageDown',
+  left: 'ArrowLeft',
+  right: 'ArrowRight',
+  up: 'ArrowUp',
+  down: 'ArrowDown',
+};
+
+export function domKey(keys: string): string {
+  if (keys.includes('+') && keys.length > 1) throw new Error(`key combination '${keys}' is not supported on dom_plane`);
+  return DOM_KEYS[keys.toLowerCase()] ?? keys;
+}
+
+function evaluator(session: PlaneSession) {
+  return async <T>(expression: string): Promise<T> => {
+    const r = await session.cdp(expression, { awaitPromise: true });
+    const value = JSON.parse(r.result_json) as unknown;
+    if (r.returncode !== 0) throw new Error(`page script failed: ${(value as { error?: string })?.error ?? 'exception'}`.slice(0, 300));
+    return value as T;
+  };
+}
+
+function domSurface(session: PlaneSession): DomSurface {
+  const evaluate = evaluator(session);
+  return {
+    currentUrl: async () => (await session.currentUrl()).url,
+    pageLoad: async () => {
+      const p = await session.pageLoad();
+      return { ready_state: p.ready_state, last_resource_ms: p.last_resource_ms };
+    },
+    tabs: async () => (await session.tabs()).map((t) => ({ tab_id: t.id, title: t.title, url: t.url, is_active: t.is_active })),
+    openInNew: async (target) => {
+      const r = await session.openInNew(target);
+      return { tab_id: r.tab_id, url: r.url };
+    },
+    closeTab: async (tabId) => {
+      await session.closeTab(tabId);
+    },
+    activateTab: async (tabId) => ({ url: (await session.activateTab(tabId)).url }),
+    peek: async (target) => {
+      const r = await session.peekTarget(target);
+      return { href: r.href ?? null, target: r.target ?? null, tag: r.tag ?? null };
+    },
+    safeBack: async (pattern) => {
+      const r = await session.safeBack(pattern ?? '');
+      return { moved: r.went_back, url: r.url };
+    },
+    evaluate,
+  };
+}
+
+async function screenshot(session: PlaneSession, format: 'png' | 'jpeg' = 'png'): Promise<Screenshot> {
+  return session.screenshot(format);
+}
+
+export function adaptPlane(session: PlaneSession, capabilities: Capabilities): Plane {
+  if (capabilities.dom_aware) {
+    const dom = domSurface(session);
+    const at = (x: number, y: number, type: string, detail: number) =>
+      `(() => { const el = document.elementFromPoint(${x}, ${y}); if (!el) return false; const o = { bubbles: true, cancelable: true, clientX: ${x}, clientY: ${y}, detail: ${detail}, button: ${type === 'contextmenu' ? 2 : 0} }; el.dispatchEvent(new MouseEvent(${JSON.stringify(type)}, o)); return true; })()`;
+    return {
+      capabilities,
+      dom,
+      screenshot: (format) => screenshot(session, format),
+      async act(a: Action): Promise<ActResult> {
+        switch (a.type) {
+          case 'CLICK':
+            return { url: (await session.dispatch({ verb: 'click', x: a.x, y: a.y })).url };
+          case 'DOUBLE_CLICK':
+            await session.dispatch({ verb: 'click', x: a.x, y: a.y });
+            await session.dispatch({ verb: 'click', x: a.x, y: a.y });
+            await dom.evaluate(at(a.x, a.y, 'dblclick', 2));
+            return {};
+          case 'RIGHT_CLICK':
+            await dom.evaluate(at(a.x, a.y, 'contextmenu', 1));
+            return {};
+          case 'DRAG':
+            throw new Error('drag is not supported on dom_plane; use computer_plane');
+          case 'TYPE':
+            return { url: (await session.dispatch({ verb: 'type', text: a.text })).url };
+          case 'KEY_PRESS':
+            return { url: (await session.dispatch({ verb: 'key', key: domKey(a.keys) })).url };
+          case 'SCROLL': {
+            const d = Math.round(a.amount * 100);
+            const dy = a.direction === 'down' ? d : a.direction === 'up' ? -d : 0;
+            const dx = a.direction === 'right' ? d : a.direction === 'left' ? -d : 0;
+            return { url: (await session.dispatch({ verb: 'scroll', dx, dy, x: a.x, y: a.y })).url };
+          }
+          case 'NAVIGATE': {
+            const r = await session.dispatch({ verb: 'navigate', url: a.url });
+            const status = await dom
+              .evaluate<number | null>('(() => { const n = performance.getEntriesByType("navigation")[0]; return n && n.responseStatus ? n.responseStatus : null; })()')
+              .catch(() => null);
+            return { url: r.url, http_status: status };
+          }
+          case 'WAIT':
+            await wait(a.seconds);
+            return {};
+          case 'DONE':
+            return {};
+        }
+      },
+    };
+  }
+  return {
+    capabilities,
+    screenshot: (format) => screenshot(session, format),
+    async act(a: Action): Promise<ActResult> {
+      if (a.type === 'WAIT') {
+        await wait(a.seconds);
+        return {};
+      }
+      for (const argv of xdotoolArgv(a)) {
+        const r = await session.xdotool(argv);
+        if (r.returncode !== 0) throw new Error(`xdotool ${argv[0]} failed (${r.returncode}): ${r.stderr.slice(0, 200)}`);
+      }
+      return {};
+    },
+  };
+}

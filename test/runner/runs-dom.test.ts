@@ -1,0 +1,186 @@
+import { expect } from 'chai';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { startGateway, newToken, sleep, type TestGateway } from '../support/gateway.ts';
+import { startSite, type Site } from '../support/site.ts';
+
+type Body = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+describe('runs end to end on dom_plane (real agent, real Chromium)', function () {
+  this.timeout(120_000);
+  let gw: TestGateway;
+  let site: Site;
+  let other: Site;
+  const token = newToken();
+
+  before(async () => {
+    other = await startSite();
+    site = await startSite(`${other.url}/`);
+    gw = await startGateway({
+      env: { SERVICE_RUNNER: 'on', SERVICE_PLANES: 'local', SERVICE_ALLOW_PRIVATE_NETWORKS: '1', SERVICE_MAX_ACTIVE_RUNS: '2' },
+      keys: { [token]: { tenant_id: 'e2e', rate_limit_per_minute: 0, max_concurrent_runs: 10, default_compute_backend: 'dom_plane' } },
+    });
+  });
+  after(async () => {
+    await gw.close();
+    await site.close();
+    await other.close();
+  });
+
+  async function runToEnd(plan: unknown, extra: Body = {}): Promise<Body> {
+    const r = await gw.req('POST', '/v1/predict', { token, body: { plan, detached: false, ...extra } });
+    expect(r.status, r.text).to.equal(200);
+    const life = await gw.req('GET', `/v1/runs/${r.body.run_id}`, { token });
+    return { ...r.body, life: life.body };
+  }
+
+  it('extracts rows across pages with loop + paginate, and saves rows JSON and CSV', async () => {
+    const plan = {
+      steps: [
+        { intent: 'open the listings', type: 'navigate', url: `${site.url}/list?page=1`, required: true },
+        {
+          intent: 'read every page',
+          type: 'loop',
+          loop_count: 10,
+          steps: [
+            { intent: 'read the cards', type: 'extract_data', extract: { schema_name: 'flats', item_selector: '.card', fields: [{ name: 'title', type: 'str', selector: 'h2', required: true }, { name: 'url', type: 'str', selector: 'a.link', attr: 'href' }, { name: 'price', type: 'float', selector: '.price' }] } },
+            { intent: 'go to the next page', type: 'paginate' },
+          ],
+        },
+      ],
+    };
+    const r = await runToEnd(plan);
+    expect(r.status, JSON.stringify(r)).to.equal('succeeded');
+    const rows = (await gw.req('GET', `/v1/runs/${r.run_id}/artifacts/extracted_rows.json`, { token })).body as Body[];
+    expect(rows).to.have.length(9);
+    expect(rows[0]).to.deep.equal({ title: 'Flat 1', url: `${site.url}/item/1`, price: 100.5 });
+    expect(rows[8]!.title).to.equal('Flat 9');
+    const csv = await readFile(path.join(gw.dir, 'runs', 'e2e', r.run_id, 'flats.csv'), 'utf8');
+    expect(csv.split('\r\n')[0]).to.equal('title,url,price');
+    expect(csv.trim().split('\r\n')).to.have.length(10);
+    expect(r.extraction_quality.unknown_placeholder_row_count).to.equal(0);
+    expect(site.hits.get('/list')).to.be.greaterThanOrEqual(3);
+  });
+
+  it('fills and submits a form whose success contract holds', async () => {
+    const r = await runToEnd([
+      { intent: 'open the form', type: 'navigate', url: `${site.url}/form` },
+      { intent: 'enter the email', type: 'fill_field', params: { label: 'Email', value: 'ada@example.com' } },
+      { intent: 'enter the name', type: 'fill_field', params: { label: 'Full name', aliases: ['Name'], value: 'Ada' } },
+      { intent: 'send it', type: 'submit', params: { label: 'Send' }, hints: { expect_url_contains: ['/success', 'name=Ada'] }, required: true },
+      { intent: 'read the greeting', type: 'extract_url' },
+    ]);
+    expect(r.status, JSON.stringify(r.steps)).to.equal('succeeded');
+    expect(r.steps[3]).to.include({ type: 'submit', success: true });
+    expect(r.steps[3].final_url).to.match(/\/success\?email=ada%40example\.com&name=Ada$/);
+    expect(r.steps[4].final_url).to.include('/success');
+    expect(r.steps[4].page_title).to.equal('Thanks');
+  });
+
+  it('confirms an in-place submit by expect_text_present instead of demoting it', async () => {
+    const r = await runToEnd([
+      { intent: 'open settings', type: 'navigate', url: `${site.url}/inplace` },
+      { intent: 'type a nickname', type: 'type_text', params: { selector: '#nick', text: 'ace' } },
+      { intent: 'save', type: 'submit', params: { label: 'Save' }, hints: { expect_text_present: 'Saved!' }, required: true },
+    ]);
+    expect(r.status, JSON.stringify(r.steps)).to.equal('succeeded');
+  });
+
+  it('demotes a click that breaks expect_url_contains to wrong_target and halts a required step with failure_help', async () => {
+    const r = await runToEnd([
+      { intent: 'open the form', type: 'navigate', url: `${site.url}/form` },
+      { intent: 'send it', type: 'submit', params: { label: 'Send' }, hints: { expect_url_contains: '/nowhere' }, required: true },
+      { intent: 'never reached', type: 'wait', seconds: 0 },
+    ]);
+    expect(r.status).to.equal('failed');
+    expect(r.life).to.include({ phase: 'halted', halt_class: 'navigation_drift' });
+    expect(r.steps).to.have.length(2);
+    const failed = r.steps[1];
+    expect(failed).to.include({ success: false, failure_class: 'wrong_target', page_title: 'Thanks' });
+    expect(failed.final_url).to.include('/success');
+    expect(failed.last_action.type).to.equal('CLICK');
+    expect(Buffer.from(failed.screenshot_b64, 'base64').subarray(1, 4).toString()).to.equal('PNG');
+    expect(r.life.failure_help.debug_surfaces.status).to.equal(`/v1/runs/${r.run_id}/status`);
+  });
+
+  it('maps a 404 to http_4xx without retrying it, and halts a required navigate with navigate_failed', async () => {
+    const before = site.hits.get('/missing') ?? 0;
+    const r = await runToEnd([{ intent: 'open a missing page', type: 'navigate', url: `${site.url}/missing`, required: true }]);
+    expect(r.status).to.equal('failed');
+    expect(r.error).to.equal('navigation_blocked');
+    expect(r.life.halt_class).to.equal('navigate_failed');
+    expect(r.steps[0]).to.include({ failure_class: 'http_4xx', attempts: 1 });
+    expect((site.hits.get('/missing') ?? 0) - before).to.equal(1);
+  });
+
+  it('halts with loop_stuck when iterations keep showing the same page', async () => {
+    const r = await runToEnd({
+      steps: [
+        { intent: 'open a page that never changes', type: 'navigate', url: `${site.url}/static` },
+        { intent: 'keep looking', type: 'loop', loop_count: 20, steps: [{ intent: 'look again', type: 'wait', seconds: 0.05 }] },
+      ],
+      runtime: { state_repeat_threshold: 3 },
+    });
+    expect(r.status).to.equal('failed');
+    expect(r.life.halt_class).to.equal('loop_stuck');
+    expect(r.life.failure_help.summary).to.match(/same page/);
+    expect(r.steps.filter((s: Body) => s.type === 'wait')).to.have.length(3);
+  });
+
+  it('halts with off_source_drift after too many steps off the pinned origin', async () => {
+    const r = await runToEnd({
+      steps: [
+        { intent: 'open the source', type: 'navigate', url: `${site.url}/offsite` },
+        { intent: 'follow the link away', type: 'click', params: { selector: '#away' } },
+        { intent: 'wait there', type: 'wait', seconds: 0 },
+        { intent: 'and wait more', type: 'wait', seconds: 0 },
+        { intent: 'never reached', type: 'wait', seconds: 0 },
+      ],
+      runtime: { pinned_source_url_pattern: site.url, off_source_step_budget: 1 },
+    });
+    expect(r.life.halt_class, JSON.stringify(r.steps)).to.equal('off_source_drift');
+    expect(r.steps).to.have.length(3);
+  });
+
+  it('fails a gate whose verification does not hold with gate_failed', async () => {
+    const r = await runToEnd([
+      { intent: 'open settings', type: 'navigate', url: `${site.url}/inplace`, section: 'setup' },
+      { intent: 'save without a change', type: 'submit', params: { label: 'Save' }, hints: { expect_text_present: 'Stored in the cloud' }, gate: true, section: 'setup' },
+      { intent: 'extraction section', type: 'extract_url', section: 'extraction' },
+    ]);
+    expect(r.status).to.equal('failed');
+    expect(r.error).to.equal('gate_failed');
+    expect(r.life.halt_class).to.equal('gate_failed');
+    expect(r.steps.map((s: Body) => s.type)).to.deep.equal(['navigate', 'submit']);
+  });
+
+  it('captures a link opened in a new tab and returns to the source tab', async () => {
+    const r = await runToEnd([
+      { intent: 'open the links page', type: 'navigate', url: `${site.url}/newtab` },
+      { intent: 'capture the link', type: 'capture_link_in_new_tab', source_selector: '#out', emit: 'current_url_title' },
+      { intent: 'where am I', type: 'extract_url' },
+    ]);
+    expect(r.status, JSON.stringify(r.steps)).to.equal('succeeded');
+    const rows = (await gw.req('GET', `/v1/runs/${r.run_id}/artifacts/extracted_rows.json`, { token })).body as Body[];
+    expect(rows[0]).to.deep.equal({ url: `${site.url}/list?page=2`, title: 'Listings page 2' });
+    expect(rows[1]!.url).to.equal(`${site.url}/newtab`);
+  });
+
+  it('cancels a running run: halt class cancelled, slot released, events to the end', async () => {
+    const r = await gw.req('POST', '/v1/predict', { token, body: { plan: [{ intent: 'open', type: 'navigate', url: `${site.url}/static` }, { intent: 'wait long', type: 'wait', seconds: 60 }] } });
+    const id = r.body.run_id;
+    for (let i = 0; i < 200; i++) {
+      const s = await gw.req('GET', `/v1/runs/${id}/events`, { token });
+      if (s.body.events.some((e: Body) => e.type === 'step.started' && e.data.type === 'wait')) break;
+      await sleep(50);
+    }
+    await gw.req('POST', `/v1/runs/${id}/cancel`, { token });
+    let status: Body = {};
+    for (let i = 0; i < 200 && !['cancelled', 'failed', 'succeeded'].includes(status.status); i++) {
+      status = (await gw.req('GET', `/v1/runs/${id}`, { token })).body;
+      await sleep(50);
+    }
+    expect(status).to.include({ status: 'cancelled', halt_class: 'cancelled' });
+    expect(await gw.gateway.services.limits.runningCount('e2e')).to.equal(0);
+  });
+});

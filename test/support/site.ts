@@ -1,0 +1,70 @@
+// The local fixture site runs visit: a paginated listings site, a form with a
+// success page and an in-place submit, a new-tab link, a 404, a page that never
+// changes, a counter the server counts, and links to another origin.
+import { createServer, type Server } from 'node:http';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+
+export interface Site {
+  url: string;
+  hits: Map<string, number>;
+  close(): Promise<void>;
+}
+
+const PAGES = 3;
+const page = (title: string, body: string) => `<!doctype html><html><head><meta charset="utf-8"><title>${title}</title>
+<style>body{font:16px sans-serif;margin:20px} .card{border:1px solid #ccc;margin:8px;padding:8px} button,input{font-size:18px;margin:6px}</style></head><body>${body}</body></html>`;
+
+function listing(n: number): string {
+  const cards = [1, 2, 3]
+    .map((i) => {
+      const id = (n - 1) * 3 + i;
+      return `<div class="card"><h2>Flat ${id}</h2><a class="link" href="/item/${id}">details</a><span class="price">${id * 100}.50 EUR</span></div>`;
+    })
+    .join('');
+  const next = n < PAGES ? `<a href="/list?page=${n + 1}">Next</a>` : '<span>last page</span>';
+  return page(`Listings page ${n}`, `<h1>Listings page ${n}</h1>${cards}<nav>${next}</nav>`);
+}
+
+export async function startSite(otherOrigin?: string): Promise<Site> {
+  const hits = new Map<string, number>();
+  const server: Server = createServer((req, res) => {
+    const u = new URL(req.url ?? '/', 'http://site.local');
+    hits.set(u.pathname, (hits.get(u.pathname) ?? 0) + 1);
+    const html = (status: number, body: string) => res.writeHead(status, { 'content-type': 'text/html; charset=utf-8' }).end(body);
+    switch (u.pathname) {
+      case '/list':
+        return html(200, listing(Math.min(PAGES, Math.max(1, Number(u.searchParams.get('page') ?? 1)))));
+      case '/form':
+        return html(200, page('Contact', `<form action="/success" method="get"><label for="email">Email</label><input id="email" name="email"><label for="name">Name</label><input id="name" name="name"><button type="submit">Send</button></form>`));
+      case '/success':
+        return html(200, page('Thanks', `<h1>Thanks, ${(u.searchParams.get('name') ?? '').replace(/[<>&"]/g, '')}</h1><p id="email">${(u.searchParams.get('email') ?? '').replace(/[<>&"]/g, '')}</p>`));
+      case '/inplace':
+        return html(200, page('Settings', `<label for="nick">Nickname</label><input id="nick"><button onclick="document.getElementById('out').textContent='Saved!'">Save</button><p id="out"></p>`));
+      case '/newtab':
+        return html(200, page('Links', `<a id="out" target="_blank" href="/list?page=2">open listings</a>`));
+      case '/static':
+        return html(200, page('Static', '<h1>Nothing ever changes here</h1>'));
+      case '/counter':
+        return html(200, page('Counter', `<button id="hit" style="position:absolute;left:0;top:0;width:600px;height:400px" onclick="fetch('/hit').then(()=>{document.getElementById('n').textContent=String(Number(document.getElementById('n').textContent)+1)})">hit</button><p id="n" style="position:absolute;top:420px">0</p>`));
+      case '/hit':
+        return res.writeHead(204).end();
+      case '/offsite':
+        return html(200, page('Off', `<a id="away" href="${otherOrigin ?? '/'}static">away</a>`));
+      default:
+        if (u.pathname.startsWith('/item/')) return html(200, page(`Item ${u.pathname.slice(6)}`, `<h1>Item ${u.pathname.slice(6)}</h1>`));
+        return html(404, page('Not found', '<h1>404</h1>'));
+    }
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    hits,
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
