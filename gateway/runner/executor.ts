@@ -113,6 +113,8 @@ class RunState {
   tokensOut = 0;
   retriesSpent = 0;
   finished = false;
+  /** The top-level step being executed: where a resume restarts. */
+  topIndex = 0;
 }
 
 export class RunExecutor {
@@ -137,6 +139,7 @@ export class RunExecutor {
 
     let run: RunRecord = { ...queued, status: 'running', phase: 'starting', events: [...queued.events, `${new Date().toISOString()} status running`] };
     const st = new RunState();
+    st.topIndex = queued.start_step ?? 0;
     let lease: PlaneLease | undefined;
     let outcome: RunOutcome;
     try {
@@ -172,6 +175,7 @@ export class RunExecutor {
         steps: st.steps,
         unknownPlaceholderRows: st.placeholders,
         retriesSpent: st.retriesSpent,
+        resumeStep: st.topIndex,
       };
     } finally {
       clearTimeout(timer);
@@ -224,9 +228,12 @@ class Walker {
   /** Runs a list of steps; returns 'end_loop' when a step asked the enclosing loop to stop. */
   async walk(steps: Step[], at: string): Promise<'ok' | 'end_loop'> {
     const visits = new Map<number, number>();
-    let i = 0;
+    const top = at === 'steps';
+    // a resumed run starts at the top-level step where the earlier run stopped
+    let i = top ? Math.min(this.run.start_step ?? 0, steps.length) : 0;
     while (i < steps.length && !this.st.finished) {
       this.check();
+      if (top) this.st.topIndex = i;
       const step = steps[i]!;
       const p = `${at}[${i}]`;
       if (step.type === 'loop') {
