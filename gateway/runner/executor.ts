@@ -301,7 +301,7 @@ class Walker {
   }
 
   private async fingerprint(): Promise<string> {
-    const shot = await this.plane.screenshot();
+    const shot = await this.plane.screenshot('jpeg');
     const hash = await averageHash(shot.image);
     const dom = this.plane.dom;
     const url = dom ? await dom.currentUrl().catch(() => '') : '';
@@ -487,12 +487,29 @@ class Walker {
     return result;
   }
 
+  /**
+   * What "the state changed" compares. DOM-aware planes answer from the page in
+   * one call (URL, scroll, a hash of the rendered text and the element count),
+   * which sees what a person would and costs a few ms; other planes compare a
+   * screenshot hash (JPEG: half the capture cost of PNG, same 8x8 hash).
+   */
   private async stateSnapshot(): Promise<string> {
-    const shot = await this.plane.screenshot().catch(() => undefined);
+    if (this.plane.dom) {
+      const s = await this.plane.dom.evaluate<string>(PAGE_STATE_SCRIPT).catch(() => undefined);
+      if (typeof s === 'string') return s;
+    }
+    const shot = await this.plane.screenshot('jpeg').catch(() => undefined);
     const url = this.plane.dom ? await this.plane.dom.currentUrl().catch(() => '') : '';
     return `${url}|${shot ? await averageHash(shot.image) : ''}|${shot?.scroll_y ?? ''}`;
   }
 }
+
+const PAGE_STATE_SCRIPT = `(() => {
+  const t = document.body ? document.body.innerText : '';
+  let h = 0x811c9dc5;
+  for (let i = 0; i < t.length; i++) { h ^= t.charCodeAt(i); h = Math.imul(h, 0x01000193); }
+  return [location.href, scrollX, scrollY, document.getElementsByTagName('*').length, t.length, (h >>> 0).toString(16)].join('|');
+})()`;
 
 /** no_state_change applies unless the step names its own success contract (text present covers in-place submits). */
 function reliesOnStateChange(hints: NonNullable<Step['hints']>): boolean {

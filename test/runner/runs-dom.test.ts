@@ -184,6 +184,17 @@ describe('runs end to end on dom_plane (real agent, real Chromium)', function ()
     expect(await gw.gateway.services.limits.runningCount('e2e')).to.equal(0);
   });
 
+  it('demotes a click that changes nothing to no_state_change, and keeps one that changes the page text', async () => {
+    const r = await runToEnd([
+      { intent: 'open a page that never changes', type: 'navigate', url: `${site.url}/static` },
+      { intent: 'click the heading', type: 'click', params: { selector: 'h1' } },
+      { intent: 'open the counter', type: 'navigate', url: `${site.url}/counter` },
+      { intent: 'hit it', type: 'click', params: { selector: '#hit' } },
+    ]);
+    expect(r.steps[1]).to.include({ success: false, failure_class: 'no_state_change', attempts: 2 });
+    expect(r.steps[3]).to.include({ success: true, attempts: 1 });
+  });
+
   it('resumes a halted run at the step where it stopped, not from the start', async () => {
     const plan = [
       { intent: 'count once', type: 'navigate', url: `${site.url}/counter` },
