@@ -166,6 +166,10 @@ export class PluginRegistry {
     return this.brains.get(id)?.value;
   }
 
+  brainIds(): string[] {
+    return [...this.brains.keys()].sort();
+  }
+
   recipe(name: string): Recipe | undefined {
     return this.recipes.get(name)?.value;
   }
