@@ -172,6 +172,8 @@ export interface StepResult {
   end_loop?: boolean;
   /** the plan is complete: the runner stops and the run succeeds (the done step) */
   finish?: boolean;
+  /** false: a retry cannot help (the step's own input is wrong), so the runner does not retry it */
+  retryable?: boolean;
 }
 
 export interface StepContext {
@@ -217,6 +219,22 @@ export interface StepHandler {
 }
 
 // ---------------------------------------------------------------- tools, sinks, routes
+
+/** What StepContext.callTool throws when no tool has that name, or its argsSchema refuses the args. */
+export class HostToolError extends Error {
+  constructor(
+    readonly code: 'unknown_tool' | 'invalid_args',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'HostToolError';
+  }
+}
+
+/** True for a HostToolError, also one from another copy of this module (a plugin may load its own). */
+export function isHostToolError(err: unknown): err is HostToolError {
+  return err instanceof Error && err.name === 'HostToolError' && typeof (err as { code?: unknown }).code === 'string';
+}
 
 export interface HostTool {
   name: string;

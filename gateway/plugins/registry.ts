@@ -4,7 +4,7 @@
 // PluginLoadError naming both plugins.
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import type { Logger } from '../log.ts';
-import type { Brain, HostTool, PluginDefinition, PluginRoute, RunEvent, StepHandler, TraceSink } from './contract.ts';
+import { HostToolError, type Brain, type HostTool, type PluginDefinition, type PluginRoute, type RunEvent, type StepHandler, type TraceSink } from './contract.ts';
 import { validator, describeError } from '../../schemas/index.ts';
 import type { Recipe } from '../../schemas/types.gen.ts';
 
@@ -19,16 +19,7 @@ export class PluginLoadError extends Error {
   }
 }
 
-/** A tool_call the registry cannot serve: no such tool, or args its schema refuses. */
-export class HostToolError extends Error {
-  constructor(
-    readonly code: 'unknown_tool' | 'invalid_args',
-    message: string,
-  ) {
-    super(message);
-    this.name = 'HostToolError';
-  }
-}
+export { HostToolError };
 
 export type PluginSource = 'builtin' | 'operator';
 

@@ -377,7 +377,7 @@ class Walker {
           result = await this.attempt(handler, step, p, brain);
           if (result.success || result.halt) break;
           const fc = result.failure_class ?? 'unknown';
-          if (attempts > RETRIES[fc]) break;
+          if (attempts > RETRIES[fc] || result.retryable === false) break;
           this.st.retriesSpent++;
           await this.log(`${p} ${step.type} failed (${fc}); retry ${attempts}`);
           await sleep(backoffMs(attempts), this.signal);

@@ -3,7 +3,7 @@
 // aliases, then target_role through the step's recipe; on a plane without a
 // DOM, params.x/params.y. A target none of these find is a selector_miss (the
 // brains plugin grounds it from a screenshot instead, when one is configured).
-import type { Action, Plane, Step, StepContext, StepHandler, StepResult } from '../../gateway/plugins/contract.ts';
+import { isHostToolError, type Action, type Plane, type Step, type StepContext, type StepHandler, type StepResult } from '../../gateway/plugins/contract.ts';
 import { CLEAR_FOCUSED, extractRows, locateLabel, locateSelector, READ_LOCATION, selectOption, type FieldSpec } from './page-scripts.ts';
 
 type Params = Record<string, unknown>;
@@ -345,7 +345,14 @@ export const toolCall: StepHandler = {
   async run(ctx) {
     const name = str(ctx.step.name);
     if (!name) return { success: false, failure_class: 'unknown', data: 'tool_call needs name' };
-    const out = await ctx.callTool(name, (ctx.step.args ?? {}) as Record<string, unknown>);
+    let out: unknown;
+    try {
+      out = await ctx.callTool(name, (ctx.step.args ?? {}) as Record<string, unknown>);
+    } catch (err) {
+      // no such tool, or args its schema refuses: the same call would fail again
+      if (isHostToolError(err)) return { success: false, failure_class: 'unknown', data: err.message, retryable: false };
+      throw err;
+    }
     return { success: true, data: JSON.stringify(out ?? null).slice(0, 1000), last_action: { type: 'TOOL_CALL', params: { name }, reasoning: 'plan tool_call step' } };
   },
 };
