@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import path from 'node:path';
-import { startGateway, newToken, type TestGateway } from '../support/gateway.ts';
+import { RUNNER_ENV, startGateway, newToken, type TestGateway } from '../support/gateway.ts';
 import { startSite, type Site } from '../support/site.ts';
 
 type Body = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -9,16 +9,11 @@ const examples = path.resolve(import.meta.dirname, '../../examples/plugins');
 
 describe('the example plugins in a run (SERVICE_PLUGINS_DIR=examples/plugins, real agent, real Chromium)', function () {
   this.timeout(120_000);
-  let gw: TestGateway;
-  let site: Site;
   const token = newToken();
-
+  let site: Site;
+  let gw: TestGateway;
   before(async () => {
-    site = await startSite();
-    gw = await startGateway({
-      env: { SERVICE_RUNNER: 'on', SERVICE_PLANES: 'local', SERVICE_ALLOW_PRIVATE_NETWORKS: '1', SERVICE_PLUGINS_DIR: examples },
-      keys: { [token]: { tenant_id: 'ops', rate_limit_per_minute: 0, default_compute_backend: 'dom_plane' } },
-    });
+    [site, gw] = await Promise.all([startSite(), startGateway({ env: { ...RUNNER_ENV, SERVICE_PLUGINS_DIR: examples }, keys: { [token]: { tenant_id: 'ops', rate_limit_per_minute: 0, default_compute_backend: 'dom_plane' } } })]);
   });
   after(async () => {
     await gw.close();
