@@ -9,6 +9,7 @@ import { loadConfig } from '../../gateway/config.ts';
 import { createGateway } from '../../gateway/server.ts';
 import { HostToolError, PluginLoadError } from '../../gateway/plugins/registry.ts';
 import { startGateway, newToken, step, type TestGateway } from '../support/gateway.ts';
+import { startRedis } from '../support/redis.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
 const fixtures = path.join(root, 'test/fixtures/plugins');
@@ -190,6 +191,29 @@ describe('plugin host', () => {
       expect(doc.paths['/v1/plugins/notes/ping'].get.security).to.equal(undefined);
       expect(doc.tags.find((t: { name: string }) => t.name === 'plugins').description).to.include('/v1/plugins/<name>/');
     });
+  });
+
+  it('on Redis with two replicas, hands each run event to the trace sinks once, from the replica that appended it', async function () {
+    this.timeout(30_000);
+    const redis = await startRedis();
+    const token = newToken();
+    const keys = { [token]: { tenant_id: 'carol', rate_limit_per_minute: 0 } };
+    const env = { SERVICE_REDIS_URL: redis.url, SERVICE_PLUGINS_DIR: path.join(fixtures, 'working') };
+    const [g1, g2] = await Promise.all([startGateway({ keys, env }), startGateway({ keys, env })]);
+    try {
+      const run = await g1.req('POST', '/v1/predict', { token, body: { plan: [step()] } });
+      expect((await g2.req('POST', `/v1/runs/${run.body.run_id}/cancel`, { token })).body.status).to.equal('cancelled');
+      // both replicas run in this process and share the fixture's module state, so `events` shows what every sink saw
+      await new Promise((res) => setTimeout(res, 200));
+      const seen = (await g1.req('GET', '/v1/plugins/notes/events', { token })).body.events as Array<{ run_id: string; seq: number; type: string }>;
+      expect(seen.filter((e) => e.run_id === run.body.run_id).map((e) => [e.seq, e.type])).to.deep.equal([
+        [1, 'run.status'],
+        [2, 'run.ended'],
+      ]);
+    } finally {
+      await Promise.all([g1.close(), g2.close()]);
+      await redis.stop();
+    }
   });
 
   it('eslint holds plugins to the contract: no gateway internals, no dev packages; trace-ingest may use sdk/', async function () {
