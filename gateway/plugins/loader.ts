@@ -139,8 +139,23 @@ async function importModule(mod: PluginModule): Promise<PluginDefinition> {
   return checkDefinition(mod.id, ns.default);
 }
 
+/** Longest a plugin's register() may take before start-up gives up on it. */
+export const REGISTER_TIMEOUT_MS = 30_000;
+
+async function registerWithin<T>(p: Promise<T>, ms: number, plugin: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new PluginLoadError(plugin, `register() did not finish within ${ms / 1000} s`)), ms);
+  });
+  try {
+    return await Promise.race([p, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Loads the built-in plugins and those of the operator's directory into one registry. */
-export async function loadPlugins(opts: { builtinDir: string; operatorDir?: string; log: Logger }): Promise<PluginRegistry> {
+export async function loadPlugins(opts: { builtinDir: string; operatorDir?: string; log: Logger; registerTimeoutMs?: number }): Promise<PluginRegistry> {
   const modules = [...(await discoverPlugins(opts.builtinDir, 'builtin')), ...(opts.operatorDir ? await discoverPlugins(opts.operatorDir, 'operator') : [])];
   const defs: Array<{ def: PluginDefinition; mod: PluginModule }> = [];
   for (const mod of modules) {
@@ -154,7 +169,7 @@ export async function loadPlugins(opts: { builtinDir: string; operatorDir?: stri
     const p = registry.addPlugin(def, mod.source, mod.file);
     let open = true;
     try {
-      await def.register(hostFor(registry, p, opts.log, () => open));
+      await registerWithin(Promise.resolve(def.register(hostFor(registry, p, opts.log, () => open))), opts.registerTimeoutMs ?? REGISTER_TIMEOUT_MS, def.name);
     } catch (err) {
       if (err instanceof PluginLoadError) throw err;
       throw new PluginLoadError(def.name, `register() failed: ${(err as Error)?.message ?? String(err)}`);

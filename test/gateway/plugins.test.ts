@@ -8,6 +8,8 @@ import { ESLint } from 'eslint';
 import { loadConfig } from '../../gateway/config.ts';
 import { createGateway } from '../../gateway/server.ts';
 import { HostToolError, PluginLoadError } from '../../gateway/plugins/registry.ts';
+import { loadPlugins } from '../../gateway/plugins/loader.ts';
+import { createLogger } from '../../gateway/log.ts';
 import { startGateway, newToken, step, type TestGateway } from '../support/gateway.ts';
 import { startRedis } from '../support/redis.ts';
 
@@ -53,6 +55,12 @@ describe('plugin host', () => {
         expect(err.message).to.match(message);
       });
     }
+
+    it('register-hangs: sleepy (a register() that never finishes)', async () => {
+      const err = await loadPlugins({ builtinDir: path.join(root, 'plugins'), operatorDir: path.join(fixtures, 'register-hangs'), log: createLogger('silent'), registerTimeoutMs: 200 }).catch((e: unknown) => e);
+      expect(err).to.be.instanceOf(PluginLoadError).and.include({ plugin: 'sleepy' });
+      expect((err as Error).message).to.equal("plugin 'sleepy' refused: register() did not finish within 0.2 s");
+    });
 
     it('npm start prints the refusal on one line and exits 1, without a stack trace', async function () {
       this.timeout(30_000);
