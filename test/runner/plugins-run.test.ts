@@ -72,4 +72,23 @@ describe('the example plugins in a run (SERVICE_PLUGINS_DIR=examples/plugins, re
       { title: 'Flat 3', url: `${site.url}/item/3`, price: 300.5 },
     ]);
   });
+
+  it('reads declarations: a brain step without the brain fails without running; extract_data without a schema halts with no_schema_configured', async () => {
+    const plan = [
+      { intent: 'open the listings', type: 'navigate', url: `${site.url}/list?page=1` },
+      { intent: 'scroll down the list', type: 'brain_task', max_steps: 3 },
+      { intent: 'read something', type: 'extract_data' },
+      { intent: 'never reached', type: 'done' },
+    ];
+    const r = await gw.req('POST', '/v1/predict', { token, body: { plan, detached: false, cua_model: 'default-cua' } });
+    expect(r.status, r.text).to.equal(200);
+    const life = (await gw.req('GET', `/v1/runs/${r.body.run_id}`, { token })).body;
+    expect(life).to.include({ status: 'failed', halt_class: 'no_schema_configured' });
+    expect(r.body.error).to.equal('extract_failed');
+    const steps = r.body.steps as Body[];
+    // a step that halts the run is not recorded as a step entry (the runner's behaviour for every halt)
+    expect(steps.map((s) => s.type)).to.deep.equal(['navigate', 'brain_task']);
+    expect(steps[1]).to.include({ success: false, attempts: 1, data: "brain 'default-cua' is not configured on this deployment" });
+    expect(r.body.summary).to.match(/halted: step type 'extract_data' needs an extraction schema: an extract block or a _recipe$/);
+  });
 });
