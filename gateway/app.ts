@@ -19,8 +19,10 @@ import { predictRoutes } from './routes/predict.ts';
 import { runRoutes } from './routes/runs.ts';
 import { recipeRoutes } from './routes/recipes.ts';
 import { wsRoutes } from './routes/ws.ts';
+import { pluginListRoutes } from './routes/plugins.ts';
 
-export const ALL_ROUTES: RouteSpec[] = [...opsRoutes, ...predictRoutes, ...runRoutes, ...recipeRoutes, ...wsRoutes];
+/** The gateway's own routes; the routes plugins declare are added by createGateway. */
+export const ALL_ROUTES: RouteSpec[] = [...opsRoutes, ...predictRoutes, ...runRoutes, ...recipeRoutes, ...wsRoutes, ...pluginListRoutes];
 
 function routeChain(route: RouteSpec, s: Services) {
   const chain: Array<(ctx: Ctx, next: Next) => Promise<unknown>> = [];
@@ -53,7 +55,7 @@ export function buildApp(s: Services, routes: RouteSpec[] = ALL_ROUTES): Koa<Gat
   app.silent = true; // errors are logged by errorBodies, once, without tokens
   const router = new Router<GatewayState>();
   for (const r of routes) {
-    const method = r.method.toLowerCase() as 'get' | 'post' | 'delete';
+    const method = r.method.toLowerCase() as 'get' | 'post' | 'put' | 'delete';
     router[method](r.path, ...(routeChain(r, s) as never[]));
   }
   app.use(requestId());

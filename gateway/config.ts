@@ -13,7 +13,10 @@ export interface GatewayConfig {
   gatewayApiKey?: string;
   redisUrl?: string;
   plansDir: string;
-  recipesDir: string;
+  /** SERVICE_PLUGINS_DIR: the operator's plugin modules, loaded after the built-ins under plugins/ */
+  pluginsDir?: string;
+  /** the built-in plugins (plugins/ of this checkout) */
+  builtinPluginsDir: string;
   maxLoopIterations: number;
   singleModel?: string;
   enableDocsUi: boolean;
@@ -83,7 +86,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Gateway
     gatewayApiKey: envStr(env, 'GATEWAY_API_KEY'),
     redisUrl: envStr(env, 'SERVICE_REDIS_URL'),
     plansDir: path.resolve(cwd, envStr(env, 'SERVICE_PLANS_DIR') ?? path.join(root, 'config/plans')),
-    recipesDir: path.resolve(cwd, envStr(env, 'SERVICE_RECIPES_DIR') ?? path.join(root, 'plugins/recipes')),
+    pluginsDir: envStr(env, 'SERVICE_PLUGINS_DIR') === undefined ? undefined : path.resolve(cwd, envStr(env, 'SERVICE_PLUGINS_DIR')!),
+    builtinPluginsDir: path.join(root, 'plugins'),
     maxLoopIterations: envInt(env, 'SERVICE_MAX_LOOP_ITERATIONS', 50, 0, 10_000),
     singleModel: envStr(env, 'SERVICE_MODEL'),
     enableDocsUi: envFlag(env.SERVICE_ENABLE_DOCS_UI, false),

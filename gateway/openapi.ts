@@ -3,6 +3,8 @@
 // components.schemas and every $ref is rewritten to point there.
 import { SCHEMA_FILES, readSchema, type JsonSchema } from '../schemas/index.ts';
 import type { RouteSpec } from './routes/route.ts';
+import { PLUGIN_ROUTE_PREFIX } from './routes/plugins.ts';
+
 
 function titleOf(file: string): string {
   const t = readSchema(file as (typeof SCHEMA_FILES)[number]).title;
@@ -91,10 +93,18 @@ export function buildOpenApi(routes: RouteSpec[], version: string): Record<strin
     }
     (paths[p] ??= {})[r.method.toLowerCase()] = op;
   }
+  const pluginTags = [...new Set(routes.flatMap((r) => r.tags).filter((t) => t.startsWith('plugin:')))].sort();
   return {
     openapi: '3.1.0',
     info: { title: 'runplane run service', version, description: 'Runs browser-automation plans on real browsers. Errors are {detail}.' },
     jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
+    tags: [
+      {
+        name: 'plugins',
+        description: `GET ${PLUGIN_ROUTE_PREFIX} lists the loaded plugins. Each plugin's own routes live under ${PLUGIN_ROUTE_PREFIX}/<name>/ (tag plugin:<name>), with the same X-Service-Token auth (a GET needs the status scope, other methods the run scope, unless the route declares its own) and {detail} errors.`,
+      },
+      ...pluginTags.map((t) => ({ name: t, description: `routes of the ${t.slice('plugin:'.length)} plugin, under ${PLUGIN_ROUTE_PREFIX}/${t.slice('plugin:'.length)}/` })),
+    ],
     paths,
     components: {
       schemas: componentSchemas(),

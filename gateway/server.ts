@@ -17,7 +17,7 @@ import { RunsService } from './runs/runs-service.ts';
 import { openEventLog } from './runs/events.ts';
 import { Webhooks } from './runs/webhooks.ts';
 import { Idempotency } from './runs/idempotency.ts';
-import { RecipeStore, loadShippedRecipes } from './recipes/store.ts';
+import { RecipeStore } from './recipes/store.ts';
 import type { RunRecord } from './runs/records.ts';
 import { readVersionInfo } from './version.ts';
 import { buildOpenApi } from './openapi.ts';
@@ -26,7 +26,8 @@ import { attachWebSockets } from './routes/ws.ts';
 import { RunExecutor } from './runner/executor.ts';
 import { RunScheduler } from './runner/scheduler.ts';
 import { planeProvider } from './runner/plane-provider.ts';
-import { ALL_HANDLERS } from '../plugins/steps-core/handlers.ts';
+import { loadPlugins } from './plugins/loader.ts';
+import { pluginRouteSpecs } from './routes/plugins.ts';
 import type { Services } from './services.ts';
 import type { GatewayState } from './context.ts';
 
@@ -65,14 +66,16 @@ async function tenantResolver(config: GatewayConfig, log: Logger): Promise<Tenan
 
 export async function createGateway(config: GatewayConfig, opts: GatewayOptions = {}): Promise<Gateway> {
   const log = createLogger(config.logLevel, opts.logStream);
+  // plugins first: a refused plugin stops start-up before anything is opened
+  const plugins = await loadPlugins({ builtinDir: config.builtinPluginsDir, operatorDir: config.pluginsDir, log: namedLogger(log, 'gateway.plugins') });
   const metrics = await createMetrics(opts.loadMetricsLibrary);
   const state = await openStateBackend(config.redisUrl);
   const limits = new Limits(state.atomic, metrics);
   const tenants = await tenantResolver(config, log);
-  const shipped = await loadShippedRecipes(config.recipesDir);
   const version = readVersionInfo(config.gitSha, config.deployedAt);
   let openapiDoc: Record<string, unknown> | undefined;
   const events = await openEventLog(config.redisUrl);
+  events.onAppend((e) => plugins.emit(e));
   const webhooks = new Webhooks({
     secretsDir: config.secretsDir,
     allowPrivate: config.allowPrivateNetworks,
@@ -94,18 +97,18 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     runs,
     watchers: new Set(),
     idempotency: new Idempotency(state.atomic, config.idempotencyTtlSeconds * 1000),
-    recipes: new RecipeStore(state, shipped, config.maxRecipesPerTenant),
-    openapi: () => (openapiDoc ??= buildOpenApi(ALL_ROUTES, version.version)),
+    recipes: new RecipeStore(state, plugins, config.maxRecipesPerTenant),
+    plugins,
+    openapi: () => (openapiDoc ??= buildOpenApi(routes, version.version)),
   };
-  // until the plugin host lands, the built-in handlers are read directly
-  const handlers = new Map(ALL_HANDLERS.flatMap((h) => h.types.map((t) => [t, h] as const)));
+  const routes = [...ALL_ROUTES, ...pluginRouteSpecs(plugins, namedLogger(log, 'gateway.plugins'))];
   const planes = planeProvider(config, namedLogger(log, 'gateway.planes'));
   const executor = new RunExecutor({
     store: runs,
     planes,
-    handler: (type) => handlers.get(type),
-    brain: () => undefined,
-    tool: () => undefined,
+    handler: (type) => plugins.stepHandler(type),
+    brain: (id) => plugins.brain(id),
+    callTool: (name, args, ctx) => plugins.callTool(name, args, ctx),
     recipe: async (tenantId, name) => (await services.recipes.resolve(tenantId, name)).schema,
     metrics,
     log: namedLogger(log, 'gateway.runner'),
@@ -116,7 +119,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
   });
   const scheduler = config.runnerEnabled ? new RunScheduler(executor, config.maxActiveRuns, namedLogger(log, 'gateway.runner')) : undefined;
   if (scheduler) runs.onAccepted((id) => scheduler.submit(id));
-  const app = buildApp(services);
+  const app = buildApp(services, routes);
   let server: Server | undefined;
 
   return {

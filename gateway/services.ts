@@ -7,6 +7,7 @@ import type { TenantResolver } from './http/tenants.ts';
 import type { RunsService } from './runs/runs-service.ts';
 import type { Idempotency } from './runs/idempotency.ts';
 import type { RecipeStore } from './recipes/store.ts';
+import type { PluginRegistry } from './plugins/registry.ts';
 import type { StateBackend } from './state/backend.ts';
 import type { VersionInfo } from './version.ts';
 
@@ -19,6 +20,8 @@ export interface Services {
   runs: RunsService;
   idempotency: Idempotency;
   recipes: RecipeStore;
+  /** what the loaded plugins registered: stepHandler(type), brain(id), recipe(name), hostTool(name), callTool, emit(event) */
+  plugins: PluginRegistry;
   state: StateBackend;
   version: VersionInfo;
   /** live watcher streams, ended on shutdown */

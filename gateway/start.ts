@@ -6,7 +6,8 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { loadConfig, type GatewayConfig } from './config.ts';
-import { createGateway } from './server.ts';
+import { createGateway, type Gateway } from './server.ts';
+import { PluginLoadError } from './plugins/registry.ts';
 
 async function ensureLocalKeys(config: GatewayConfig): Promise<GatewayConfig> {
   if (config.tenantKeysPath || config.tenantKeysJson || config.apiToken) return config;
@@ -34,8 +35,17 @@ async function main(): Promise<void> {
     process.stderr.write(`runplane: ${(err as Error).message}\n`);
     process.exit(2);
   }
-  const gateway = await createGateway(config);
-  const url = await gateway.listen();
+  let gateway: Gateway;
+  let url: string;
+  try {
+    gateway = await createGateway(config);
+    url = await gateway.listen();
+  } catch (err) {
+    // a refused plugin (or a port in use ...) is one line naming the cause, not a stack trace
+    const what = err instanceof PluginLoadError ? 'start-up stopped' : 'start-up failed';
+    process.stderr.write(`runplane: ${what}: ${(err as Error)?.message ?? String(err)}\n`);
+    process.exit(1);
+  }
   process.stderr.write(`runplane: gateway listening on ${url}\n`);
   let stopping = false;
   const stop = (signal: string) => {

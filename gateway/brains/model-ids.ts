@@ -3,7 +3,7 @@
 export const MODEL_IDS = ['default-cua', 'compact-cua', 'tuned-cua', 'mid-cua-8b', 'mid-cua-32b', 'large-cua-32b', 'large-cua-72b', 'hosted-api'] as const;
 export const DEFAULT_MODEL = 'default-cua';
 
-/** Single-brain deployments list only SERVICE_MODEL; multi-backend ones list all. */
-export function servedModels(singleModel?: string): string[] {
-  return singleModel ? [singleModel] : [...MODEL_IDS];
+/** Single-brain deployments list only SERVICE_MODEL; multi-backend ones list all, then the new ids plugins registered brains under. */
+export function servedModels(singleModel?: string, pluginBrains: string[] = []): string[] {
+  return singleModel ? [singleModel] : [...new Set([...MODEL_IDS, ...pluginBrains])];
 }

@@ -1,6 +1,7 @@
 // The plugin contract: everything a plugin may see. Plugins import this module
-// (and schemas/types.gen.ts for plan types) and nothing else of the gateway.
-// Bump PLUGIN_API_VERSION on any breaking change to these types.
+// (and schemas/ for plan types) and nothing else of the gateway; eslint holds
+// them to it. Bump PLUGIN_API_VERSION on any breaking change to these types;
+// adding an optional field is not one.
 import type { Step } from '../../schemas/types.gen.ts';
 
 export type { Step };
@@ -171,6 +172,8 @@ export interface StepResult {
   end_loop?: boolean;
   /** the plan is complete: the runner stops and the run succeeds (the done step) */
   finish?: boolean;
+  /** false: a retry cannot help (the step's own input is wrong), so the runner does not retry it */
+  retryable?: boolean;
 }
 
 export interface StepContext {
@@ -194,16 +197,49 @@ export interface StepHandler {
   /** step types served; '*' is the generic handler for unknown types */
   types: string[];
   description: string;
+  /**
+   * What the runner must provide before it calls run():
+   * domAware: a DOM-aware plane (dom_plane), else the step fails without running;
+   * brain: the run's brain (ctx.brain), else the step fails without running;
+   * recipe: an extraction schema (the step's `extract` block or `_recipe`), else the run halts with no_schema_configured.
+   */
   needs?: { domAware?: boolean; brain?: boolean; recipe?: boolean };
+  /** What the runner checks after a successful attempt. */
+  checks?: {
+    /** the step should change the URL, page or scroll; no change demotes it to no_state_change (unless hints.expect_text_present is given) */
+    stateChange?: boolean;
+    /** the hints success contract applies (expect_url_contains / expect_url_excludes / expect_text_present on DOM planes), and hints.fallback_url recovers a step that kept failing */
+    successContract?: boolean;
+    /** the step is there for its rows: a success whose rows all fail the extract block is demoted to extractor_error */
+    rows?: boolean;
+  };
+  /** halt class of a required step of this handler that fails (default: from its failure class, else required_step_failed) */
+  haltClass?: string;
   run(ctx: StepContext): Promise<StepResult>;
 }
 
 // ---------------------------------------------------------------- tools, sinks, routes
 
+/** What StepContext.callTool throws when no tool has that name, or its argsSchema refuses the args. */
+export class HostToolError extends Error {
+  constructor(
+    readonly code: 'unknown_tool' | 'invalid_args',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'HostToolError';
+  }
+}
+
+/** True for a HostToolError, also one from another copy of this module (a plugin may load its own). */
+export function isHostToolError(err: unknown): err is HostToolError {
+  return err instanceof Error && err.name === 'HostToolError' && typeof (err as { code?: unknown }).code === 'string';
+}
+
 export interface HostTool {
   name: string;
   description: string;
-  /** JSON Schema of args; validated before call */
+  /** JSON Schema (draft 2020-12) of args; compiled at registration, validated before each call */
   argsSchema?: Record<string, unknown>;
   call(args: Record<string, unknown>, ctx: { runId: string; tenantId: string; signal: AbortSignal }): Promise<unknown>;
 }
@@ -229,9 +265,11 @@ export interface PluginRouteContext {
   path: string;
   params: Record<string, string>;
   query: Record<string, string | string[] | undefined>;
+  /** request headers, without X-Service-Token and Authorization */
   headers: Record<string, string | string[] | undefined>;
+  /** the parsed JSON body (size- and depth-capped), undefined when none was sent */
   body: unknown;
-  /** tenant of the X-Service-Token, when the route declared auth */
+  /** tenant of the X-Service-Token, when the route declared auth; key any per-tenant data on it */
   tenantId?: string;
 }
 
@@ -241,6 +279,9 @@ export interface PluginRoute {
   path: string;
   /** X-Service-Token required (default true) */
   auth?: boolean;
+  /** scope the token needs when auth is on (default: status for GET, run otherwise) */
+  scope?: 'run' | 'status' | 'result' | 'logs';
   summary?: string;
+  /** answer {status, body}; an error answer is {status: 4xx, body: {detail}}. A throw becomes a logged 500. */
   handler(ctx: PluginRouteContext): Promise<{ status?: number; body: unknown; headers?: Record<string, string> }>;
 }

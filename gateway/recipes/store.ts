@@ -1,8 +1,6 @@
 // Recipes: runtime extraction schemas per tenant, stored through keyv (memory
-// or Redis), with the shipped recipes under plugins/recipes/ resolved after the
-// tenant's own. A write that fails to persist is reported and not applied.
-import { readdir, readFile } from 'node:fs/promises';
-import path from 'node:path';
+// or Redis), with the recipes plugins registered (the shipped ones) resolved
+// after the tenant's own. A write that fails to persist is reported and not applied.
 import type { Keyv } from 'keyv';
 import { ServiceError, notFound } from '../errors.ts';
 import type { StateBackend } from '../state/backend.ts';
@@ -24,26 +22,16 @@ export function checkRecipe(body: unknown): Recipe {
   return body;
 }
 
-export async function loadShippedRecipes(dir: string): Promise<Map<string, Recipe>> {
-  const out = new Map<string, Recipe>();
-  let files: string[];
-  try {
-    files = (await readdir(dir)).filter((f) => f.endsWith('.json')).sort();
-  } catch {
-    return out;
-  }
-  for (const f of files) {
-    const raw = JSON.parse(await readFile(path.join(dir, f), 'utf8')) as unknown;
-    if (!validateRecipe(raw)) throw new Error(`shipped recipe ${f} is invalid: ${describeError('', validateRecipe.errors)}`);
-    out.set(raw.name, raw);
-  }
-  return out;
+/** The recipes plugins registered (the plugin host's registry). */
+export interface ShippedRecipes {
+  recipe(name: string): Recipe | undefined;
+  recipeNames(): string[];
 }
 
 export class RecipeStore {
   constructor(
     private readonly backend: StateBackend,
-    private readonly shipped: Map<string, Recipe>,
+    private readonly shipped: ShippedRecipes,
     private readonly maxPerTenant: number,
   ) {}
 
@@ -64,7 +52,7 @@ export class RecipeStore {
     const ownSet = new Set(own);
     return [
       ...own.map((name) => ({ name, source: 'tenant' as const })),
-      ...[...this.shipped.keys()].filter((n) => !ownSet.has(n)).sort().map((name) => ({ name, source: 'shipped' as const })),
+      ...this.shipped.recipeNames().filter((n) => !ownSet.has(n)).map((name) => ({ name, source: 'shipped' as const })),
     ];
   }
 
@@ -72,7 +60,7 @@ export class RecipeStore {
   async resolve(tenantId: string, name: string): Promise<Recipe> {
     const own = await this.store(tenantId).get(name);
     if (own) return own;
-    const shipped = this.shipped.get(name);
+    const shipped = this.shipped.recipe(name);
     if (shipped) return shipped;
     throw notFound(`recipe '${name}' not found`);
   }

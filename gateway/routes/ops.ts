@@ -73,7 +73,7 @@ export const opsRoutes: RouteSpec[] = [
     tags: ['ops'],
     auth: false,
     async handler(ctx, s) {
-      ctx.body = { object: 'list', data: servedModels(s.config.singleModel).map((id) => ({ id, object: 'model', owned_by: 'runplane' })) };
+      ctx.body = { object: 'list', data: servedModels(s.config.singleModel, s.plugins.brainIds()).map((id) => ({ id, object: 'model', owned_by: 'runplane' })) };
     },
   },
   {

@@ -3,7 +3,7 @@ import { ServiceError, badRequest } from '../errors.ts';
 import { requireScope } from '../http/auth.ts';
 import type { RateHeaders } from '../http/limits.ts';
 import type { Tenant } from '../http/tenants.ts';
-import { MODEL_IDS, DEFAULT_MODEL } from '../brains/model-ids.ts';
+import { DEFAULT_MODEL, servedModels } from '../brains/model-ids.ts';
 import { applyPlanPolicy } from '../runs/plan-policy.ts';
 import { loadMicroPlan } from '../runs/plan-source.ts';
 import { TERMINAL, logsBody, resultBody, statusBody, type EffectiveRuntime } from '../runs/records.ts';
@@ -49,7 +49,7 @@ function effectiveRuntime(planRuntime: Record<string, unknown>, body: PredictBod
 function brainFor(body: PredictBody, s: Services): string {
   if (s.config.singleModel) return s.config.singleModel;
   const id = body.cua_model ?? DEFAULT_MODEL;
-  if (!(MODEL_IDS as readonly string[]).includes(id)) {
+  if (!servedModels(undefined, s.plugins.brainIds()).includes(id)) {
     throw badRequest(`cua_model: unknown brain '${id.slice(0, 64)}'; GET /v1/models lists the accepted ids`);
   }
   return id;

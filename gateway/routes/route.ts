@@ -18,7 +18,7 @@ export interface RouteBody {
 }
 
 export interface RouteSpec {
-  method: 'GET' | 'POST' | 'DELETE';
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   path: string;
   summary: string;
   tags: string[];

@@ -7,7 +7,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
-import type { Brain, HostTool, Plane, Step, StepContext, StepHandler, StepResult } from '../plugins/contract.ts';
+import type { Brain, Plane, Step, StepContext, StepHandler, StepResult } from '../plugins/contract.ts';
 import { runDir, type RunRecord } from '../runs/records.ts';
 import type { RunOutcome } from '../runs/runs-service.ts';
 import type { EventListener } from '../runs/events.ts';
@@ -30,9 +30,11 @@ export interface RunnerStore {
 export interface RunnerDeps {
   store: RunnerStore;
   planes: PlaneProvider;
+  /** the handler of a step type (the registry falls back to the generic '*' handler) */
   handler(type: string): StepHandler | undefined;
   brain(id: string): Brain | undefined;
-  tool(name: string): HostTool | undefined;
+  /** a registered host tool; throws for an unknown tool or args its schema refuses */
+  callTool(name: string, args: Record<string, unknown>, ctx: { runId: string; tenantId: string; signal: AbortSignal }): Promise<unknown>;
   recipe(tenantId: string, name: string): Promise<Record<string, unknown>>;
   metrics: Metrics;
   log: Logger;
@@ -69,8 +71,6 @@ export interface StepEntry {
   attempts: number;
   rows?: number;
 }
-
-const STATE_CHANGE_TYPES = new Set(['click', 'submit', 'navigate_back']);
 
 const list = (v: unknown): string[] => (v === undefined || v === null ? [] : Array.isArray(v) ? v.map(String) : [String(v)]);
 
@@ -345,11 +345,7 @@ class Walker {
       brain,
       signal: this.signal,
       recipe: (name) => this.d.recipe(this.run.tenant_id, name),
-      callTool: async (name, args) => {
-        const tool = this.d.tool(name);
-        if (!tool) throw new Error(`no host tool named '${name}'`);
-        return tool.call(args, { runId: this.run.run_id, tenantId: this.run.tenant_id, signal: this.signal });
-      },
+      callTool: (name, args) => this.d.callTool(name, args, { runId: this.run.run_id, tenantId: this.run.tenant_id, signal: this.signal }),
       addCost: (usd, tokens) => {
         this.st.cost += usd;
         this.st.tokensIn += tokens?.tokens_in ?? 0;
@@ -365,11 +361,14 @@ class Walker {
   private async step(original: Step, p: string): Promise<StepResult> {
     const step = await this.effectiveStep(original);
     await this.emit('step.started', { path: p, type: step.type, intent: step.intent });
-    const handler = this.d.handler(step.type) ?? this.d.handler('*');
+    const handler = this.d.handler(step.type);
     let result: StepResult;
     let attempts = 0;
     if (!handler) {
       result = { success: false, failure_class: 'unknown', data: `no handler serves step type '${step.type}'` };
+      attempts = 1;
+    } else if (handler.needs?.recipe && !step.extract) {
+      result = { success: false, failure_class: 'extractor_error', data: `step type '${step.type}' needs an extraction schema: an extract block or a _recipe`, halt: { halt_class: 'no_schema_configured' } };
       attempts = 1;
     } else if (handler.needs?.domAware && !this.plane.capabilities.dom_aware) {
       result = { success: false, failure_class: 'unknown', data: `step type '${step.type}' needs a DOM-aware plane (compute_backend dom_plane)` };
@@ -385,12 +384,12 @@ class Walker {
           result = await this.attempt(handler, step, p, brain);
           if (result.success || result.halt) break;
           const fc = result.failure_class ?? 'unknown';
-          if (attempts > RETRIES[fc]) break;
+          if (attempts > RETRIES[fc] || result.retryable === false) break;
           this.st.retriesSpent++;
           await this.log(`${p} ${step.type} failed (${fc}); retry ${attempts}`);
           await sleep(backoffMs(attempts), this.signal);
         }
-        if (!result.success && !result.halt && typeof step.hints?.fallback_url === 'string' && (step.type === 'click' || step.type === 'submit')) {
+        if (!result.success && !result.halt && typeof step.hints?.fallback_url === 'string' && handler.checks?.successContract) {
           await this.plane.act({ type: 'NAVIGATE', url: step.hints.fallback_url });
           result = { ...result, success: true, failure_class: undefined, data: `${result.data ?? ''} recovered by navigating to hints.fallback_url`.trim() };
         }
@@ -410,7 +409,7 @@ class Walker {
       this.st.csvFields.set(name, (extract.fields ?? []).map((f) => f.name));
       this.st.csvRows.set(name, [...(this.st.csvRows.get(name) ?? []), ...checked.rows]);
       rowCount = checked.rows.length;
-      if (checked.rows.length === 0 && (step.type === 'extract_data' || step.type === 'extract_url')) {
+      if (checked.rows.length === 0 && handler?.checks?.rows) {
         result = { ...result, success: false, failure_class: 'extractor_error', data: `no rows passed the extract block (${checked.dropped_partial} partial rows dropped)` };
       }
     }
@@ -442,13 +441,13 @@ class Walker {
 
     if (this.drift.observe(info.url)) throw new Halt('off_source_drift', `more than ${this.run.runtime.off_source_step_budget} consecutive steps outside ${this.run.runtime.pinned_source_url_pattern}`);
     if (!result.success && step.gate) throw new Halt('gate_failed', `gate ${p} did not pass: ${result.data ?? result.failure_class ?? ''}`);
-    if (!result.success && step.required) throw new Halt(haltClassFor(step.type, result.failure_class), `required step ${p} (${step.type}) failed: ${result.failure_class ?? 'unknown'}`);
+    if (!result.success && step.required) throw new Halt(haltClassFor(handler?.haltClass, result.failure_class), `required step ${p} (${step.type}) failed: ${result.failure_class ?? 'unknown'}`);
     return result;
   }
 
   /** One attempt of a handler, with the hints success contract and no_state_change demotion. */
   private async attempt(handler: StepHandler, step: Step, p: string, brain: Brain | undefined): Promise<StepResult> {
-    const watchState = STATE_CHANGE_TYPES.has(step.type);
+    const watchState = handler.checks?.stateChange === true;
     const before = watchState ? await this.stateSnapshot() : undefined;
     let result: StepResult;
     try {
@@ -466,7 +465,7 @@ class Walker {
     }
     if (!result.success) return result;
     const hints = step.hints ?? {};
-    if ((step.type === 'click' || step.type === 'submit') && this.plane.dom) {
+    if (handler.checks?.successContract && this.plane.dom) {
       const url = await this.plane.dom.currentUrl().catch(() => '');
       const contains = list(hints.expect_url_contains);
       const excludes = list(hints.expect_url_excludes);

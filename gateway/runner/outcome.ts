@@ -21,12 +21,12 @@ export const RETRIES: Record<FailureClass, number> = {
 /** Backoff before retry n (1-based), in ms. */
 export const backoffMs = (n: number) => Math.min(250 * 2 ** (n - 1), 4000);
 
-/** The halt class of a run whose required step failed with this class. */
-export function haltClassFor(stepType: string, fc: FailureClass | undefined): string {
+/** The halt class of a run whose required step failed with this class (the handler's declared haltClass after the universal ones). */
+export function haltClassFor(declared: string | undefined, fc: FailureClass | undefined): string {
   if (fc === 'cf_challenge') return 'cf_challenge';
   if (fc === 'budget_exceeded') return 'budget_cap';
-  if (stepType === 'navigate' || stepType === 'navigate_back') return 'navigate_failed';
-  if (stepType === 'extract_data' || stepType === 'extract_url' || fc === 'extractor_error') return 'extract_data_failed';
+  if (declared) return declared;
+  if (fc === 'extractor_error') return 'extract_data_failed';
   if (fc === 'wrong_target') return 'navigation_drift';
   return 'required_step_failed';
 }

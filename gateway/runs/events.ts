@@ -1,8 +1,10 @@
 // Run events: every state change of a run becomes an ordered event (seq from 1
 // per run), kept for replay (SSE Last-Event-ID, WebSocket ?after=) and fanned
-// out live to watchers and trace sinks. In memory by default; on Redis the log
-// is a list per run and fan-out goes through pub/sub, so a watcher on one
-// replica sees events published by another.
+// out live to watchers and, through onAppend, to the plugins' trace sinks. In
+// memory by default; on Redis the log is a list per run and fan-out goes
+// through pub/sub, so a watcher on one replica sees events published by
+// another. onAppend fires on the replica that appended the event only, so
+// trace sinks see each event once however many replicas run.
 import { EventEmitter } from 'node:events';
 import type { RunEvent } from '../plugins/contract.ts';
 import { redisClient, type RedisClient } from '../state/redis-client.ts';
@@ -17,6 +19,8 @@ export interface EventLog {
   history(runId: string, after?: number): Promise<RunEvent[]>;
   /** live events of one run ('run:<id>') or one tenant ('tenant:<id>') */
   subscribe(topic: string, listener: EventListener): () => void;
+  /** every event this process appends, once, after it is stored (the trace sinks' subscription point) */
+  onAppend(listener: EventListener): () => void;
   close(): Promise<void>;
 }
 
@@ -25,8 +29,22 @@ export const MAX_EVENTS_PER_RUN = 10_000;
 
 abstract class FanOut {
   protected readonly emitter = new EventEmitter();
+  protected readonly appendListeners = new Set<EventListener>();
   constructor() {
     this.emitter.setMaxListeners(0);
+  }
+  onAppend(listener: EventListener): () => void {
+    this.appendListeners.add(listener);
+    return () => this.appendListeners.delete(listener);
+  }
+  protected appended(e: RunEvent): void {
+    for (const l of this.appendListeners) {
+      try {
+        l(e);
+      } catch {
+        /* a listener's bug is its own */
+      }
+    }
   }
   subscribe(topic: string, listener: EventListener): () => void {
     this.emitter.on(topic, listener);
@@ -59,6 +77,7 @@ export class MemoryEventLog extends FanOut implements EventLog {
     if (log.length > MAX_EVENTS_PER_RUN) log.splice(0, log.length - MAX_EVENTS_PER_RUN);
     this.logs.set(e.run_id, log);
     this.deliver(e);
+    this.appended(e);
     return e;
   }
 
@@ -68,6 +87,7 @@ export class MemoryEventLog extends FanOut implements EventLog {
 
   async close(): Promise<void> {
     this.emitter.removeAllListeners();
+    this.appendListeners.clear();
   }
 }
 
@@ -111,6 +131,7 @@ export class RedisEventLog extends FanOut implements EventLog {
       .expire(`runplane:events-seq:${e.run_id}`, this.ttlSeconds)
       .publish(CHANNEL, text)
       .exec();
+    this.appended(e);
     return e;
   }
 
@@ -121,6 +142,7 @@ export class RedisEventLog extends FanOut implements EventLog {
 
   async close(): Promise<void> {
     this.emitter.removeAllListeners();
+    this.appendListeners.clear();
     for (const c of [this.sub, this.client]) if (c.isOpen) await c.close().catch(() => {});
   }
 }

@@ -3,7 +3,7 @@
 // aliases, then target_role through the step's recipe; on a plane without a
 // DOM, params.x/params.y. A target none of these find is a selector_miss (the
 // brains plugin grounds it from a screenshot instead, when one is configured).
-import type { Action, Plane, Step, StepContext, StepHandler, StepResult } from '../../gateway/plugins/contract.ts';
+import { isHostToolError, type Action, type Plane, type Step, type StepContext, type StepHandler, type StepResult } from '../../gateway/plugins/contract.ts';
 import { CLEAR_FOCUSED, extractRows, locateLabel, locateSelector, READ_LOCATION, selectOption, type FieldSpec } from './page-scripts.ts';
 
 type Params = Record<string, unknown>;
@@ -92,6 +92,8 @@ function pointerHandler(type: 'click' | 'double_click' | 'right_click' | 'filter
   return {
     types: [type],
     description: `${type} on a target found by selector, label, target_role or coordinates`,
+    // a click is held to the hints success contract and must change something
+    ...(type === 'click' ? { checks: { stateChange: true, successContract: true } } : {}),
     async run(ctx) {
       const t = await locate(ctx, 'clickable');
       if ('miss' in t) return miss(t.miss);
@@ -105,6 +107,7 @@ function pointerHandler(type: 'click' | 'double_click' | 'right_click' | 'filter
 export const navigate: StepHandler = {
   types: ['navigate'],
   description: 'open step.url; http status maps to http_4xx / http_5xx, a load past the budget to nav_timeout',
+  haltClass: 'navigate_failed',
   async run(ctx) {
     const url = str(ctx.step.url);
     if (!url) return { success: false, failure_class: 'unknown', data: 'navigate needs url' };
@@ -126,6 +129,8 @@ export const navigate: StepHandler = {
 export const navigateBack: StepHandler = {
   types: ['navigate_back'],
   description: 'history back (with the overshoot guard on DOM planes), alt+Left otherwise',
+  haltClass: 'navigate_failed',
+  checks: { stateChange: true },
   async run(ctx) {
     if (ctx.plane.dom) {
       const r = await ctx.plane.dom.safeBack(str(params(ctx.step).pinned_origin_pattern));
@@ -224,6 +229,7 @@ export const fillField: StepHandler = {
 export const submit: StepHandler = {
   types: ['submit'],
   description: 'params {label, aliases?}: click the submit control; the hints success contract decides',
+  checks: { stateChange: true, successContract: true },
   async run(ctx) {
     const t = await locate(ctx, 'clickable');
     if ('miss' in t) return miss(t.miss);
@@ -262,25 +268,46 @@ export const paginate: StepHandler = {
   },
 };
 
+/** Mechanical extraction: the extract block's item_selector and field selectors, read in the page. */
+async function readItems(ctx: StepContext): Promise<StepResult | undefined> {
+  const ex = ctx.step.extract;
+  const dom = ctx.plane.dom;
+  if (!ex?.item_selector || !dom) return undefined;
+  const fields: FieldSpec[] = (ex.fields ?? []).map((f) => ({ name: f.name, selector: f.selector, attr: f.attr }));
+  if (fields.length === 0) return { success: false, failure_class: 'extractor_error', data: 'extract has item_selector but no fields', halt: { halt_class: 'no_schema_configured' } };
+  const r = await dom.evaluate<{ rows?: Array<Record<string, unknown>>; total?: number; error?: string }>(extractRows(ex.item_selector, fields, ex.max_items ?? 1000));
+  if (r.error) return { success: false, failure_class: 'extractor_error', data: r.error };
+  if (!r.rows || r.rows.length === 0) return { success: false, failure_class: 'extractor_error', data: `item_selector ${ex.item_selector} matched nothing` };
+  return { success: true, rows: r.rows, data: `${r.rows.length} of ${r.total} items read` };
+}
+
+const NO_MECHANICAL: StepResult = { success: false, failure_class: 'extractor_error', data: 'mechanical extraction needs dom_plane and extract.item_selector with field selectors; model extraction needs a brain' };
+
 export const extractData: StepHandler = {
-  types: ['extract_data', 'extract_url'],
-  description: 'mechanical extraction on DOM planes: extract.item_selector plus field selectors; extract_url without them reads the current URL',
+  types: ['extract_data'],
+  description: 'mechanical extraction on DOM planes: extract.item_selector plus field selectors (the extract block or a _recipe)',
+  needs: { recipe: true },
+  checks: { rows: true },
+  haltClass: 'extract_data_failed',
   async run(ctx) {
-    const ex = ctx.step.extract;
+    return (await readItems(ctx)) ?? NO_MECHANICAL;
+  },
+};
+
+export const extractUrl: StepHandler = {
+  types: ['extract_url'],
+  description: 'the current URL and title on DOM planes (or item selectors, when the step has an extract block with item_selector)',
+  checks: { rows: true },
+  haltClass: 'extract_data_failed',
+  async run(ctx) {
+    const items = await readItems(ctx);
+    if (items) return items;
     const dom = ctx.plane.dom;
-    if (ex?.item_selector && dom) {
-      const fields: FieldSpec[] = (ex.fields ?? []).map((f) => ({ name: f.name, selector: f.selector, attr: f.attr }));
-      if (fields.length === 0) return { success: false, failure_class: 'extractor_error', data: 'extract has item_selector but no fields', halt: { halt_class: 'no_schema_configured' } };
-      const r = await dom.evaluate<{ rows?: Array<Record<string, unknown>>; total?: number; error?: string }>(extractRows(ex.item_selector, fields, ex.max_items ?? 1000));
-      if (r.error) return { success: false, failure_class: 'extractor_error', data: r.error };
-      if (!r.rows || r.rows.length === 0) return { success: false, failure_class: 'extractor_error', data: `item_selector ${ex.item_selector} matched nothing` };
-      return { success: true, rows: r.rows, data: `${r.rows.length} of ${r.total} items read` };
-    }
-    if (ctx.step.type === 'extract_url' && dom) {
+    if (dom) {
       const loc = await dom.evaluate<{ url: string; title: string }>(READ_LOCATION);
       return { success: true, rows: [{ url: loc.url, title: loc.title }] };
     }
-    return { success: false, failure_class: 'extractor_error', data: 'mechanical extraction needs dom_plane and extract.item_selector with field selectors; model extraction needs a brain' };
+    return NO_MECHANICAL;
   },
 };
 
@@ -320,7 +347,14 @@ export const toolCall: StepHandler = {
   async run(ctx) {
     const name = str(ctx.step.name);
     if (!name) return { success: false, failure_class: 'unknown', data: 'tool_call needs name' };
-    const out = await ctx.callTool(name, (ctx.step.args ?? {}) as Record<string, unknown>);
+    let out: unknown;
+    try {
+      out = await ctx.callTool(name, (ctx.step.args ?? {}) as Record<string, unknown>);
+    } catch (err) {
+      // no such tool, or args its schema refuses: the same call would fail again
+      if (isHostToolError(err)) return { success: false, failure_class: 'unknown', data: err.message, retryable: false };
+      throw err;
+    }
     return { success: true, data: JSON.stringify(out ?? null).slice(0, 1000), last_action: { type: 'TOOL_CALL', params: { name }, reasoning: 'plan tool_call step' } };
   },
 };
@@ -350,6 +384,7 @@ export const ALL_HANDLERS: StepHandler[] = [
   selectOptionHandler,
   paginate,
   extractData,
+  extractUrl,
   captureLinkInNewTab,
   toolCall,
   done,

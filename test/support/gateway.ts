@@ -96,3 +96,6 @@ export async function startGateway(
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export const step = (over: Record<string, unknown> = {}) => ({ intent: 'open the page', type: 'navigate', url: 'https://example.com/', ...over });
+
+/** The env of a gateway that runs plans on local agents against the loopback fixture site. */
+export const RUNNER_ENV = { SERVICE_RUNNER: 'on', SERVICE_PLANES: 'local', SERVICE_ALLOW_PRIVATE_NETWORKS: '1' } as const;
