@@ -195,6 +195,15 @@ describe('runs end to end on dom_plane (real agent, real Chromium)', function ()
     expect(r.steps[3]).to.include({ success: true, attempts: 1 });
   });
 
+  it('halts with time_cap when the run outlives max_time_minutes, and releases its slot', async () => {
+    const r = await runToEnd([{ intent: 'open', type: 'navigate', url: `${site.url}/static` }, { intent: 'wait too long', type: 'wait', seconds: 60 }], { max_time_minutes: 0.1 });
+    expect(r.status).to.equal('failed');
+    expect(r.life.halt_class).to.equal('time_cap');
+    expect(r.life.failure_help.halt_class).to.equal('time_cap');
+    expect(r.life.limits.max_time_minutes).to.equal(0.1);
+    expect(await gw.gateway.services.limits.runningCount('e2e')).to.equal(0);
+  });
+
   it('resumes a halted run at the step where it stopped, not from the start', async () => {
     const plan = [
       { intent: 'count once', type: 'navigate', url: `${site.url}/counter` },
