@@ -1,6 +1,7 @@
 // Every environment variable the gateway reads, in one place, with its default.
 // README.md's configuration table is written from this file; keep them in step.
 import path from 'node:path';
+import { CAPTURE_MODES, isCaptureMode, type CaptureMode } from '../sdk/capture.ts';
 
 export interface GatewayConfig {
   host: string;
@@ -40,11 +41,21 @@ export interface GatewayConfig {
   planeSecret?: string;
   maxActiveRuns: number;
   stepTimeoutMs: number;
+  /** how much of each run the trace records (the capture SDK's modes); off: runs are not recorded */
+  traceCaptureMode: CaptureMode;
+  /** DSN the run traces stream to; unset: the mounted ingest service when there is one */
+  traceDsn?: string;
 }
 
 type Env = Record<string, string | undefined>;
 
 /** Flags accept 0, false, no, off (any case) as off; any other non-empty value is on. */
+function captureModeOf(v: string): CaptureMode {
+  const mode = v.trim().toLowerCase();
+  if (!isCaptureMode(mode)) throw new Error(`SERVICE_TRACE_CAPTURE_MODE must be one of ${CAPTURE_MODES.join(', ')}, got ${JSON.stringify(v)}`);
+  return mode;
+}
+
 export function envFlag(value: string | undefined, dflt: boolean): boolean {
   if (value === undefined || value.trim() === '') return dflt;
   return !['0', 'false', 'no', 'off'].includes(value.trim().toLowerCase());
@@ -111,5 +122,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Gateway
     planeSecret: envStr(env, 'SERVICE_PLANE_SECRET'),
     maxActiveRuns: envInt(env, 'SERVICE_MAX_ACTIVE_RUNS', 2, 1, 256),
     stepTimeoutMs: envInt(env, 'SERVICE_STEP_TIMEOUT_SECONDS', 300, 1, 3600) * 1000,
+    traceCaptureMode: captureModeOf(envStr(env, 'SERVICE_TRACE_CAPTURE_MODE') ?? 'screenshots'),
+    traceDsn: envStr(env, 'SERVICE_TRACE_DSN'),
   };
 }

@@ -70,8 +70,9 @@ export function buildOpenApi(routes: RouteSpec[], version: string): Record<strin
   const paths: Record<string, Record<string, unknown>> = {};
   for (const r of routes) {
     if (r.hidden) continue;
-    const p = r.path.replace(/:([A-Za-z_]+)/g, '{$1}');
-    const params = [...r.path.matchAll(/:([A-Za-z_]+)/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
+    // `:name` is one segment, `*name` the rest of the path
+    const p = r.path.replace(/[:*]([A-Za-z_]+)/g, '{$1}');
+    const params = [...r.path.matchAll(/[:*]([A-Za-z_]+)/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
     const responses: Record<string, unknown> = { '200': { description: r.responses?.['200'] ?? 'success' } };
     const errorCodes = r.auth ? ['400', '401', '403', '404', '500', '503'] : [];
     if (r.body) errorCodes.push('415');

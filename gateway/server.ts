@@ -20,6 +20,7 @@ import { Idempotency } from './runs/idempotency.ts';
 import { RecipeStore } from './recipes/store.ts';
 import type { RunRecord } from './runs/records.ts';
 import { readVersionInfo } from './version.ts';
+import { SdkRunRecorder } from './trace/recorder.ts';
 import { buildOpenApi } from './openapi.ts';
 import { ALL_ROUTES, buildApp } from './app.ts';
 import { attachWebSockets } from './routes/ws.ts';
@@ -99,6 +100,8 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     idempotency: new Idempotency(state.atomic, config.idempotencyTtlSeconds * 1000),
     recipes: new RecipeStore(state, plugins, config.maxRecipesPerTenant),
     plugins,
+    // the ingest service is not mounted yet: bundles stay local and read back through /v1/runs/{id}/trace
+    traceLinks: () => null,
     openapi: () => (openapiDoc ??= buildOpenApi(routes, version.version)),
   };
   const routes = [...ALL_ROUTES, ...pluginRouteSpecs(plugins, namedLogger(log, 'gateway.plugins'))];
@@ -116,6 +119,13 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     owner: `${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
     maxLoopIterations: config.maxLoopIterations,
     stepTimeoutMs: config.stepTimeoutMs,
+    recorder: new SdkRunRecorder({
+      dataDir: config.dataDir,
+      captureMode: config.traceCaptureMode,
+      dsn: () => config.traceDsn,
+      log: namedLogger(log, 'gateway.trace'),
+      version: version.version,
+    }),
   });
   const scheduler = config.runnerEnabled ? new RunScheduler(executor, config.maxActiveRuns, namedLogger(log, 'gateway.runner')) : undefined;
   if (scheduler) runs.onAccepted((id) => scheduler.submit(id));

@@ -26,6 +26,8 @@ export interface Services {
   version: VersionInfo;
   /** live watcher streams, ended on shutdown */
   watchers: Set<() => void>;
+  /** where a run's trace reads back on the ingest service (cookie auth), or null when runs do not stream to one */
+  traceLinks: (runId: string) => { manifest_url: string; trace_url: string } | null;
   /** the OpenAPI document, built at start */
   openapi: () => Record<string, unknown>;
 }

@@ -215,6 +215,8 @@ export interface StepHandler {
   };
   /** halt class of a required step of this handler that fails (default: from its failure class, else required_step_failed) */
   haltClass?: string;
+  /** the action a step of this type takes beyond the page (e.g. 'submit'): the run's trace declares it as a side effect before the step and commits or aborts it after */
+  sideEffect?: string;
   run(ctx: StepContext): Promise<StepResult>;
 }
 

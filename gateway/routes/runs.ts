@@ -5,10 +5,14 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { lifecycleBody, resultBody, runDir, statusBody } from '../runs/records.ts';
 import { lastEventId, streamRunEvents } from './sse.ts';
+import { traceDir } from '../trace/recorder.ts';
+import { checkRelpath } from '../../sdk/store.ts';
 import type { Ctx } from '../context.ts';
 import { param, type RouteSpec } from './route.ts';
 
 const runId = (ctx: Ctx): string => param(ctx, 'run_id');
+
+const BUNDLE_TYPES: Record<string, string> = { '.json': 'application/json', '.jsonl': 'application/x-ndjson', '.png': 'image/png', '.log': 'text/plain; charset=utf-8' };
 
 /** A sub-resource the runner produces: the run must be the tenant's, and until the artefact exists it is 404. */
 function artefactRoute(path: string, summary: string, scope: 'logs' | 'result', missing: string): RouteSpec {
@@ -74,7 +78,50 @@ export const runRoutes: RouteSpec[] = [
       ctx.body = { run_id: run.run_id, status: run.status, events: await s.runs.history(run.run_id, lastEventId(ctx)) };
     },
   },
-  artefactRoute('/v1/runs/:run_id/trace', "Link to the run's captured trace; 404 while none is recorded", 'logs', 'no trace has been recorded for this run'),
+  {
+    method: 'GET',
+    path: '/v1/runs/:run_id/trace',
+    summary: "The run's trace: its manifest, where to read each bundle file, and its place on the ingest service; 404 until the bundle is written (the run ended)",
+    tags: ['runs'],
+    auth: true,
+    scope: 'logs',
+    async handler(ctx, s) {
+      const run = await s.runs.get(ctx.state.tenant!, runId(ctx));
+      const text = await readFile(path.join(traceDir(s.config.dataDir, run), 'manifest.json'), 'utf8').catch(() => undefined);
+      if (text === undefined) throw notFound('no trace has been recorded for this run (yet)');
+      const manifest = JSON.parse(text) as { paths?: string[] };
+      const base = `/v1/runs/${encodeURIComponent(run.run_id)}/trace`;
+      ctx.body = {
+        run_id: run.run_id,
+        manifest,
+        files: ['manifest.json', ...(manifest.paths ?? [])].map((p) => ({ path: p, url: `${base}/${p}` })),
+        ingest: s.traceLinks(run.run_id),
+      };
+    },
+  },
+  {
+    method: 'GET',
+    path: '/v1/runs/:run_id/trace/*file',
+    summary: "One file of the run's trace bundle (manifest.json, trace.json, steps/NNNN.json, events/*.jsonl, screenshots/NNNN_<kind>.png, ...)",
+    tags: ['runs'],
+    auth: true,
+    scope: 'logs',
+    async handler(ctx, s) {
+      const run = await s.runs.get(ctx.state.tenant!, runId(ctx));
+      const raw = (ctx as unknown as { params: { file?: string | string[] } }).params.file;
+      const rel = Array.isArray(raw) ? raw.join('/') : String(raw ?? '');
+      let safe: string;
+      try {
+        safe = checkRelpath(rel);
+      } catch {
+        throw notFound('no such file in this trace');
+      }
+      const bytes = await readFile(path.join(traceDir(s.config.dataDir, run), safe)).catch(() => undefined);
+      if (bytes === undefined) throw notFound('no such file in this trace');
+      ctx.type = BUNDLE_TYPES[path.extname(safe)] ?? 'application/octet-stream';
+      ctx.body = bytes;
+    },
+  },
   {
     method: 'GET',
     path: '/v1/runs/:run_id/artifacts/extracted_rows.json',

@@ -15,6 +15,7 @@ import type { Extract } from '../../schemas/types.gen.ts';
 import { checkRows, toCsv } from './extraction.ts';
 import { averageHash } from './fingerprint.ts';
 import { DriftGuard, LoopStuckGuard } from './guards.ts';
+import type { RunRecorder, RunRecording } from './recording.ts';
 import { RETRIES, backoffMs, haltClassFor, runErrorFor } from './outcome.ts';
 import type { PlaneLease, PlaneProvider } from './planes.ts';
 
@@ -44,6 +45,8 @@ export interface RunnerDeps {
   maxLoopIterations: number;
   /** longest a single step may take */
   stepTimeoutMs: number;
+  /** records each run as a trace; absent: runs are not recorded */
+  recorder?: RunRecorder;
 }
 
 export class Halt extends Error {
@@ -115,6 +118,10 @@ class RunState {
   finished = false;
   /** The top-level step being executed: where a resume restarts. */
   topIndex = 0;
+  /** executed steps so far: the next step's index in the trace */
+  traced = 0;
+  /** the last step's post screenshot: the next step's pre (nothing acts in between) */
+  lastShot: Buffer | undefined;
 }
 
 export class RunExecutor {
@@ -140,6 +147,7 @@ export class RunExecutor {
     let run: RunRecord = { ...queued, status: 'running', phase: 'starting', events: [...queued.events, `${new Date().toISOString()} status running`] };
     const st = new RunState();
     st.topIndex = queued.start_step ?? 0;
+    const recording = this.d.recorder?.begin(run);
     let lease: PlaneLease | undefined;
     let outcome: RunOutcome;
     try {
@@ -158,7 +166,7 @@ export class RunExecutor {
       run = { ...run, phase: 'running' };
       await this.d.store.save(run);
       await this.d.store.emit(run, 'run.status', { status: 'running', phase: 'running', backend: lease.plane.capabilities.backend });
-      const w = new Walker(this.d, run, lease.plane, st, abort.signal, (r) => (run = r));
+      const w = new Walker(this.d, run, lease.plane, st, abort.signal, (r) => (run = r), recording);
       await w.walk(run.plan.steps, 'steps');
       const failed = st.steps.filter((s) => !s.success).length;
       outcome = { status: 'succeeded', summary: summarize(st, run), steps: st.steps, unknownPlaceholderRows: st.placeholders, retriesSpent: st.retriesSpent };
@@ -187,6 +195,7 @@ export class RunExecutor {
     } catch (e) {
       this.d.log.error({ run_id: runId, err: (e as Error).message }, 'saving run artifacts failed');
     }
+    await recording?.close({ status: outcome.status, halt_class: outcome.haltClass, summary: outcome.summary ?? '', cost_usd: st.cost });
     await this.d.store.end(run, outcome);
   }
 
@@ -216,6 +225,7 @@ class Walker {
     private readonly st: RunState,
     private readonly signal: AbortSignal,
     private readonly onRun: (r: RunRecord) => void,
+    private readonly rec?: RunRecording,
   ) {
     this.stuck = new LoopStuckGuard(Number(run.runtime.state_repeat_threshold ?? 0));
     this.drift = new DriftGuard(String(run.runtime.pinned_source_url_pattern ?? ''), Number(run.runtime.off_source_step_budget ?? 0));
@@ -327,6 +337,51 @@ class Walker {
     return { ...step, extract: { ...(schema as Extract), ...(step.extract ?? {}) } };
   }
 
+  private async png(): Promise<Buffer | undefined> {
+    return (await this.plane.screenshot().catch(() => undefined))?.image;
+  }
+
+  /** Hands a finished step to the run's recording: grounding, verdict, side effect, the step and its screenshots. */
+  private async record(
+    rec: RunRecording,
+    ti: number,
+    step: Step,
+    entry: StepEntry,
+    result: StepResult,
+    o: { startedAt: string; costBefore: number; effect: string; pre?: Buffer; post?: Buffer },
+  ): Promise<void> {
+    const a = result.last_action;
+    if (a && typeof a.params.x === 'number' && typeof a.params.y === 'number') {
+      rec.decision(ti, 'grounding', 'select', a.reasoning || `${a.type} at ${a.params.x},${a.params.y}`, { action: a.type, x: a.params.x, y: a.params.y, provenance: this.plane.dom ? 'dom' : 'screenshot' });
+    }
+    const hints = step.hints ?? {};
+    const contract = step.gate || hints.expect_url_contains !== undefined || hints.expect_url_excludes !== undefined || hints.expect_text_present !== undefined;
+    const verdict = contract ? { status: entry.success ? ('passed' as const) : ('failed' as const), reason: entry.success ? `${step.gate ? 'gate' : 'success contract'} held at ${entry.final_url}` : (entry.data ?? entry.failure_class ?? 'failed') } : undefined;
+    if (verdict) rec.decision(ti, 'verifier', 'check', verdict.reason.slice(0, 300), { status: verdict.status, gate: Boolean(step.gate) });
+    rec.settleSideEffect(o.effect, entry.success, entry.success ? `landed on ${entry.final_url}` : (entry.failure_class ?? 'failed'));
+    await rec.step(
+      {
+        index: ti,
+        path: entry.path,
+        type: entry.type,
+        intent: entry.intent,
+        success: entry.success,
+        failure_class: entry.failure_class,
+        final_url: entry.final_url,
+        page_title: entry.page_title,
+        ...(a ? { action: a } : {}),
+        attempts: entry.attempts,
+        started_at: o.startedAt,
+        ended_at: new Date().toISOString(),
+        cost_usd: this.st.cost - o.costBefore,
+        ...(verdict ? { verdict } : {}),
+        ...(entry.data ? { data: entry.data } : {}),
+      },
+      { pre: o.pre, post: o.post },
+    );
+    this.st.lastShot = o.post;
+  }
+
   private async pageInfo(): Promise<{ url: string; title: string }> {
     const dom = this.plane.dom;
     if (!dom) return { url: '', title: '' };
@@ -361,7 +416,15 @@ class Walker {
   private async step(original: Step, p: string): Promise<StepResult> {
     const step = await this.effectiveStep(original);
     await this.emit('step.started', { path: p, type: step.type, intent: step.intent });
+    const startedAt = new Date().toISOString();
+    const costBefore = this.st.cost;
+    const ti = this.st.traced++;
+    const rec = this.rec;
+    // the pre observation of the first step; later steps reuse the previous step's post
+    const pre = rec?.wantsScreenshots ? (this.st.lastShot ?? (await this.png())) : undefined;
+    rec?.decision(ti, 'planner', 'select', `${step.type}: ${step.intent}`.slice(0, 300), { path: p, type: step.type });
     const handler = this.d.handler(step.type);
+    const effect = handler?.sideEffect && rec ? rec.declareSideEffect(ti, `${step.intent} (${p})`, handler.sideEffect) : '';
     let result: StepResult;
     let attempts = 0;
     if (!handler) {
@@ -386,16 +449,21 @@ class Walker {
           const fc = result.failure_class ?? 'unknown';
           if (attempts > RETRIES[fc] || result.retryable === false) break;
           this.st.retriesSpent++;
+          rec?.decision(ti, 'recovery', 'retry', `${step.type} failed (${fc}); retry ${attempts}`, { failure_class: fc, attempt: attempts + 1 });
           await this.log(`${p} ${step.type} failed (${fc}); retry ${attempts}`);
           await sleep(backoffMs(attempts), this.signal);
         }
         if (!result.success && !result.halt && typeof step.hints?.fallback_url === 'string' && handler.checks?.successContract) {
+          rec?.decision(ti, 'recovery', 'fallback', 'navigating to hints.fallback_url after repeated misses', { url: step.hints.fallback_url });
           await this.plane.act({ type: 'NAVIGATE', url: step.hints.fallback_url });
           result = { ...result, success: true, failure_class: undefined, data: `${result.data ?? ''} recovered by navigating to hints.fallback_url`.trim() };
         }
       }
     }
-    if (result.halt) throw new Halt(result.halt.halt_class, result.data ?? result.halt.halt_class, result.halt.error ?? runErrorFor(result.halt.halt_class));
+    if (result.halt) {
+      rec?.settleSideEffect(effect, false, `halted: ${result.halt.halt_class}`);
+      throw new Halt(result.halt.halt_class, result.data ?? result.halt.halt_class, result.halt.error ?? runErrorFor(result.halt.halt_class));
+    }
     if (result.finish) this.st.finished = true;
 
     // rows: typed and checked against the extract block
@@ -414,7 +482,8 @@ class Walker {
       }
     }
 
-    const info = await this.pageInfo();
+    // the post observation is taken beside the page info: one round trip less per step
+    const [info, post] = await Promise.all([this.pageInfo(), rec?.wantsScreenshots || !result.success ? this.png() : undefined]);
     const entry: StepEntry = {
       path: p,
       type: step.type,
@@ -428,11 +497,9 @@ class Walker {
       attempts,
       ...(rowCount !== undefined ? { rows: rowCount } : {}),
     };
-    if (!result.success) {
-      const shot = await this.plane.screenshot().catch(() => undefined);
-      if (shot) entry.screenshot_b64 = shot.image.toString('base64');
-    }
+    if (!result.success && post) entry.screenshot_b64 = post.toString('base64');
     this.st.steps.push(entry);
+    if (rec) await this.record(rec, ti, step, entry, result, { startedAt, costBefore, effect, pre, post });
     await this.log(`${p} ${step.type} ${result.success ? 'ok' : `failed (${result.failure_class ?? 'unknown'})`}${result.data ? `: ${result.data.slice(0, 200)}` : ''}`);
     const { screenshot_b64: _shot, ...eventEntry } = entry;
     await this.emit('step.finished', { ...eventEntry, cost_usd: this.st.cost });

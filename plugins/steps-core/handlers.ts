@@ -230,6 +230,7 @@ export const submit: StepHandler = {
   types: ['submit'],
   description: 'params {label, aliases?}: click the submit control; the hints success contract decides',
   checks: { stateChange: true, successContract: true },
+  sideEffect: 'submit',
   async run(ctx) {
     const t = await locate(ctx, 'clickable');
     if ('miss' in t) return miss(t.miss);

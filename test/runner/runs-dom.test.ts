@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { startGateway, newToken, sleep, type TestGateway } from '../support/gateway.ts';
 import { startSite, type Site } from '../support/site.ts';
+import { validateBundle } from '../../sdk/index.ts';
 
 type Body = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -12,13 +13,17 @@ describe('runs end to end on dom_plane (real agent, real Chromium)', function ()
   let site: Site;
   let other: Site;
   const token = newToken();
+  const otherToken = newToken();
 
   before(async () => {
     other = await startSite();
     site = await startSite(`${other.url}/`);
     gw = await startGateway({
       env: { SERVICE_RUNNER: 'on', SERVICE_PLANES: 'local', SERVICE_ALLOW_PRIVATE_NETWORKS: '1', SERVICE_MAX_ACTIVE_RUNS: '2' },
-      keys: { [token]: { tenant_id: 'e2e', rate_limit_per_minute: 0, max_concurrent_runs: 10, default_compute_backend: 'dom_plane' } },
+      keys: {
+        [token]: { tenant_id: 'e2e', rate_limit_per_minute: 0, max_concurrent_runs: 10, default_compute_backend: 'dom_plane' },
+        [otherToken]: { tenant_id: 'intruder' },
+      },
     });
   });
   after(async () => {
@@ -202,6 +207,44 @@ describe('runs end to end on dom_plane (real agent, real Chromium)', function ()
     expect(r.life.failure_help.halt_class).to.equal('time_cap');
     expect(r.life.limits.max_time_minutes).to.equal(0.1);
     expect(await gw.gateway.services.limits.runningCount('e2e')).to.equal(0);
+  });
+
+  it('records the run as a trace bundle that validates and reads back with its screenshots, decisions and side effect', async () => {
+    const r = await runToEnd([
+      { intent: 'open the form', type: 'navigate', url: `${site.url}/form` },
+      { intent: 'enter the name', type: 'fill_field', params: { label: 'Name', value: 'Grace' } },
+      { intent: 'send it', type: 'submit', params: { label: 'Send' }, hints: { expect_url_contains: ['/success'] } },
+    ]);
+    expect(r.status).to.equal('succeeded');
+    const t = await gw.req('GET', `/v1/runs/${r.run_id}/trace`, { token });
+    expect(t.status, t.text).to.equal(200);
+    expect(t.body.run_id).to.equal(r.run_id);
+    expect(t.body.manifest.run_id).to.equal(r.run_id);
+    expect(t.body.ingest).to.equal(null);
+    expect(await validateBundle(path.join(gw.dir, 'runs', 'e2e', r.run_id, 'trace'))).to.deep.equal([]);
+
+    const trace = (await gw.req('GET', `/v1/runs/${r.run_id}/trace/trace.json`, { token })).body;
+    expect(trace.session.status).to.equal('passed');
+    expect(trace.steps.map((s: Body) => [s.step_type, s.status])).to.deep.equal([['navigate', 'passed'], ['fill_field', 'passed'], ['submit', 'passed']]);
+    expect(trace.steps[2].verdict).to.include({ status: 'passed' });
+    expect(trace.steps[2].observation.post).to.equal('screenshots/0002_post.png');
+
+    const png = await gw.req('GET', `/v1/runs/${r.run_id}/trace/screenshots/0002_post.png`, { token });
+    expect(png.status).to.equal(200);
+    expect(png.headers.get('content-type')).to.equal('image/png');
+    const files: string[] = t.body.files.map((f: Body) => f.path);
+    expect(files).to.include('screenshots/0000_pre.png');
+    const effect = files.find((f) => f.startsWith('side_effects/0002-'));
+    expect(effect, files.join(' ')).to.be.a('string');
+    expect((await gw.req('GET', `/v1/runs/${r.run_id}/trace/${effect}`, { token })).body).to.include({ state: 'committed', action: 'submit' });
+    const events = (await gw.req('GET', `/v1/runs/${r.run_id}/trace/events/0002.jsonl`, { token })).text.trim().split('\n').map((l) => JSON.parse(l));
+    expect(events.map((e: Body) => e.layer)).to.include.members(['planner', 'grounding', 'verifier']);
+
+    // another tenant's trace is 404; a path out of the bundle is 404
+    expect((await gw.req('GET', `/v1/runs/${r.run_id}/trace`, { token: otherToken })).status).to.equal(404);
+    expect((await gw.req('GET', `/v1/runs/${r.run_id}/trace/trace.json`, { token: otherToken })).status).to.equal(404);
+    expect((await gw.req('GET', `/v1/runs/${r.run_id}/trace/..%2F..%2Fextracted_rows.json`, { token })).status).to.equal(404);
+    expect((await gw.req('GET', `/v1/runs/${r.run_id}/trace/steps/..%2F..%2F..%2Fsecrets`, { token })).status).to.equal(404);
   });
 
   it('resumes a halted run at the step where it stopped, not from the start', async () => {

@@ -1,0 +1,45 @@
+// What the runner tells a run's recorder. The runner knows steps, actions,
+// screenshots, verdicts and halts; how they become a trace bundle (the capture
+// SDK, a DSN to stream to) is the recorder's business, behind this interface.
+import type { RunRecord } from '../runs/records.ts';
+
+export type RecordedLayer = 'planner' | 'grounding' | 'verifier' | 'recovery';
+/** the trace's decision kinds */
+export type RecordedKind = 'propose' | 'select' | 'reject' | 'check' | 'retry' | 'replan' | 'fallback' | 'command' | 'note';
+
+export interface RecordedStep {
+  /** index of the step in the trace: executed steps in order, loop iterations included */
+  index: number;
+  path: string;
+  type: string;
+  intent: string;
+  success: boolean;
+  failure_class?: string;
+  final_url: string;
+  page_title: string;
+  action?: { type: string; params: Record<string, unknown>; reasoning?: string };
+  attempts: number;
+  started_at: string;
+  ended_at: string;
+  cost_usd: number;
+  /** verdict of the step's success contract or gate, when it had one */
+  verdict?: { status: 'passed' | 'failed'; reason: string };
+  data?: string;
+}
+
+export interface RunRecording {
+  /** whether PNG screenshots are wanted (pre of the first step, post of each step) */
+  readonly wantsScreenshots: boolean;
+  decision(stepIndex: number | null, layer: RecordedLayer, kind: RecordedKind, summary: string, payload?: Record<string, unknown>): void;
+  /** a step that changes the world outside the browser (submit): declared before, settled after */
+  declareSideEffect(stepIndex: number, resource: string, action: string): string;
+  settleSideEffect(id: string, committed: boolean, detail: string): void;
+  step(s: RecordedStep, shots: { pre?: Buffer; post?: Buffer }): Promise<void>;
+  /** ends the recording with the run's outcome; never throws */
+  close(outcome: { status: string; halt_class?: string | null; summary: string; cost_usd: number }): Promise<void>;
+}
+
+export interface RunRecorder {
+  /** a recording for this run, or undefined when runs are not recorded */
+  begin(run: RunRecord): RunRecording | undefined;
+}

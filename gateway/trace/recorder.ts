@@ -1,0 +1,131 @@
+// Records every run as a trace bundle with the capture SDK: one DebugSession
+// per run, written to the run's directory (<run dir>/trace) on close and
+// streamed live to the ingest service when a DSN is configured. A recorder
+// failure is logged and never fails the run: the run's own record stays the
+// source of truth.
+import path from 'node:path';
+import { DebugSession, type CaptureMode, type SdkLogger } from '../../sdk/index.ts';
+import type { Logger } from '../log.ts';
+import { runDir, type RunRecord } from '../runs/records.ts';
+import type { RecordedKind, RecordedLayer, RecordedStep, RunRecorder, RunRecording } from '../runner/recording.ts';
+
+export interface RecorderOptions {
+  dataDir: string;
+  captureMode: CaptureMode;
+  /** where bundles stream live; undefined: local bundles only */
+  dsn: () => string | undefined;
+  log: Logger;
+  /** the gateway's version, stamped on each bundle */
+  version: string | null;
+}
+
+/** Where a run's bundle is written. */
+export const traceDir = (dataDir: string, run: Pick<RunRecord, 'tenant_id' | 'run_id'>): string => path.join(runDir(dataDir, run), 'trace');
+
+const TRACE_STATUS: Record<string, 'passed' | 'failed' | 'halted' | 'cancelled'> = { succeeded: 'passed', failed: 'failed', cancelled: 'cancelled' };
+
+export class SdkRunRecorder implements RunRecorder {
+  constructor(private readonly o: RecorderOptions) {}
+
+  begin(run: RunRecord): RunRecording | undefined {
+    if (this.o.captureMode === 'off') return undefined;
+    const log = this.o.log.child({ run_id: run.run_id, tenant_id: run.tenant_id });
+    const sdkLog: SdkLogger = { debug: (m) => log.debug(m), warn: (m) => log.warn(m) };
+    try {
+      const session = new DebugSession({
+        runId: run.run_id,
+        clientName: 'runplane-gateway',
+        clientVersion: this.o.version,
+        outDir: traceDir(this.o.dataDir, run),
+        captureMode: this.o.captureMode,
+        dsn: this.o.dsn() ?? null,
+        env: {},
+        logger: sdkLog,
+        tags: { tenant_id: run.tenant_id, compute_backend: run.runtime.compute_backend, cua_model: run.cua_model },
+        startedAt: run.created_at,
+      });
+      return new SdkRecording(session, this.o.captureMode, log);
+    } catch (err) {
+      log.error({ err: (err as Error).message }, 'trace recording could not start');
+      return undefined;
+    }
+  }
+}
+
+class SdkRecording implements RunRecording {
+  readonly wantsScreenshots: boolean;
+
+  constructor(
+    private readonly s: DebugSession,
+    mode: CaptureMode,
+    private readonly log: Logger,
+  ) {
+    this.wantsScreenshots = s.captures('screenshots') && mode !== 'metadata';
+  }
+
+  /** The SDK validates what it is given; a refusal is a recorder bug to log, not a run failure. */
+  private safely<T>(what: string, fn: () => T): T | undefined {
+    try {
+      return fn();
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, `trace: ${what} not recorded`);
+      return undefined;
+    }
+  }
+
+  decision(stepIndex: number | null, layer: RecordedLayer, kind: RecordedKind, summary: string, payload: Record<string, unknown> = {}): void {
+    this.safely('decision event', () => this.s.recordEvent({ step_index: stepIndex, layer, kind, summary: summary.slice(0, 500), payload }));
+  }
+
+  declareSideEffect(stepIndex: number, resource: string, action: string): string {
+    return this.safely('side effect', () => this.s.declareSideEffect({ stepIndex, resource: resource.slice(0, 500), action, provenance: 'sdk_declared' })) ?? '';
+  }
+
+  settleSideEffect(id: string, committed: boolean, detail: string): void {
+    if (!id) return;
+    this.safely('side effect', () => (committed ? this.s.commitSideEffect(id, { detail }) : this.s.markSideEffectAborted(id, detail.slice(0, 500))));
+  }
+
+  async step(st: RecordedStep, shots: { pre?: Buffer; post?: Buffer }): Promise<void> {
+    const rec = this.safely('step', () =>
+      this.s.recordStep({
+        step_index: st.index,
+        status: st.success ? 'passed' : 'failed',
+        failure_class: st.failure_class ?? null,
+        ...(st.action ? { action: { type: st.action.type, params: st.action.params } } : {}),
+        ...(st.verdict ? { verdict: { status: st.verdict.status, reason: st.verdict.reason, comparator: 'verifier' as const } } : {}),
+        costs: { total_usd: st.cost_usd },
+        latency: { total_ms: Date.parse(st.ended_at) - Date.parse(st.started_at) },
+        started_at: st.started_at,
+        ended_at: st.ended_at,
+        // our additions (extra keys are tolerated by the schema): where the step sits in the plan and where it left the page
+        plan_path: st.path,
+        step_type: st.type,
+        intent: st.intent,
+        final_url: st.final_url,
+        page_title: st.page_title,
+        attempts: st.attempts,
+        ...(st.data ? { detail: st.data.slice(0, 1000) } : {}),
+      }),
+    );
+    if (!rec) return;
+    for (const kind of ['pre', 'post'] as const) {
+      const png = shots[kind];
+      if (png) await this.s.attachObservation(st.index, kind, png).catch((err: Error) => this.log.warn({ err: err.message }, `trace: ${kind} screenshot not recorded`));
+    }
+  }
+
+  async close(outcome: { status: string; halt_class?: string | null; summary: string; cost_usd: number }): Promise<void> {
+    try {
+      this.safely('costs', () => this.s.setCosts({ total_usd: outcome.cost_usd }));
+      const passed = outcome.status === 'succeeded';
+      this.safely('outcome', () =>
+        this.s.finalizeOutcome({ scope: 'session', verdict: { status: passed ? 'passed' : 'failed', reason: outcome.summary.slice(0, 1000) } }),
+      );
+      const status = outcome.halt_class && outcome.status === 'failed' ? 'halted' : (TRACE_STATUS[outcome.status] ?? 'failed');
+      await this.s.close(status);
+    } catch (err) {
+      this.log.error({ err: (err as Error).message }, 'trace bundle could not be written');
+    }
+  }
+}
