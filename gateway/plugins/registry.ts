@@ -34,6 +34,8 @@ export interface LoadedPlugin {
   dependsOn: string[];
   registered: {
     step_types: string[];
+    /** each handler's self-description: what it serves, needs and has checked */
+    step_handlers: Array<Pick<StepHandler, 'types' | 'description' | 'needs' | 'checks' | 'haltClass'>>;
     brains: string[];
     recipes: string[];
     host_tools: string[];
@@ -80,7 +82,7 @@ export class PluginRegistry {
       file,
       ...(def.description ? { description: def.description } : {}),
       dependsOn: [...(def.dependsOn ?? [])],
-      registered: { step_types: [], brains: [], recipes: [], host_tools: [], trace_sinks: [], routes: [] },
+      registered: { step_types: [], step_handlers: [], brains: [], recipes: [], host_tools: [], trace_sinks: [], routes: [] },
     };
     this.plugins.push(p);
     return p;
@@ -94,6 +96,8 @@ export class PluginRegistry {
       this.claim(this.handlers, 'step type', t, p.name, h);
       p.registered.step_types.push(t);
     }
+    const { types, description, needs, checks, haltClass } = h;
+    p.registered.step_handlers.push({ types: [...types], description, ...(needs ? { needs } : {}), ...(checks ? { checks } : {}), ...(haltClass ? { haltClass } : {}) });
   }
 
   addBrain(p: LoadedPlugin, b: Brain): void {

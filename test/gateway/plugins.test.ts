@@ -106,6 +106,10 @@ describe('plugin host', () => {
       expect(list[2]!.registered).to.deep.include({ host_tools: ['stamp'], step_types: ['*'] });
       expect(list[0]!.registered.recipes).to.deep.equal(['listing-cards']);
       expect(list[1]!.registered.step_types).to.include.members(['navigate', 'click', 'extract_data', 'tool_call', 'done']);
+      const handlers = list[1]!.registered.step_handlers as Array<{ types: string[] }>;
+      expect(handlers.find((h) => h.types[0] === 'submit')).to.deep.include({ checks: { stateChange: true, successContract: true } });
+      expect(handlers.find((h) => h.types[0] === 'capture_link_in_new_tab')).to.deep.include({ needs: { domAware: true } });
+      expect(handlers.find((h) => h.types[0] === 'extract_data')).to.deep.include({ needs: { recipe: true }, checks: { rows: true }, haltClass: 'extract_data_failed' });
       expect(JSON.stringify(r.body), 'no file system paths').not.to.include(root);
     });
 
