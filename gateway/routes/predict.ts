@@ -10,6 +10,7 @@ import { TERMINAL, logsBody, resultBody, statusBody, type EffectiveRuntime } fro
 import { validator, describeError } from '../../schemas/index.ts';
 import type { Ctx } from '../context.ts';
 import type { Services } from '../services.ts';
+import type { NewRun } from '../runs/runs-service.ts';
 import type { RouteSpec } from './route.ts';
 
 import type { PredictRequest as PredictBody } from '../../schemas/types.gen.ts';
@@ -91,6 +92,51 @@ async function startRun(ctx: Ctx, s: Services, body: PredictBody, tenant: Tenant
   const cuaModel = brainFor(body, s);
   const runtime = effectiveRuntime(plan.runtime, body, tenant, s);
 
+  return submit(ctx, s, body, tenant, {
+    plan,
+    runtime,
+    cua_model: cuaModel,
+    profile_id: body.profile_id,
+    workflow_id: body.workflow_id,
+    callback_url: body.callback_url,
+    detached: body.detached ?? true,
+    webhook: webhookTarget(body.callback_url, tenant),
+  });
+}
+
+/**
+ * Resumes a failed or cancelled run: a new run with the same plan, runtime,
+ * brain, profile and webhook that starts at the top-level step where the
+ * earlier one stopped. It is a run start in every other way (scope run, rate
+ * token, concurrency slot, profile lock, Idempotency-Key).
+ */
+async function resumeRun(ctx: Ctx, s: Services, body: PredictBody, tenant: Tenant): Promise<string> {
+  requireScope(ctx, 'run');
+  if (!body.run_id) throw badRequest('run_id: is required for action resume');
+  const prev = await s.runs.get(tenant, body.run_id);
+  if (!TERMINAL.has(prev.status)) throw new ServiceError('conflict', `run ${prev.run_id} is still ${prev.status}; cancel it or wait for it to end before resuming`);
+  if (prev.status === 'succeeded' || prev.resume_step === null || prev.resume_step === undefined) {
+    throw new ServiceError('conflict', `run ${prev.run_id} ${prev.status}; there is nothing to resume`);
+  }
+  const own = (scoped: string | null) => (scoped ? scoped.slice(tenant.tenant_id.length + 1) : undefined);
+  const callbackUrl = body.callback_url ?? prev.callback_url ?? undefined;
+  checkCallbackUrl(callbackUrl);
+  return submit(ctx, s, body, tenant, {
+    plan: prev.plan,
+    runtime: prev.runtime,
+    cua_model: prev.cua_model,
+    profile_id: own(prev.profile_id),
+    workflow_id: own(prev.workflow_id),
+    callback_url: callbackUrl,
+    detached: body.detached ?? true,
+    webhook: webhookTarget(callbackUrl, tenant),
+    resumed_from: prev.run_id,
+    start_step: prev.resume_step,
+  });
+}
+
+/** Accepts a run (idempotency, rate token, slot, lock) and answers with its handle, or its result when not detached. */
+async function submit(ctx: Ctx, s: Services, body: PredictBody, tenant: Tenant, spec: NewRun): Promise<string> {
   const key = ctx.get('idempotency-key');
   const claim = key ? await s.idempotency.claim(tenant.tenant_id, key, body) : undefined;
   if (claim?.kind === 'replay') {
@@ -102,23 +148,14 @@ async function startRun(ctx: Ctx, s: Services, body: PredictBody, tenant: Tenant
   try {
     const headers: RateHeaders | undefined = await s.limits.takeRateToken(tenant);
     if (headers) ctx.set({ ...headers });
-    const run = await s.runs.accept(tenant, {
-      plan,
-      runtime,
-      cua_model: cuaModel,
-      profile_id: body.profile_id,
-      workflow_id: body.workflow_id,
-      callback_url: body.callback_url,
-      detached: body.detached ?? true,
-      webhook: webhookTarget(body.callback_url, tenant),
-    });
+    const run = await s.runs.accept(tenant, spec);
     if (claim?.kind === 'owner') await claim.complete(run.run_id);
-    s.log.info({ tenant_id: tenant.tenant_id, run_id: run.run_id }, 'run accepted');
-    if (body.detached === false && s.config.runnerEnabled) {
-      ctx.body = resultBody(await waitForEnd(ctx, s, tenant, run.run_id, runtime.max_time_minutes));
+    s.log.info({ tenant_id: tenant.tenant_id, run_id: run.run_id, resumed_from: spec.resumed_from }, 'run accepted');
+    if (!spec.detached && s.config.runnerEnabled) {
+      ctx.body = resultBody(await waitForEnd(ctx, s, tenant, run.run_id, spec.runtime.max_time_minutes));
       return 'accepted';
     }
-    ctx.body = { run_id: run.run_id, status: run.status };
+    ctx.body = { run_id: run.run_id, status: run.status, ...(spec.resumed_from ? { resumed_from: spec.resumed_from } : {}) };
     return 'accepted';
   } catch (err) {
     if (claim?.kind === 'owner') await claim.abandon().catch(() => {});
@@ -183,10 +220,8 @@ export const predictRoutes: RouteSpec[] = [
       let outcome = 'ok';
       try {
         if (action === 'run') outcome = await startRun(ctx, s, body, tenant);
-        else if (action === 'resume') {
-          requireScope(ctx, 'run');
-          throw badRequest('action: resume is not available until the runner lands; start a new run instead');
-        } else await readRun(ctx, s, body, tenant, action);
+        else if (action === 'resume') outcome = await resumeRun(ctx, s, body, tenant);
+        else await readRun(ctx, s, body, tenant, action);
       } catch (err) {
         outcome = outcomeOf(err);
         throw err;

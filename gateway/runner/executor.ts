@@ -113,6 +113,8 @@ class RunState {
   tokensOut = 0;
   retriesSpent = 0;
   finished = false;
+  /** The top-level step being executed: where a resume restarts. */
+  topIndex = 0;
 }
 
 export class RunExecutor {
@@ -137,6 +139,7 @@ export class RunExecutor {
 
     let run: RunRecord = { ...queued, status: 'running', phase: 'starting', events: [...queued.events, `${new Date().toISOString()} status running`] };
     const st = new RunState();
+    st.topIndex = queued.start_step ?? 0;
     let lease: PlaneLease | undefined;
     let outcome: RunOutcome;
     try {
@@ -172,6 +175,7 @@ export class RunExecutor {
         steps: st.steps,
         unknownPlaceholderRows: st.placeholders,
         retriesSpent: st.retriesSpent,
+        resumeStep: st.topIndex,
       };
     } finally {
       clearTimeout(timer);
@@ -224,9 +228,12 @@ class Walker {
   /** Runs a list of steps; returns 'end_loop' when a step asked the enclosing loop to stop. */
   async walk(steps: Step[], at: string): Promise<'ok' | 'end_loop'> {
     const visits = new Map<number, number>();
-    let i = 0;
+    const top = at === 'steps';
+    // a resumed run starts at the top-level step where the earlier run stopped
+    let i = top ? Math.min(this.run.start_step ?? 0, steps.length) : 0;
     while (i < steps.length && !this.st.finished) {
       this.check();
+      if (top) this.st.topIndex = i;
       const step = steps[i]!;
       const p = `${at}[${i}]`;
       if (step.type === 'loop') {
@@ -294,7 +301,7 @@ class Walker {
   }
 
   private async fingerprint(): Promise<string> {
-    const shot = await this.plane.screenshot();
+    const shot = await this.plane.screenshot('jpeg');
     const hash = await averageHash(shot.image);
     const dom = this.plane.dom;
     const url = dom ? await dom.currentUrl().catch(() => '') : '';
@@ -479,12 +486,29 @@ class Walker {
     return result;
   }
 
+  /**
+   * What "the state changed" compares. DOM-aware planes answer from the page in
+   * one call (URL, scroll, a hash of the rendered text and the element count),
+   * which sees what a person would and costs a few ms; other planes compare a
+   * screenshot hash (JPEG: half the capture cost of PNG, same 8x8 hash).
+   */
   private async stateSnapshot(): Promise<string> {
-    const shot = await this.plane.screenshot().catch(() => undefined);
+    if (this.plane.dom) {
+      const s = await this.plane.dom.evaluate<string>(PAGE_STATE_SCRIPT).catch(() => undefined);
+      if (typeof s === 'string') return s;
+    }
+    const shot = await this.plane.screenshot('jpeg').catch(() => undefined);
     const url = this.plane.dom ? await this.plane.dom.currentUrl().catch(() => '') : '';
     return `${url}|${shot ? await averageHash(shot.image) : ''}|${shot?.scroll_y ?? ''}`;
   }
 }
+
+const PAGE_STATE_SCRIPT = `(() => {
+  const t = document.body ? document.body.innerText : '';
+  let h = 0x811c9dc5;
+  for (let i = 0; i < t.length; i++) { h ^= t.charCodeAt(i); h = Math.imul(h, 0x01000193); }
+  return [location.href, scrollX, scrollY, document.getElementsByTagName('*').length, t.length, (h >>> 0).toString(16)].join('|');
+})()`;
 
 /** no_state_change applies unless the step names its own success contract (text present covers in-place submits). */
 function reliesOnStateChange(hints: NonNullable<Step['hints']>): boolean {

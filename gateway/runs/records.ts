@@ -46,6 +46,12 @@ export interface RunRecord {
   events: string[];
   webhook: WebhookTarget | null;
   webhook_deliveries: DeliveryAttempt[];
+  /** The run this one resumes (action resume), or null. */
+  resumed_from?: string | null;
+  /** Top-level step index the runner starts at (0, or where the resumed run stopped). */
+  start_step?: number;
+  /** Top-level step index a resume of this run would restart at; null when there is nothing to resume. */
+  resume_step?: number | null;
 }
 
 /** The run's directory: tenant-prefixed under the data dir. */
@@ -87,6 +93,9 @@ export function lifecycleBody(r: RunRecord) {
     compute_backend: r.runtime.compute_backend,
     limits: { max_cost: r.runtime.max_cost, max_time_minutes: r.runtime.max_time_minutes },
     step_count: r.plan.steps.length,
+    resumed_from: r.resumed_from ?? null,
+    start_step: r.start_step ?? 0,
+    resume_step: r.resume_step ?? null,
     webhook: r.webhook ? { url: redactUrl(r.webhook.url), signed: r.webhook.secret_name !== '', deliveries: r.webhook_deliveries } : null,
   };
 }

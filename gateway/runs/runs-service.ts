@@ -22,6 +22,8 @@ export interface RunOutcome {
   steps?: unknown[];
   unknownPlaceholderRows?: number;
   retriesSpent?: number;
+  /** Top-level step index a resume would restart at (failed and cancelled runs). */
+  resumeStep?: number;
 }
 
 export interface NewRun {
@@ -33,6 +35,8 @@ export interface NewRun {
   callback_url?: string;
   detached: boolean;
   webhook?: WebhookTarget;
+  resumed_from?: string;
+  start_step?: number;
 }
 
 export class RunsService {
@@ -95,6 +99,9 @@ export class RunsService {
         events: [`${now} run accepted: ${spec.plan.steps.length} top-level steps on ${spec.runtime.compute_backend}, brain ${spec.cua_model}`, `${now} status queued`],
         webhook: spec.webhook ?? null,
         webhook_deliveries: [],
+        resumed_from: spec.resumed_from ?? null,
+        start_step: spec.start_step ?? 0,
+        resume_step: null,
       };
       await this.runs.set(runId, record);
       await this.events.append({ run_id: runId, tenant_id: tenant.tenant_id, type: 'run.status', data: { status: 'queued', phase: 'queued' } });
@@ -165,6 +172,7 @@ export class RunsService {
       summary: outcome.summary ?? r.summary,
       steps: outcome.steps ?? r.steps,
       unknown_placeholder_row_count: outcome.unknownPlaceholderRows ?? r.unknown_placeholder_row_count,
+      resume_step: status === 'succeeded' ? null : (outcome.resumeStep ?? r.start_step ?? 0),
       updated_at: now,
       ended_at: now,
       events: [...r.events, `${now} status ${status}${haltClass ? ` (halt_class ${haltClass})` : ''}`],

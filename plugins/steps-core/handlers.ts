@@ -15,8 +15,10 @@ const labelsOf = (p: Params, key = 'label'): string[] => [str(p[key]), ...(Array
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve, reject) => {
     if (signal.aborted) return reject(signal.reason);
-    const t = setTimeout(resolve, ms);
-    signal.addEventListener('abort', () => (clearTimeout(t), reject(signal.reason)), { once: true });
+    const onAbort = () => (clearTimeout(t), reject(signal.reason));
+    // the listener goes when the timer fires: a run's signal outlives thousands of waits
+    const t = setTimeout(() => (signal.removeEventListener('abort', onAbort), resolve()), ms);
+    signal.addEventListener('abort', onAbort, { once: true });
   });
 
 const NAV_WAIT_MS = Number(process.env.SERVICE_NAV_WAIT_SECONDS ?? 30) * 1000;

@@ -183,4 +183,44 @@ describe('runs end to end on dom_plane (real agent, real Chromium)', function ()
     expect(status).to.include({ status: 'cancelled', halt_class: 'cancelled' });
     expect(await gw.gateway.services.limits.runningCount('e2e')).to.equal(0);
   });
+
+  it('demotes a click that changes nothing to no_state_change, and keeps one that changes the page text', async () => {
+    const r = await runToEnd([
+      { intent: 'open a page that never changes', type: 'navigate', url: `${site.url}/static` },
+      { intent: 'click the heading', type: 'click', params: { selector: 'h1' } },
+      { intent: 'open the counter', type: 'navigate', url: `${site.url}/counter` },
+      { intent: 'hit it', type: 'click', params: { selector: '#hit' } },
+    ]);
+    expect(r.steps[1]).to.include({ success: false, failure_class: 'no_state_change', attempts: 2 });
+    expect(r.steps[3]).to.include({ success: true, attempts: 1 });
+  });
+
+  it('resumes a halted run at the step where it stopped, not from the start', async () => {
+    const plan = [
+      { intent: 'count once', type: 'navigate', url: `${site.url}/counter` },
+      { intent: 'hit it', type: 'click', params: { selector: '#hit' } },
+      { intent: 'open the page published later', type: 'navigate', url: `${site.url}/later`, required: true },
+      { intent: 'read its title', type: 'extract_url' },
+    ];
+    const first = await runToEnd(plan, { profile_id: 'resumable' });
+    expect(first.status).to.equal('failed');
+    expect(first.life).to.include({ halt_class: 'navigate_failed', resume_step: 2, start_step: 0 });
+    const counted = site.hits.get('/hit');
+
+    const again = await gw.req('POST', '/v1/predict', { token, body: { action: 'resume', run_id: first.run_id, detached: false } });
+    expect(again.status, again.text).to.equal(200);
+    expect(again.body.status).to.equal('succeeded');
+    expect(again.body.steps.map((s: Body) => s.type)).to.deep.equal(['navigate', 'extract_url']);
+    expect(again.body.steps[1].page_title).to.equal('Later');
+    expect(site.hits.get('/hit')).to.equal(counted);
+    const life = (await gw.req('GET', `/v1/runs/${again.body.run_id}`, { token })).body;
+    expect(life).to.include({ resumed_from: first.run_id, start_step: 2, resume_step: null, profile_id: 'e2e/resumable' });
+
+    // nothing left to resume once it succeeded; unknown, running and foreign runs are refused
+    const done = await gw.req('POST', '/v1/predict', { token, body: { action: 'resume', run_id: again.body.run_id } });
+    expect(done.status).to.equal(409);
+    expect(done.body.detail).to.match(/nothing to resume/);
+    expect((await gw.req('POST', '/v1/predict', { token, body: { action: 'resume' } })).status).to.equal(400);
+    expect((await gw.req('POST', '/v1/predict', { token, body: { action: 'resume', run_id: 'no-such-run' } })).status).to.equal(404);
+  });
 });

@@ -49,6 +49,9 @@ export async function startSite(otherOrigin?: string): Promise<Site> {
         return html(200, page('Counter', `<button id="hit" style="position:absolute;left:0;top:0;width:600px;height:400px" onclick="fetch('/hit').then(()=>{document.getElementById('n').textContent=String(Number(document.getElementById('n').textContent)+1)})">hit</button><p id="n" style="position:absolute;top:420px">0</p>`));
       case '/hit':
         return res.writeHead(204).end();
+      case '/later':
+        // missing on the first visit (4xx is never retried), there afterwards: a fault a resume gets past
+        return hits.get('/later') === 1 ? html(404, page('Not yet', '<h1>not published yet</h1>')) : html(200, page('Later', '<h1>Published</h1>'));
       case '/offsite':
         return html(200, page('Off', `<a id="away" href="${otherOrigin ?? '/'}static">away</a>`));
       default:

@@ -1,0 +1,340 @@
+// The Store protocol: where a bundle's files go. FileStore (default) writes
+// under a directory; ObjectStore writes to an S3-compatible bucket over HTTP
+// (path-style, AWS Signature V4). Both take bundle-relative paths.
+import { createHmac, randomBytes } from 'node:crypto';
+import { mkdir, readFile, readdir, rename, rm, stat, writeFile, open } from 'node:fs/promises';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { sha256Hex } from './util.ts';
+
+export interface StoreWriter {
+  write(chunk: string | Uint8Array): void;
+  /** commits the file (atomically on the file store) */
+  close(): Promise<void>;
+}
+
+export interface Store {
+  readonly rootUri: string;
+  /** a URL a reader can fetch the file from for ttlSeconds (file:// on the file store) */
+  signedUrl(relpath: string, ttlSeconds?: number): Promise<string>;
+  openWriteBinary(relpath: string): Promise<StoreWriter>;
+  openWriteText(relpath: string): Promise<StoreWriter>;
+  exists(relpath: string): Promise<boolean>;
+  readText(relpath: string): Promise<string>;
+  readBytes(relpath: string): Promise<Buffer>;
+  /** bundle-relative paths of every file under prefix (our addition: validate_bundle and replay need it) */
+  list(prefix?: string): Promise<string[]>;
+  /**
+   * Optional: a staging store whose files appear at this store's root all at
+   * once on commit (the file store: a temporary directory, then rename). A
+   * store without it receives the files directly, manifest.json last.
+   */
+  stage?(): Promise<StagedStore>;
+}
+
+export interface StagedStore {
+  store: Store;
+  commit(): Promise<void>;
+  discard(): Promise<void>;
+}
+
+/** A bundle-relative path with no `..`, no absolute root and no empty segment. */
+export function checkRelpath(relpath: string): string {
+  const norm = relpath.replace(/\\/g, '/');
+  if (!norm || norm.startsWith('/') || norm.split('/').some((s) => s === '' || s === '.' || s === '..') || norm.includes('\0')) {
+    throw new Error(`invalid bundle path ${JSON.stringify(relpath)}`);
+  }
+  return norm;
+}
+
+export async function writeBytes(store: Store, relpath: string, data: string | Uint8Array): Promise<void> {
+  const w = typeof data === 'string' ? await store.openWriteText(relpath) : await store.openWriteBinary(relpath);
+  w.write(data);
+  await w.close();
+}
+
+function bufferingWriter(commit: (data: Buffer) => Promise<void>): StoreWriter {
+  const chunks: Buffer[] = [];
+  let closed = false;
+  return {
+    write(chunk) {
+      if (closed) throw new Error('writer is closed');
+      chunks.push(typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : Buffer.from(chunk));
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      await commit(Buffer.concat(chunks));
+    },
+  };
+}
+
+/** Writes a file by temp file + fsync + rename, so a reader never sees half of it. */
+export async function atomicWriteFile(file: string, data: string | Uint8Array): Promise<void> {
+  await mkdir(path.dirname(file), { recursive: true });
+  const tmp = `${file}.tmp-${randomBytes(6).toString('hex')}`;
+  const fh = await open(tmp, 'w');
+  try {
+    await fh.writeFile(data);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await rename(tmp, file);
+}
+
+export class FileStore implements Store {
+  readonly root: string;
+  /** fsync each file (off inside a staging directory: the directory is synced as a whole before rename) */
+  private readonly durable: boolean;
+
+  constructor(root: string, opts: { durable?: boolean } = {}) {
+    this.root = path.resolve(root);
+    this.durable = opts.durable ?? true;
+  }
+
+  get rootUri(): string {
+    return pathToFileURL(this.root).href;
+  }
+
+  file(relpath: string): string {
+    return path.join(this.root, checkRelpath(relpath));
+  }
+
+  async signedUrl(relpath: string): Promise<string> {
+    return pathToFileURL(this.file(relpath)).href;
+  }
+
+  private async put(relpath: string, data: Buffer): Promise<void> {
+    const file = this.file(relpath);
+    if (this.durable) return atomicWriteFile(file, data);
+    await mkdir(path.dirname(file), { recursive: true });
+    await writeFile(file, data);
+  }
+
+  async openWriteBinary(relpath: string): Promise<StoreWriter> {
+    this.file(relpath);
+    return bufferingWriter((d) => this.put(relpath, d));
+  }
+
+  openWriteText(relpath: string): Promise<StoreWriter> {
+    return this.openWriteBinary(relpath);
+  }
+
+  async exists(relpath: string): Promise<boolean> {
+    return stat(this.file(relpath)).then(
+      (s) => s.isFile(),
+      () => false,
+    );
+  }
+
+  readText(relpath: string): Promise<string> {
+    return readFile(this.file(relpath), 'utf8');
+  }
+
+  readBytes(relpath: string): Promise<Buffer> {
+    return readFile(this.file(relpath));
+  }
+
+  async list(prefix = ''): Promise<string[]> {
+    const base = prefix ? this.file(prefix.replace(/\/$/, '')) : this.root;
+    const out: string[] = [];
+    const walk = async (dir: string): Promise<void> => {
+      const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
+      for (const e of entries) {
+        const full = path.join(dir, e.name);
+        if (e.isDirectory()) await walk(full);
+        else if (e.isFile() && !/\.tmp-[0-9a-f]{12}$/.test(e.name)) out.push(path.relative(this.root, full).split(path.sep).join('/'));
+      }
+    };
+    await walk(base);
+    return out.sort();
+  }
+
+  /** Staging: a hidden sibling directory renamed onto the root on commit. */
+  async stage(): Promise<StagedStore> {
+    const dir = path.join(path.dirname(this.root), `.${path.basename(this.root)}.partial-${randomBytes(6).toString('hex')}`);
+    await mkdir(dir, { recursive: true });
+    const staged = new FileStore(dir, { durable: false });
+    const root = this.root;
+    return {
+      store: staged,
+      async commit() {
+        await syncTree(dir);
+        // a previous bundle at the final path is replaced whole: move it aside first
+        const old = `${root}.old-${randomBytes(6).toString('hex')}`;
+        const hadOld = await rename(root, old).then(
+          () => true,
+          () => false,
+        );
+        await rename(dir, root);
+        await syncDir(path.dirname(root));
+        if (hadOld) await rm(old, { recursive: true, force: true });
+      },
+      async discard() {
+        await rm(dir, { recursive: true, force: true });
+      },
+    };
+  }
+}
+
+async function syncDir(dir: string): Promise<void> {
+  const fh = await open(dir, 'r');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+/** fsync every file and directory below dir. */
+async function syncTree(dir: string): Promise<void> {
+  for (const e of await readdir(dir, { withFileTypes: true })) {
+    const full = path.join(dir, e.name);
+    if (e.isDirectory()) await syncTree(full);
+    else await syncDir(full);
+  }
+  await syncDir(dir);
+}
+
+// ---------------------------------------------------------------- object store
+
+export interface ObjectStoreOptions {
+  /** e.g. http://127.0.0.1:9000 (path-style addressing) */
+  endpoint: string;
+  bucket: string;
+  /** key prefix of this bundle, e.g. bundles/<run_id> */
+  prefix?: string;
+  accessKeyId: string;
+  secretAccessKey: string;
+  region?: string;
+  fetch?: typeof fetch;
+}
+
+const hmac = (key: string | Buffer, data: string): Buffer => createHmac('sha256', key).update(data).digest();
+const encodeKey = (key: string): string => key.split('/').map((s) => encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)).join('/');
+const amzDate = (d: Date): string => d.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
+
+/** An S3-compatible bucket (PUT/GET/HEAD object, ListObjectsV2), signed with AWS Signature V4. */
+export class ObjectStore implements Store {
+  private readonly o: Required<Omit<ObjectStoreOptions, 'fetch'>>;
+  private readonly fetchImpl: typeof fetch;
+
+  constructor(opts: ObjectStoreOptions) {
+    this.o = { prefix: '', region: 'us-east-1', ...opts, endpoint: opts.endpoint.replace(/\/$/, '') } as Required<Omit<ObjectStoreOptions, 'fetch'>>;
+    this.o.prefix = this.o.prefix.replace(/^\/|\/$/g, '');
+    this.fetchImpl = opts.fetch ?? fetch;
+  }
+
+  get rootUri(): string {
+    return `s3://${this.o.bucket}/${this.o.prefix}`;
+  }
+
+  /** a store for a sub-prefix (one bundle) of the same bucket */
+  child(prefix: string): ObjectStore {
+    return new ObjectStore({ ...this.o, fetch: this.fetchImpl, prefix: [this.o.prefix, prefix].filter(Boolean).join('/') });
+  }
+
+  private key(relpath: string): string {
+    return [this.o.prefix, checkRelpath(relpath)].filter(Boolean).join('/');
+  }
+
+  private scope(d: Date): string {
+    return `${amzDate(d).slice(0, 8)}/${this.o.region}/s3/aws4_request`;
+  }
+
+  private signature(d: Date, canonicalRequest: string): string {
+    const date = amzDate(d);
+    const toSign = ['AWS4-HMAC-SHA256', date, this.scope(d), sha256Hex(canonicalRequest)].join('\n');
+    const kDate = hmac(`AWS4${this.o.secretAccessKey}`, date.slice(0, 8));
+    const kSigning = hmac(hmac(hmac(kDate, this.o.region), 's3'), 'aws4_request');
+    return createHmac('sha256', kSigning).update(toSign).digest('hex');
+  }
+
+  private async request(method: string, key: string, query: Record<string, string>, body?: Buffer): Promise<Response> {
+    const url = new URL(`${this.o.endpoint}/${this.o.bucket}/${encodeKey(key)}`);
+    const d = new Date();
+    const payloadHash = sha256Hex(body ?? '');
+    const headers: Record<string, string> = { host: url.host, 'x-amz-content-sha256': payloadHash, 'x-amz-date': amzDate(d) };
+    const qs = Object.keys(query)
+      .sort()
+      .map((k) => `${encodeURIComponent(k)}=${encodeURIComponent(query[k]!)}`)
+      .join('&');
+    const signed = Object.keys(headers).sort();
+    const canonicalHeaders = signed.map((h) => `${h}:${headers[h]}\n`).join('');
+    const canonical = [method, url.pathname, qs, canonicalHeaders, signed.join(';'), payloadHash].join('\n');
+    headers.authorization = `AWS4-HMAC-SHA256 Credential=${this.o.accessKeyId}/${this.scope(d)}, SignedHeaders=${signed.join(';')}, Signature=${this.signature(d, canonical)}`;
+    delete headers.host;
+    const res = await this.fetchImpl(`${url.origin}${url.pathname}${qs ? `?${qs}` : ''}`, { method, headers, body });
+    return res;
+  }
+
+  async signedUrl(relpath: string, ttlSeconds = 3600): Promise<string> {
+    const key = this.key(relpath);
+    const url = new URL(`${this.o.endpoint}/${this.o.bucket}/${encodeKey(key)}`);
+    const d = new Date();
+    const query: Record<string, string> = {
+      'X-Amz-Algorithm': 'AWS4-HMAC-SHA256',
+      'X-Amz-Credential': `${this.o.accessKeyId}/${this.scope(d)}`,
+      'X-Amz-Date': amzDate(d),
+      'X-Amz-Expires': String(Math.max(1, Math.min(604800, Math.floor(ttlSeconds)))),
+      'X-Amz-SignedHeaders': 'host',
+    };
+    const qs = Object.keys(query)
+      .sort()
+      .map((k) => `${encodeURIComponent(k)}=${encodeURIComponent(query[k]!)}`)
+      .join('&');
+    const canonical = ['GET', url.pathname, qs, `host:${url.host}`, '', 'host', 'UNSIGNED-PAYLOAD'].join('\n');
+    return `${url.origin}${url.pathname}?${qs}&X-Amz-Signature=${this.signature(d, canonical)}`;
+  }
+
+  async openWriteBinary(relpath: string): Promise<StoreWriter> {
+    const key = this.key(relpath);
+    return bufferingWriter(async (data) => {
+      const res = await this.request('PUT', key, {}, data);
+      await res.arrayBuffer();
+      if (!res.ok) throw new Error(`object store PUT ${key}: HTTP ${res.status}`);
+    });
+  }
+
+  openWriteText(relpath: string): Promise<StoreWriter> {
+    return this.openWriteBinary(relpath);
+  }
+
+  async exists(relpath: string): Promise<boolean> {
+    const res = await this.request('HEAD', this.key(relpath), {});
+    await res.arrayBuffer();
+    return res.ok;
+  }
+
+  async readBytes(relpath: string): Promise<Buffer> {
+    const key = this.key(relpath);
+    const res = await this.request('GET', key, {});
+    const body = Buffer.from(await res.arrayBuffer());
+    if (res.status === 404) throw Object.assign(new Error(`no such object ${key}`), { code: 'ENOENT' });
+    if (!res.ok) throw new Error(`object store GET ${key}: HTTP ${res.status}`);
+    return body;
+  }
+
+  async readText(relpath: string): Promise<string> {
+    return (await this.readBytes(relpath)).toString('utf8');
+  }
+
+  async list(prefix = ''): Promise<string[]> {
+    const base = this.o.prefix ? `${this.o.prefix}/` : '';
+    const out: string[] = [];
+    let token: string | undefined;
+    do {
+      const query: Record<string, string> = { 'list-type': '2', prefix: base + prefix };
+      if (token) query['continuation-token'] = token;
+      const res = await this.request('GET', '', query);
+      const xml = await res.text();
+      if (!res.ok) throw new Error(`object store list: HTTP ${res.status}`);
+      for (const m of xml.matchAll(/<Key>([^<]*)<\/Key>/g)) out.push(unxml(m[1]!).slice(base.length));
+      token = /<IsTruncated>true<\/IsTruncated>/.test(xml) ? unxml(/<NextContinuationToken>([^<]*)</.exec(xml)?.[1] ?? '') : undefined;
+    } while (token);
+    return out.sort();
+  }
+}
+
+const unxml = (s: string): string => s.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&apos;/g, "'").replace(/&amp;/g, '&');

@@ -1,0 +1,292 @@
+// Live streaming to the ingest service: a bounded background queue drained by
+// one worker. Enqueueing never blocks and never throws; a full queue drops the
+// new record (the local bundle stays authoritative). Records that queue up go
+// out together through the batch route. 429: sleep Retry-After, reissue once,
+// then drop with a warning. A 403 on model-io latches model-io posting off.
+import { SDK_VERSION, type SdkLogger } from './util.ts';
+
+export interface ParsedDsn {
+  /** .../api/v1 without a trailing slash */
+  baseUrl: string;
+  key: string;
+}
+
+/**
+ * DSN format (our choice): `<http|https>://<key>@<host>[:port][/<mount prefix>]`.
+ * The key is the userinfo; the API lives at `<origin><prefix>/api/v1`.
+ */
+export function parseDsn(dsn: string): ParsedDsn {
+  let u: URL;
+  try {
+    u = new URL(dsn);
+  } catch {
+    throw new Error('TRACE_DSN is not a URL (expected http(s)://<key>@host[:port][/prefix])');
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('TRACE_DSN must use http or https');
+  const key = decodeURIComponent(u.username);
+  if (!key) throw new Error('TRACE_DSN carries no key (expected http(s)://<key>@host[:port][/prefix])');
+  const prefix = u.pathname.replace(/\/+$/, '').replace(/\/api\/v1$/, '');
+  return { baseUrl: `${u.protocol}//${u.host}${prefix}/api/v1`, key };
+}
+
+/** Retry-After as the SDK reads it: integer seconds, 1.0 when missing, an HTTP-date or garbage; clamped to 0..30. */
+export function parseRetryAfter(value: string | null | undefined): number {
+  const v = value?.trim();
+  if (!v || !/^-?\d+$/.test(v)) return 1.0;
+  return Math.min(30, Math.max(0, Number(v)));
+}
+
+export type StreamKind =
+  | 'manifest' | 'trace' | 'step' | 'costs' | 'events' | 'screenshot' | 'modelio' | 'logs' | 'judge_decision'
+  | 'heartbeat' | 'reasoning' | 'side_effect' | 'outcome' | 'eval_candidate' | 'findings' | 'preference';
+
+export interface StreamJob {
+  kind: StreamKind;
+  method: 'POST' | 'PUT';
+  /** below /api/v1, e.g. /runs/r1/steps/3 */
+  path: string;
+  /** JSON body, or a function building it at send time */
+  body?: unknown | (() => unknown);
+  /** multipart image (screenshots); never batched */
+  image?: Buffer;
+  /** a pending job with the same key is replaced (latest wins, position kept) */
+  key?: string;
+}
+
+export interface StreamerOptions {
+  dsn: string;
+  logger: SdkLogger;
+  clientId: string;
+  clientName: string;
+  /** at most this many records wait; more are dropped (default 5000) */
+  queueMax?: number;
+  /** records per batch request; 1 turns batching off (default 200) */
+  batchMax?: number;
+  fetch?: typeof fetch;
+}
+
+export interface StreamStats {
+  sent: number;
+  dropped: number;
+  failed: number;
+  retried: number;
+  batches: number;
+}
+
+interface Pending extends StreamJob {
+  tries: number;
+}
+
+const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
+  new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+
+export class Streamer {
+  readonly dsn: ParsedDsn;
+  readonly stats: StreamStats = { sent: 0, dropped: 0, failed: 0, retried: 0, batches: 0 };
+  /** set by a 403 on a model-io post: no more model-io goes out this session */
+  modelioLatched = false;
+  private readonly queue: Pending[] = [];
+  private readonly byKey = new Map<string, Pending>();
+  private readonly log: SdkLogger;
+  private readonly queueMax: number;
+  private readonly batchMax: number;
+  private readonly fetchImpl: typeof fetch;
+  private readonly headers: Record<string, string>;
+  private running: Promise<void> | null = null;
+  private abort = new AbortController();
+  private warnedFull = false;
+  private closed = false;
+
+  constructor(opts: StreamerOptions) {
+    this.dsn = parseDsn(opts.dsn);
+    this.log = opts.logger;
+    this.queueMax = opts.queueMax ?? 5000;
+    this.batchMax = Math.max(1, opts.batchMax ?? 200);
+    this.fetchImpl = opts.fetch ?? fetch;
+    this.headers = {
+      authorization: `Bearer ${this.dsn.key}`,
+      'user-agent': `runplane-trace-sdk/${SDK_VERSION} (${opts.clientName.replace(/[^\x20-\x7e]/g, '?')})`,
+      'x-trace-client-id': opts.clientId,
+    };
+  }
+
+  get depth(): number {
+    return this.queue.length;
+  }
+
+  enqueue(job: StreamJob): void {
+    if (this.closed) return;
+    if (job.kind === 'modelio' && this.modelioLatched) return;
+    if (job.key) {
+      const pending = this.byKey.get(job.key);
+      if (pending) {
+        pending.body = job.body;
+        pending.image = job.image;
+        return;
+      }
+    }
+    if (this.queue.length >= this.queueMax) {
+      this.stats.dropped++;
+      if (!this.warnedFull) {
+        this.warnedFull = true;
+        this.log.warn('trace stream queue is full; dropping live records (the local bundle stays complete)', { queue_max: this.queueMax });
+      }
+      return;
+    }
+    const p: Pending = { ...job, tries: 0 };
+    this.queue.push(p);
+    if (job.key) this.byKey.set(job.key, p);
+    this.kick();
+  }
+
+  private kick(): void {
+    if (this.running) return;
+    this.running = this.drain().finally(() => {
+      this.running = null;
+      if (this.queue.length && !this.abort.signal.aborted) this.kick();
+    });
+  }
+
+  private take(): Pending[] {
+    const first = this.queue[0]!;
+    let n = 1;
+    if (!first.image && this.batchMax > 1) {
+      while (n < this.queue.length && n < this.batchMax && !this.queue[n]!.image) n++;
+    }
+    const jobs = this.queue.splice(0, n);
+    for (const j of jobs) if (j.key && this.byKey.get(j.key) === j) this.byKey.delete(j.key);
+    return jobs;
+  }
+
+  private async drain(): Promise<void> {
+    while (this.queue.length && !this.abort.signal.aborted) {
+      const jobs = this.take().filter((j) => !(j.kind === 'modelio' && this.modelioLatched));
+      if (!jobs.length) continue;
+      try {
+        if (jobs.length === 1) await this.sendOne(jobs[0]!);
+        else await this.sendBatch(jobs);
+      } catch (err) {
+        // never let a streaming failure escape
+        this.stats.failed += jobs.length;
+        this.log.debug('trace stream error', { error: (err as Error).message });
+      }
+    }
+  }
+
+  private bodyOf(job: Pending): unknown {
+    return typeof job.body === 'function' ? (job.body as () => unknown)() : job.body;
+  }
+
+  private async http(method: string, path: string, init: { json?: unknown; image?: Buffer; name?: string }): Promise<Response> {
+    const headers: Record<string, string> = { ...this.headers };
+    let body: string | FormData | undefined;
+    if (init.image) {
+      const form = new FormData();
+      form.append('image', new Blob([init.image], { type: 'image/png' }), init.name ?? 'image.png');
+      body = form;
+    } else if (init.json !== undefined) {
+      headers['content-type'] = 'application/json';
+      body = JSON.stringify(init.json);
+    }
+    return this.fetchImpl(this.dsn.baseUrl + path, { method, headers, body, signal: this.abort.signal });
+  }
+
+  /** One request with the 429 rule: sleep Retry-After, reissue once, then drop. */
+  private async withRetry(what: string, send: () => Promise<Response>): Promise<Response | null> {
+    for (let attempt = 0; ; attempt++) {
+      const res = await send();
+      if (res.status !== 429) return res;
+      await res.arrayBuffer().catch(() => undefined);
+      if (attempt >= 1) {
+        this.stats.dropped++;
+        this.log.warn(`trace ingest answered 429 twice; dropped ${what} (the local bundle stays authoritative)`);
+        return null;
+      }
+      this.stats.retried++;
+      await sleep(parseRetryAfter(res.headers.get('retry-after')) * 1000, this.abort.signal);
+      if (this.abort.signal.aborted) return null;
+    }
+  }
+
+  private async sendOne(job: Pending): Promise<void> {
+    const json = job.image ? undefined : this.bodyOf(job);
+    const res = await this.withRetry(`${job.method} ${job.path}`, () => this.http(job.method, job.path, { json, image: job.image, name: job.path.split('/').slice(-2).join('_') + '.png' }));
+    if (!res) return;
+    const text = await res.text().catch(() => '');
+    this.settle(job, res.status, text);
+  }
+
+  private settle(job: Pending, status: number, detail: string): void {
+    if (status < 300) {
+      this.stats.sent++;
+      return;
+    }
+    this.stats.failed++;
+    if (status === 403 && job.kind === 'modelio') {
+      if (!this.modelioLatched) this.log.warn('trace ingest refused model-io (403): live model-io posting is off for this session');
+      this.modelioLatched = true;
+      return;
+    }
+    this.log.debug('trace ingest refused a record', { path: job.path, status, detail: detail.slice(0, 300) });
+  }
+
+  private async sendBatch(jobs: Pending[]): Promise<void> {
+    const requests = jobs.map((j) => ({ method: j.method, path: j.path, body: this.bodyOf(j) }));
+    this.stats.batches++;
+    const res = await this.withRetry(`a batch of ${jobs.length} records`, () => this.http('POST', '/batch', { json: { requests } }));
+    if (!res) {
+      this.stats.dropped += jobs.length - 1; // withRetry counted one
+      return;
+    }
+    const text = await res.text();
+    if (res.status !== 207) {
+      for (const j of jobs) this.settle(j, res.status, text);
+      return;
+    }
+    const parsed = JSON.parse(text) as { results?: Array<{ index: number; status: number; detail?: string }> };
+    for (const r of parsed.results ?? []) {
+      const j = jobs[r.index];
+      if (j) this.settle(j, r.status, r.detail ?? '');
+    }
+  }
+
+  /** Waits until everything queued went out, or the deadline passed (then drops the rest). */
+  async flush(deadlineMs: number): Promise<void> {
+    const until = Date.now() + deadlineMs;
+    while ((this.running || this.queue.length) && Date.now() < until) {
+      const wait = this.running ?? Promise.resolve();
+      let t: NodeJS.Timeout | undefined;
+      await Promise.race([wait, new Promise<void>((r) => (t = setTimeout(r, Math.max(1, until - Date.now()))))]);
+      clearTimeout(t);
+      if (!this.running && this.queue.length) this.kick();
+    }
+    if (this.running || this.queue.length) {
+      this.stats.dropped += this.queue.length;
+      if (this.queue.length) this.log.warn(`trace stream flush deadline passed; ${this.queue.length} live records not sent`);
+      this.queue.length = 0;
+      this.byKey.clear();
+      this.abort.abort();
+      await this.running?.catch(() => undefined);
+    }
+  }
+
+  async close(deadlineMs: number): Promise<void> {
+    await this.flush(deadlineMs);
+    this.closed = true;
+    this.abort.abort();
+  }
+
+  /** A raw request with the DSN's credential (the command long-poll uses it). */
+  request(method: string, path: string, signal: AbortSignal): Promise<Response> {
+    return this.fetchImpl(this.dsn.baseUrl + path, { method, headers: this.headers, signal });
+  }
+}

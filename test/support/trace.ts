@@ -1,0 +1,31 @@
+// Helpers of the trace SDK and ingest tests: PNG fixtures, temp dirs, a
+// collecting logger.
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import sharp from 'sharp';
+import type { SdkLogger } from '../../sdk/index.ts';
+
+export async function png(seed: number, width = 64, height = 48): Promise<Buffer> {
+  const raw = Buffer.alloc(width * height * 3);
+  for (let i = 0; i < raw.length; i++) raw[i] = (i * (seed + 7) + seed * 31) % 256;
+  return sharp(raw, { raw: { width, height, channels: 3 } }).png().toBuffer();
+}
+
+export const tempDir = (prefix = 'trace-'): Promise<string> => mkdtemp(path.join(tmpdir(), prefix));
+
+export interface CollectingLogger extends SdkLogger {
+  warnings: string[];
+  debugs: string[];
+}
+
+export function collectingLogger(): CollectingLogger {
+  const warnings: string[] = [];
+  const debugs: string[] = [];
+  return {
+    warnings,
+    debugs,
+    warn: (m) => void warnings.push(m),
+    debug: (m, f) => void debugs.push(`${m} ${f ? JSON.stringify(f) : ''}`),
+  };
+}
