@@ -57,7 +57,7 @@ describe('plugin host', () => {
     }
 
     it('register-hangs: sleepy (a register() that never finishes)', async () => {
-      const err = await loadPlugins({ builtinDir: path.join(root, 'plugins'), operatorDir: path.join(fixtures, 'register-hangs'), log: createLogger('silent'), registerTimeoutMs: 200 }).catch((e: unknown) => e);
+      const err = await loadPlugins({ builtinDir: path.join(root, 'plugins'), operatorDir: path.join(fixtures, 'register-hangs'), dataDir: tmpdir(), log: createLogger('silent'), registerTimeoutMs: 200 }).catch((e: unknown) => e);
       expect(err).to.be.instanceOf(PluginLoadError).and.include({ plugin: 'sleepy' });
       expect((err as Error).message).to.equal("plugin 'sleepy' refused: register() did not finish within 0.2 s");
     });
@@ -136,6 +136,7 @@ describe('plugin host', () => {
 
     it('serves plugin routes under /v1/plugins/<name>/ with auth, scopes and the tenant from the token only', async () => {
       expect((await gw.req('GET', '/v1/plugins/notes/ping')).body).to.deep.equal({ pong: true });
+      expect((await gw.req('GET', '/v1/plugins/notes/data-dir', { token: reader })).body.dataDir).to.equal(path.join(gw.dir, 'plugins', 'notes'));
       const anon = await gw.req('GET', '/v1/plugins/notes/notes');
       expect(anon.status).to.equal(401);
       expect(anon.body.detail).to.match(/X-Service-Token/);
