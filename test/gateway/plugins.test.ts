@@ -8,7 +8,7 @@ import { ESLint } from 'eslint';
 import { loadConfig } from '../../gateway/config.ts';
 import { createGateway } from '../../gateway/server.ts';
 import { HostToolError, PluginLoadError } from '../../gateway/plugins/registry.ts';
-import { loadPlugins } from '../../gateway/plugins/loader.ts';
+import { loadPlugins, orderByDependencies } from '../../gateway/plugins/loader.ts';
 import { createLogger } from '../../gateway/log.ts';
 import { startGateway, newToken, step, type TestGateway } from '../support/gateway.ts';
 import { startRedis } from '../support/redis.ts';
@@ -60,6 +60,14 @@ describe('plugin host', () => {
       const err = await loadPlugins({ builtinDir: path.join(root, 'plugins'), operatorDir: path.join(fixtures, 'register-hangs'), dataDir: tmpdir(), log: createLogger('silent'), registerTimeoutMs: 200 }).catch((e: unknown) => e);
       expect(err).to.be.instanceOf(PluginLoadError).and.include({ plugin: 'sleepy' });
       expect((err as Error).message).to.equal("plugin 'sleepy' refused: register() did not finish within 0.2 s");
+    });
+
+    it('orders by dependsOn (built-ins first, then by name, among those free to go) and names the cycle it finds', () => {
+      const def = (name: string, dependsOn: string[] = [], source: 'builtin' | 'operator' = 'operator') => ({ def: { name, version: '1.0.0', apiVersion: 1, dependsOn, register() {} }, mod: { id: name, file: `${name}.ts`, source } });
+      const order = orderByDependencies([def('top', ['left', 'right']), def('right', ['base']), def('left', ['base']), def('base'), def('core', [], 'builtin'), def('alone')]);
+      expect(order.map((d) => d.def.name)).to.deep.equal(['core', 'alone', 'base', 'left', 'right', 'top']);
+      expect(() => orderByDependencies([def('a', ['b']), def('b', ['c']), def('c', ['a']), def('d', ['a'])])).to.throw(PluginLoadError, "plugin 'a' refused: dependency cycle: a -> b -> c -> a");
+      expect(() => orderByDependencies([def('self', ['self'])])).to.throw(PluginLoadError, 'dependency cycle: self -> self');
     });
 
     it('npm start prints the refusal on one line and exits 1, without a stack trace', async function () {
