@@ -201,7 +201,12 @@ describe('plugin host', () => {
       expect(mine.map((e) => [e.seq, e.type, e.data.status])).to.deep.equal([[1, 'run.status', 'queued']]);
       expect((await gw.req('GET', '/v1/plugins/notes/events', { token: bob })).body.events).to.deep.equal([]);
       await new Promise((res) => setTimeout(res, 50));
-      expect(gw.logs.some((l) => l.includes('trace sink failed') && l.includes('sink down'))).to.equal(true);
+      const failures = () => gw.logs.filter((l) => l.includes('trace sink failed') && l.includes('sink down')).map((l) => JSON.parse(l).failures as number);
+      expect(failures()[0]).to.equal(1);
+      // a sink that keeps failing is logged at its 1st, 10th, 100th ... failure, not once per event
+      for (let i = 0; i < 12; i++) gw.gateway.services.plugins.emit({ seq: i + 1, run_id: 'r', tenant_id: 'alice', type: 'probe', ts: new Date().toISOString(), data: {} });
+      await new Promise((res) => setTimeout(res, 50));
+      expect(failures().filter((n) => n <= 14)).to.deep.equal([1, 10]);
     });
 
     it('documents GET /v1/plugins and the loaded plugins routes in the OpenAPI document', async () => {
