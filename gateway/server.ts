@@ -68,7 +68,7 @@ async function tenantResolver(config: GatewayConfig, log: Logger): Promise<Tenan
 export async function createGateway(config: GatewayConfig, opts: GatewayOptions = {}): Promise<Gateway> {
   const log = createLogger(config.logLevel, opts.logStream);
   // plugins first: a refused plugin stops start-up before anything is opened
-  const plugins = await loadPlugins({ builtinDir: config.builtinPluginsDir, operatorDir: config.pluginsDir, log: namedLogger(log, 'gateway.plugins') });
+  const plugins = await loadPlugins({ builtinDir: config.builtinPluginsDir, operatorDir: config.pluginsDir, dataDir: config.dataDir, log: namedLogger(log, 'gateway.plugins') });
   const metrics = await createMetrics(opts.loadMetricsLibrary);
   const state = await openStateBackend(config.redisUrl);
   const limits = new Limits(state.atomic, metrics);

@@ -58,6 +58,7 @@ const handlers = new Map<string, StepHandler>();
 const host: PluginHost = {
   apiVersion: stepsCore.apiVersion,
   log: { info() {}, warn() {}, error() {} },
+  dataDir: path.join(dir, 'plugins', stepsCore.name),
   stepHandler: (h) => h.types.forEach((t) => handlers.set(t, h)),
   brain() {},
   recipe() {},

@@ -32,6 +32,8 @@ export interface PluginLogger {
 export interface PluginHost {
   readonly apiVersion: number;
   readonly log: PluginLogger;
+  /** this plugin's own directory under the gateway's data dir (<SERVICE_DATA_DIR>/plugins/<name>); create it when you first need it */
+  readonly dataDir: string;
   /** serve one or more step types; a type may be served by one handler only ('*' is the generic fallback) */
   stepHandler(handler: StepHandler): void;
   /** a brain under one of the model ids (or a new id) */

@@ -34,6 +34,8 @@ export interface LoadedPlugin {
   dependsOn: string[];
   registered: {
     step_types: string[];
+    /** each handler's self-description: what it serves, needs and has checked */
+    step_handlers: Array<Pick<StepHandler, 'types' | 'description' | 'needs' | 'checks' | 'haltClass'>>;
     brains: string[];
     recipes: string[];
     host_tools: string[];
@@ -56,7 +58,7 @@ export class PluginRegistry {
   private readonly brains = new Map<string, Owned<Brain>>();
   private readonly recipes = new Map<string, Owned<Recipe>>();
   private readonly tools = new Map<string, Owned<{ tool: HostTool; validate?: ValidateFunction }>>();
-  private readonly sinks: Array<Owned<TraceSink>> = [];
+  private readonly sinks: Array<Owned<TraceSink> & { failures: number }> = [];
   private readonly routeTable = new Map<string, PluginRoute[]>();
 
   constructor(private readonly log: Logger) {}
@@ -80,7 +82,7 @@ export class PluginRegistry {
       file,
       ...(def.description ? { description: def.description } : {}),
       dependsOn: [...(def.dependsOn ?? [])],
-      registered: { step_types: [], brains: [], recipes: [], host_tools: [], trace_sinks: [], routes: [] },
+      registered: { step_types: [], step_handlers: [], brains: [], recipes: [], host_tools: [], trace_sinks: [], routes: [] },
     };
     this.plugins.push(p);
     return p;
@@ -94,6 +96,8 @@ export class PluginRegistry {
       this.claim(this.handlers, 'step type', t, p.name, h);
       p.registered.step_types.push(t);
     }
+    const { types, description, needs, checks, haltClass } = h;
+    p.registered.step_handlers.push({ types: [...types], description, ...(needs ? { needs } : {}), ...(checks ? { checks } : {}), ...(haltClass ? { haltClass } : {}) });
   }
 
   addBrain(p: LoadedPlugin, b: Brain): void {
@@ -126,7 +130,7 @@ export class PluginRegistry {
   addTraceSink(p: LoadedPlugin, s: TraceSink): void {
     if (!s || typeof s.name !== 'string' || typeof s.onEvent !== 'function') throw new PluginLoadError(p.name, 'a trace sink needs a name and onEvent()');
     if (p.registered.trace_sinks.includes(s.name)) throw new PluginLoadError(p.name, `trace sink '${s.name}' is registered twice`);
-    this.sinks.push({ plugin: p.name, value: s });
+    this.sinks.push({ plugin: p.name, value: s, failures: 0 });
     p.registered.trace_sinks.push(s.name);
   }
 
@@ -186,10 +190,18 @@ export class PluginRegistry {
     return [...this.routeTable].map(([plugin, routes]) => ({ plugin, routes }));
   }
 
-  /** Hands an event to every trace sink; a sink that throws or rejects is logged, never stops the others or the run. */
+  /**
+   * Hands an event to every trace sink; a sink that throws or rejects is
+   * logged (its 1st, 10th, 100th ... failure, so a broken sink cannot flood the
+   * log), never stops the others or the run.
+   */
   emit(event: RunEvent): void {
-    for (const { plugin, value } of this.sinks) {
-      const fail = (err: unknown) => this.log.warn({ plugin, sink: value.name, run_id: event.run_id, err: (err as Error)?.message }, 'trace sink failed');
+    for (const entry of this.sinks) {
+      const { plugin, value } = entry;
+      const fail = (err: unknown) => {
+        entry.failures++;
+        if (Number.isInteger(Math.log10(entry.failures))) this.log.warn({ plugin, sink: value.name, run_id: event.run_id, failures: entry.failures, err: (err as Error)?.message }, 'trace sink failed');
+      };
       try {
         const r = value.onEvent(event);
         if (r && typeof (r as Promise<void>).then === 'function') (r as Promise<void>).catch(fail);

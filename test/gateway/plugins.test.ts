@@ -8,7 +8,7 @@ import { ESLint } from 'eslint';
 import { loadConfig } from '../../gateway/config.ts';
 import { createGateway } from '../../gateway/server.ts';
 import { HostToolError, PluginLoadError } from '../../gateway/plugins/registry.ts';
-import { loadPlugins } from '../../gateway/plugins/loader.ts';
+import { loadPlugins, orderByDependencies } from '../../gateway/plugins/loader.ts';
 import { createLogger } from '../../gateway/log.ts';
 import { startGateway, newToken, step, type TestGateway } from '../support/gateway.ts';
 import { startRedis } from '../support/redis.ts';
@@ -57,9 +57,17 @@ describe('plugin host', () => {
     }
 
     it('register-hangs: sleepy (a register() that never finishes)', async () => {
-      const err = await loadPlugins({ builtinDir: path.join(root, 'plugins'), operatorDir: path.join(fixtures, 'register-hangs'), log: createLogger('silent'), registerTimeoutMs: 200 }).catch((e: unknown) => e);
+      const err = await loadPlugins({ builtinDir: path.join(root, 'plugins'), operatorDir: path.join(fixtures, 'register-hangs'), dataDir: tmpdir(), log: createLogger('silent'), registerTimeoutMs: 200 }).catch((e: unknown) => e);
       expect(err).to.be.instanceOf(PluginLoadError).and.include({ plugin: 'sleepy' });
       expect((err as Error).message).to.equal("plugin 'sleepy' refused: register() did not finish within 0.2 s");
+    });
+
+    it('orders by dependsOn (built-ins first, then by name, among those free to go) and names the cycle it finds', () => {
+      const def = (name: string, dependsOn: string[] = [], source: 'builtin' | 'operator' = 'operator') => ({ def: { name, version: '1.0.0', apiVersion: 1, dependsOn, register() {} }, mod: { id: name, file: `${name}.ts`, source } });
+      const order = orderByDependencies([def('top', ['left', 'right']), def('right', ['base']), def('left', ['base']), def('base'), def('core', [], 'builtin'), def('alone')]);
+      expect(order.map((d) => d.def.name)).to.deep.equal(['core', 'alone', 'base', 'left', 'right', 'top']);
+      expect(() => orderByDependencies([def('a', ['b']), def('b', ['c']), def('c', ['a']), def('d', ['a'])])).to.throw(PluginLoadError, "plugin 'a' refused: dependency cycle: a -> b -> c -> a");
+      expect(() => orderByDependencies([def('self', ['self'])])).to.throw(PluginLoadError, 'dependency cycle: self -> self');
     });
 
     it('npm start prints the refusal on one line and exits 1, without a stack trace', async function () {
@@ -106,6 +114,10 @@ describe('plugin host', () => {
       expect(list[2]!.registered).to.deep.include({ host_tools: ['stamp'], step_types: ['*'] });
       expect(list[0]!.registered.recipes).to.deep.equal(['listing-cards']);
       expect(list[1]!.registered.step_types).to.include.members(['navigate', 'click', 'extract_data', 'tool_call', 'done']);
+      const handlers = list[1]!.registered.step_handlers as Array<{ types: string[] }>;
+      expect(handlers.find((h) => h.types[0] === 'submit')).to.deep.include({ checks: { stateChange: true, successContract: true } });
+      expect(handlers.find((h) => h.types[0] === 'capture_link_in_new_tab')).to.deep.include({ needs: { domAware: true } });
+      expect(handlers.find((h) => h.types[0] === 'extract_data')).to.deep.include({ needs: { recipe: true }, checks: { rows: true }, haltClass: 'extract_data_failed' });
       expect(JSON.stringify(r.body), 'no file system paths').not.to.include(root);
     });
 
@@ -132,6 +144,7 @@ describe('plugin host', () => {
 
     it('serves plugin routes under /v1/plugins/<name>/ with auth, scopes and the tenant from the token only', async () => {
       expect((await gw.req('GET', '/v1/plugins/notes/ping')).body).to.deep.equal({ pong: true });
+      expect((await gw.req('GET', '/v1/plugins/notes/data-dir', { token: reader })).body.dataDir).to.equal(path.join(gw.dir, 'plugins', 'notes'));
       const anon = await gw.req('GET', '/v1/plugins/notes/notes');
       expect(anon.status).to.equal(401);
       expect(anon.body.detail).to.match(/X-Service-Token/);
@@ -188,7 +201,12 @@ describe('plugin host', () => {
       expect(mine.map((e) => [e.seq, e.type, e.data.status])).to.deep.equal([[1, 'run.status', 'queued']]);
       expect((await gw.req('GET', '/v1/plugins/notes/events', { token: bob })).body.events).to.deep.equal([]);
       await new Promise((res) => setTimeout(res, 50));
-      expect(gw.logs.some((l) => l.includes('trace sink failed') && l.includes('sink down'))).to.equal(true);
+      const failures = () => gw.logs.filter((l) => l.includes('trace sink failed') && l.includes('sink down')).map((l) => JSON.parse(l).failures as number);
+      expect(failures()[0]).to.equal(1);
+      // a sink that keeps failing is logged at its 1st, 10th, 100th ... failure, not once per event
+      for (let i = 0; i < 12; i++) gw.gateway.services.plugins.emit({ seq: i + 1, run_id: 'r', tenant_id: 'alice', type: 'probe', ts: new Date().toISOString(), data: {} });
+      await new Promise((res) => setTimeout(res, 50));
+      expect(failures().filter((n) => n <= 14)).to.deep.equal([1, 10]);
     });
 
     it('documents GET /v1/plugins and the loaded plugins routes in the OpenAPI document', async () => {
