@@ -99,15 +99,17 @@ await planes.close();
 const token = 'r'.repeat(64);
 const keys = path.join(dir, 'keys.json');
 await writeFile(keys, JSON.stringify({ tenant_keys: { [token]: { tenant_id: 'bench', rate_limit_per_minute: 0, max_concurrent_runs: 100, default_compute_backend: 'dom_plane' } } }));
-const config = loadConfig({ SERVICE_PORT: '0', SERVICE_DATA_DIR: path.join(dir, 'gw'), SERVICE_TENANT_KEYS_PATH: keys, SERVICE_RUNNER: 'on', SERVICE_PLANES: 'local', SERVICE_ALLOW_PRIVATE_NETWORKS: '1', SERVICE_MAX_ACTIVE_RUNS: '4' });
-const gw = await createGateway(config, { logStream: sink });
-const url = await gw.listen();
+async function startGw(traceMode: string) {
+  const config = loadConfig({ SERVICE_PORT: '0', SERVICE_DATA_DIR: path.join(dir, `gw-${traceMode}`), SERVICE_TENANT_KEYS_PATH: keys, SERVICE_RUNNER: 'on', SERVICE_PLANES: 'local', SERVICE_ALLOW_PRIVATE_NETWORKS: '1', SERVICE_MAX_ACTIVE_RUNS: '4', SERVICE_TRACE_CAPTURE_MODE: traceMode });
+  const gw = await createGateway(config, { logStream: sink });
+  return { gw, url: await gw.listen() };
+}
 
 interface RunTiming {
   wallMs: number;
   perStepMs: number;
 }
-async function oneRun(): Promise<RunTiming> {
+async function oneRun(url: string): Promise<RunTiming> {
   const t0 = performance.now();
   const res = await fetch(`${url}/v1/predict`, { method: 'POST', headers: { 'X-Service-Token': token, 'Content-Type': 'application/json' }, body: JSON.stringify({ plan: steps, detached: false }) });
   const body = (await res.json()) as { run_id: string; status: string; summary?: string };
@@ -119,14 +121,26 @@ async function oneRun(): Promise<RunTiming> {
   return { wallMs, perStepMs: (Date.parse(finished.ts) - Date.parse(started.ts)) / steps.length };
 }
 
-await oneRun(); // warm: spares started, Chromium pages cached
+// per step at one run at a time, with the trace recording without screenshots ('trace') and with them (the default)
+const perStepByMode = new Map<string, number>();
+for (const mode of ['trace', 'screenshots']) {
+  const { gw, url } = await startGw(mode);
+  await oneRun(url); // warm: spares started
+  const xs: number[] = [];
+  for (let i = 0; i < RUNS_PER_LEVEL; i++) xs.push((await oneRun(url)).perStepMs);
+  perStepByMode.set(mode, pct(xs, 50));
+  await gw.close();
+}
+
+const { gw, url } = await startGw('screenshots');
+await oneRun(url);
 const levels: Array<{ c: number; runsPerMin: number; p50: number; p99: number; perStep: number }> = [];
 for (const c of [1, 2, 4]) {
   const timings: RunTiming[] = [];
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: c }, async () => {
-      for (let i = 0; i < RUNS_PER_LEVEL; i++) timings.push(await oneRun());
+      for (let i = 0; i < RUNS_PER_LEVEL; i++) timings.push(await oneRun(url));
     }),
   );
   const minutes = (performance.now() - t0) / 60_000;
@@ -143,9 +157,9 @@ console.log('');
 console.log('concurrent | runs/min | run p50 ms | run p99 ms | per step ms (p50)');
 for (const l of levels) console.log(`${String(l.c).padStart(10)} | ${f(l.runsPerMin).padStart(8)} | ${f(l.p50, 0).padStart(10)} | ${f(l.p99, 0).padStart(10)} | ${f(l.perStep).padStart(8)}`);
 console.log('');
-const gwPerStep = levels[0]!.perStep;
-console.log('per step (1 run at a time)        | ms');
-console.log(`straight to the agent (handlers)   | ${f(directPerStep)}`);
-console.log(`through the gateway                | ${f(gwPerStep)}`);
-console.log(`gateway overhead per step          | ${f(gwPerStep - directPerStep)} (${f(((gwPerStep - directPerStep) / directPerStep) * 100)} %)`);
+console.log('per step, one run at a time               | ms    | overhead vs the agent');
+console.log(`straight to the agent (same handlers)    | ${f(directPerStep).padStart(5)} |`);
+for (const [mode, ms] of perStepByMode) {
+  console.log(`gateway, SERVICE_TRACE_CAPTURE_MODE=${mode.padEnd(11)} | ${f(ms).padStart(5)} | ${f(ms - directPerStep)} ms (${f(((ms - directPerStep) / directPerStep) * 100)} %)`);
+}
 process.exit(0);
