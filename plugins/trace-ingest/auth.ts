@@ -64,7 +64,11 @@ export function verifyCookie(secret: string, value: string | undefined, now = Da
   }
 }
 
-/** Failed logins per key (email, client address) in a sliding window; over the limit the key waits. */
+/**
+ * Failed logins per key in a sliding window; over the limit the key waits.
+ * Keys are `email:<address>` (maxFailures) and `addr:<client address>`
+ * (ten times as many, so one guesser behind a shared address does not lock out the rest).
+ */
 export class LoginLimiter {
   private readonly failures = new Map<string, number[]>();
 
@@ -73,13 +77,17 @@ export class LoginLimiter {
     readonly windowMs = 15 * 60_000,
   ) {}
 
+  private limit(key: string): number {
+    return key.startsWith('addr:') ? this.maxFailures * 10 : this.maxFailures;
+  }
+
   /** seconds to wait, or 0 */
   retryAfter(keys: string[], now = Date.now()): number {
     let wait = 0;
     for (const k of keys) {
       const list = (this.failures.get(k) ?? []).filter((t) => now - t < this.windowMs);
       this.failures.set(k, list);
-      if (list.length >= this.maxFailures) wait = Math.max(wait, Math.ceil((list[0]! + this.windowMs - now) / 1000));
+      if (list.length >= this.limit(k)) wait = Math.max(wait, Math.ceil((list[0]! + this.windowMs - now) / 1000));
     }
     return wait;
   }

@@ -333,7 +333,9 @@ export const ROUTES: RouteDef[] = [
       validate('heartbeat', rc.body);
       const h = rc.body as { client_id: string; client_name: string; client_version?: string | null; capture_mode?: string; run_id?: string | null; last_event?: string | null };
       const p = rc.principal!;
-      svc.touchConnection(p.tenant.tenant_id, p.clientId, p.dsn.dsn_id, {
+      // the heartbeat names its client: a call without X-Trace-Client-Id was counted under the DSN id
+      if (p.clientId === p.dsn.dsn_id && h.client_id !== p.clientId) delete svc.meta.data.connections[`${p.tenant.tenant_id}/${p.clientId}`];
+      svc.touchConnection(p.tenant.tenant_id, h.client_id, p.dsn.dsn_id, {
         client_name: h.client_name,
         client_version: h.client_version ?? null,
         capture_mode: h.capture_mode ?? null,
