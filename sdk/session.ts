@@ -165,6 +165,8 @@ export class DebugSession {
   private readonly replayPriors = new Map<number, StepRecord>();
   private readonly logs = new Map<string, LogFile>();
   private readonly signatures = new Map<string, string>();
+  /** what was last streamed of each canonical step: close re-sends the ones that changed since */
+  private readonly sentSteps = new Map<string, string>();
   private costs: Costs = {};
   private staged: Promise<StagedStore> | null = null;
   private readonly writes: Array<Promise<unknown>> = [];
@@ -321,8 +323,18 @@ export class DebugSession {
 
   private streamStep(s: StepRecord): void {
     const idx = s.step_index;
-    const id = s.step_id;
-    this.post({ kind: 'step', method: 'PUT', path: `${this.runPath}/steps/${idx}`, key: `step:${idx}:${id}`, body: () => this.steps.get(idx) ?? s });
+    const key = `step:${idx}:${s.step_id}`;
+    this.post({
+      kind: 'step',
+      method: 'PUT',
+      path: `${this.runPath}/steps/${idx}`,
+      key,
+      body: () => {
+        const current = this.steps.get(idx) ?? s;
+        this.sentSteps.set(key, bundleJson(current));
+        return current;
+      },
+    });
   }
 
   private touched(s: StepRecord): void {
@@ -1015,9 +1027,9 @@ export class DebugSession {
       if (!s.verdict && s.status && s.status !== 'pending' && s.status !== 'running') {
         s.verdict = { status: inferredVerdictStatus(s) };
         s.verdict_source = 'inferred';
-        this.streamStep(s);
       }
       if ((s.group_id === undefined || s.group_id === null) && this.session.group_id) s.group_id = this.session.group_id;
+      if (this.streamer && this.sentSteps.get(`step:${s.step_index}:${s.step_id}`) !== bundleJson(s)) this.streamStep(s);
     }
     await Promise.all(this.writes);
     const staged = await this.stagedStore();

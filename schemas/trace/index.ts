@@ -90,3 +90,10 @@ export function bundleJson(value: unknown): string {
 export function jsonLine(value: unknown): string {
   return `${JSON.stringify(value)}\n`;
 }
+
+/** null when the value is valid against common.schema.json#/$defs/<name>, else a one-line reason. */
+export function checkDef(name: string, value: unknown, root = ''): string | null {
+  const v = instance().getSchema(`${SCHEMA_BASE}trace/common.schema.json#/$defs/${name}`);
+  if (!v) throw new Error(`unknown trace definition ${name}`);
+  return v(value) ? null : describeError(root, v.errors);
+}

@@ -1,0 +1,306 @@
+// createIngestApp(options): the trace-ingest service as a Koa app that runs
+// on its own (`npm run ingest`) or mounted by the gateway's plugin host.
+// Pipeline: {detail} errors -> health/metrics/docs -> route match -> credential
+// (DSN bearer, session cookie, admin) -> body (size-capped) -> handler.
+import { createRequire } from 'node:module';
+import { readFile } from 'node:fs/promises';
+import http from 'node:http';
+import path from 'node:path';
+import Koa from 'koa';
+import type { AddressInfo } from 'node:net';
+import { signCookie, verifyCookie } from './auth.ts';
+import { IngestError, readJson, readMultipart } from './http.ts';
+import { buildOpenApi } from './openapi.ts';
+import { ROUTES, type Reply, type RouteCtx, type RouteDef } from './routes.ts';
+import { IngestService, type IngestOptions, type Viewer } from './service.ts';
+
+export type { IngestOptions };
+
+export const SESSION_COOKIE = 'trace_session';
+export const OVERRIDE_COOKIE = 'trace_tenant_override';
+
+interface Compiled {
+  def: RouteDef;
+  re: RegExp;
+  names: string[];
+}
+
+function compile(def: RouteDef): Compiled {
+  const names: string[] = [];
+  const re = def.path.replace(/[.]/g, '\\.').replace(/:(\w+)/g, (_m, n: string) => {
+    names.push(n);
+    return '([^/]+)';
+  }).replace(/\*$/, () => {
+    names.push('*');
+    return '(.+)';
+  });
+  return { def, re: new RegExp(`^${re}$`), names };
+}
+
+const COMPILED = ROUTES.map(compile);
+
+function match(method: string, p: string): { route: Compiled; params: Record<string, string> } | 'method' | null {
+  let pathMatched = false;
+  for (const c of COMPILED) {
+    const m = c.re.exec(p);
+    if (!m) continue;
+    pathMatched = true;
+    if (c.def.method !== method) continue;
+    const params: Record<string, string> = {};
+    try {
+      c.names.forEach((n, i) => (params[n] = decodeURIComponent(m[i + 1]!)));
+    } catch {
+      throw new IngestError(400, 'malformed percent-encoding in the path');
+    }
+    return { route: c, params };
+  }
+  return pathMatched ? 'method' : null;
+}
+
+function cookies(header: string | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const part of (header ?? '').split(';')) {
+    const i = part.indexOf('=');
+    if (i > 0) out[part.slice(0, i).trim()] = part.slice(i + 1).trim();
+  }
+  return out;
+}
+
+export interface IngestApp {
+  app: Koa;
+  service: IngestService;
+  /** the Node request handler */
+  callback(): http.RequestListener;
+  /** listens on host:port (0 picks a free port); resolves with the base URL */
+  listen(port?: number, host?: string): Promise<string>;
+  close(): Promise<void>;
+}
+
+const requireFromHere = createRequire(import.meta.url);
+const ASSETS: Record<string, { pkg: string; file: string; type: string }> = {
+  'swagger-ui.css': { pkg: 'swagger-ui-dist', file: 'swagger-ui.css', type: 'text/css; charset=utf-8' },
+  'swagger-ui-bundle.js': { pkg: 'swagger-ui-dist', file: 'swagger-ui-bundle.js', type: 'text/javascript; charset=utf-8' },
+  'redoc.standalone.js': { pkg: 'redoc', file: 'bundles/redoc.standalone.js', type: 'text/javascript; charset=utf-8' },
+};
+
+export async function createIngestApp(options: IngestOptions): Promise<IngestApp> {
+  const service = await IngestService.open(options);
+  const prefix = (options.mountPrefix ?? '').replace(/\/+$/, '');
+  const api = `${prefix}/api/v1`;
+  const ttl = options.cookieTtlSeconds ?? 12 * 3600;
+  const maxBody = options.maxBodyBytes ?? 16 * 1024 * 1024;
+  const maxImage = options.maxImageBytes ?? 20 * 1024 * 1024;
+  const log = options.logger;
+  const openapi = JSON.stringify(buildOpenApi(prefix));
+  const app = new Koa({ proxy: options.trustProxy ?? false });
+  const servers = new Set<http.Server>();
+
+  const setCookie = (ctx: Koa.Context, name: string, value: string, maxAge: number) => {
+    const secure = options.secureCookies || ctx.secure ? '; Secure' : '';
+    ctx.append('Set-Cookie', `${name}=${value}; Path=${api}; Max-Age=${maxAge}; HttpOnly; SameSite=Lax${secure}`);
+  };
+
+  async function viewer(ctx: Koa.Context, admin: boolean): Promise<Viewer> {
+    const jar = cookies(ctx.get('cookie'));
+    const secret = service.meta.data.cookie_secret;
+    const claims = verifyCookie(secret, jar[SESSION_COOKIE]);
+    if (!claims) throw new IngestError(401, 'log in first (trace_session cookie missing, invalid or expired)');
+    await service.meta.reload();
+    const user = service.meta.data.users[claims.sub];
+    const home = user ? service.meta.data.tenants[user.tenant_id] : undefined;
+    if (!user || !home) throw new IngestError(401, 'the session user no longer exists');
+    if (admin && !user.is_admin) throw new IngestError(403, 'admin users only');
+    let tenant = home;
+    const override = verifyCookie(secret, jar[OVERRIDE_COOKIE]);
+    if (override && user.is_admin && service.meta.data.tenants[override.sub]) tenant = service.meta.data.tenants[override.sub]!;
+    return { user, home, tenant, impersonating: tenant.tenant_id !== home.tenant_id };
+  }
+
+  async function principal(ctx: Koa.Context) {
+    const auth = ctx.get('authorization');
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
+    if (!m) throw new IngestError(401, 'Authorization: Bearer <DSN key> is required');
+    return service.principal(m[1]!, ctx.get('x-trace-client-id') || undefined);
+  }
+
+  async function run(def: RouteDef, rc: RouteCtx): Promise<Reply> {
+    return def.handler(service, rc);
+  }
+
+  async function batch(ctx: Koa.Context, rc: RouteCtx): Promise<void> {
+    const body = rc.body as { requests?: unknown };
+    if (!body || typeof body !== 'object' || !Array.isArray(body.requests)) throw new IngestError(422, 'requests: must be an array of {method, path, body}');
+    if (body.requests.length > 1000) throw new IngestError(422, 'requests: at most 1000 per batch');
+    if (service.queue.depth >= service.queue.limit) {
+      service.queue.rejected++;
+      throw new IngestError(429, 'ingest queue saturated; retry later', { 'Retry-After': '1' });
+    }
+    const results: Array<{ index: number; status: number; body?: unknown; detail?: string }> = [];
+    for (const [index, raw] of body.requests.entries()) {
+      const r = (raw ?? {}) as { method?: unknown; path?: unknown; body?: unknown };
+      try {
+        if (typeof r.method !== 'string' || typeof r.path !== 'string') throw new IngestError(422, 'each request needs method and path');
+        const found = match(r.method.toUpperCase(), r.path.split('?')[0]!);
+        if (found === null || found === 'method' || !found.route.def.batchable) throw new IngestError(404, `no batchable route for ${r.method} ${r.path.slice(0, 200)}`);
+        const reply = await run(found.route.def, { ...rc, params: found.params, query: {}, body: r.body });
+        results.push({ index, status: reply.status ?? 200, body: reply.body });
+      } catch (err) {
+        if (!(err instanceof IngestError)) throw err;
+        results.push({ index, status: err.status, detail: err.detail });
+      }
+    }
+    service.count('batches');
+    ctx.status = 207;
+    ctx.body = { results };
+  }
+
+  app.use(async (ctx, next) => {
+    try {
+      await next();
+    } catch (err) {
+      if (err instanceof IngestError) {
+        ctx.status = err.status;
+        ctx.set(err.headers);
+        ctx.body = { detail: err.detail };
+        return;
+      }
+      log?.error('ingest: unhandled error', { error: (err as Error).stack ?? String(err), path: ctx.path });
+      ctx.status = 500;
+      ctx.body = { detail: 'internal error' };
+    }
+  });
+
+  app.use(async (ctx, next) => {
+    ctx.set('X-Content-Type-Options', 'nosniff');
+    const p = ctx.path;
+    if (ctx.method === 'GET' && (p === '/healthz' || p === `${api}/healthz`)) {
+      ctx.body = { status: 'ok', queue_depth: service.queue.depth };
+      return;
+    }
+    if (!p.startsWith(`${api}/`)) return next();
+    const sub = p.slice(api.length);
+    if (ctx.method === 'GET' && sub === '/metrics') {
+      const lines = [
+        '# HELP trace_ingest_queue_depth Writes waiting in the ingest queue.',
+        '# TYPE trace_ingest_queue_depth gauge',
+        `trace_ingest_queue_depth ${service.queue.depth}`,
+        '# TYPE trace_ingest_queue_limit gauge',
+        `trace_ingest_queue_limit ${service.queue.limit}`,
+        '# TYPE trace_ingest_queue_rejected_total counter',
+        `trace_ingest_queue_rejected_total ${service.queue.rejected}`,
+        '# TYPE trace_ingest_writes_total counter',
+        `trace_ingest_writes_total ${service.queue.processed}`,
+        '# TYPE trace_ingest_records_total counter',
+        ...[...service.counters].map(([k, v]) => `trace_ingest_records_total{kind="${k}"} ${v}`),
+      ];
+      ctx.type = 'text/plain; version=0.0.4';
+      ctx.body = `${lines.join('\n')}\n`;
+      return;
+    }
+    if (ctx.method === 'GET' && sub === '/openapi.json') {
+      ctx.type = 'application/json';
+      ctx.body = openapi;
+      return;
+    }
+    if (ctx.method === 'GET' && (sub === '/docs' || sub === '/redoc')) {
+      ctx.type = 'text/html; charset=utf-8';
+      ctx.set('Content-Security-Policy', "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; worker-src 'self' blob:");
+      ctx.body =
+        sub === '/docs'
+          ? `<!doctype html><html><head><meta charset="utf-8"><title>Trace ingest API</title><link rel="stylesheet" href="${api}/docs/assets/swagger-ui.css"></head><body><div id="ui"></div><script src="${api}/docs/assets/swagger-ui-bundle.js"></script><script src="${api}/docs/assets/init.js"></script></body></html>`
+          : `<!doctype html><html><head><meta charset="utf-8"><title>Trace ingest API</title></head><body><redoc spec-url="${api}/openapi.json"></redoc><script src="${api}/docs/assets/redoc.standalone.js"></script></body></html>`;
+      return;
+    }
+    const asset = /^\/docs\/assets\/([\w.-]+)$/.exec(sub)?.[1];
+    if (ctx.method === 'GET' && asset) {
+      if (asset === 'init.js') {
+        ctx.type = 'text/javascript; charset=utf-8';
+        ctx.body = `window.ui = SwaggerUIBundle({ url: ${JSON.stringify(`${api}/openapi.json`)}, dom_id: '#ui' });\n`;
+        return;
+      }
+      const a = Object.hasOwn(ASSETS, asset) ? ASSETS[asset] : undefined;
+      if (!a) throw new IngestError(404, `no asset ${asset}`);
+      ctx.type = a.type;
+      ctx.set('Cache-Control', 'public, max-age=86400');
+      ctx.body = await readFile(path.join(path.dirname(requireFromHere.resolve(`${a.pkg}/package.json`)), a.file));
+      return;
+    }
+
+    const abort = new AbortController();
+    ctx.req.on('close', () => abort.abort());
+    const rc: RouteCtx = {
+      params: {},
+      query: Object.fromEntries(Object.entries(ctx.query).map(([k, v]) => [k, Array.isArray(v) ? v[0] ?? '' : (v ?? '')])),
+      body: undefined,
+      signal: abort.signal,
+      baseUrl: `${ctx.protocol}://${ctx.host}${prefix}`,
+      address: ctx.ip,
+    };
+
+    if (sub === '/batch') {
+      if (ctx.method !== 'POST') throw new IngestError(405, 'use POST');
+      rc.principal = await principal(ctx);
+      rc.body = await readJson(ctx.req, maxBody);
+      await batch(ctx, rc);
+      return;
+    }
+    const found = match(ctx.method, sub);
+    if (found === null) throw new IngestError(404, `no route for ${ctx.method} ${p}`);
+    if (found === 'method') throw new IngestError(405, `method ${ctx.method} not allowed on ${p}`);
+    const def = found.route.def;
+    rc.params = found.params;
+    if (def.auth === 'dsn') rc.principal = await principal(ctx);
+    else if (def.auth === 'cookie' || def.auth === 'admin') rc.viewer = await viewer(ctx, def.auth === 'admin');
+    if (def.body === 'json') rc.body = await readJson(ctx.req, maxBody);
+    else if (def.body === 'multipart') rc.parts = await readMultipart(ctx.req, maxImage);
+    const reply = await run(def, rc);
+    const secret = service.meta.data.cookie_secret;
+    if (reply.login) setCookie(ctx, SESSION_COOKIE, signCookie(secret, { sub: reply.login, exp: Math.floor(Date.now() / 1000) + ttl }), ttl);
+    if (reply.logout) {
+      setCookie(ctx, SESSION_COOKIE, '', 0);
+      setCookie(ctx, OVERRIDE_COOKIE, '', 0);
+    }
+    if (reply.impersonate === null) setCookie(ctx, OVERRIDE_COOKIE, '', 0);
+    else if (reply.impersonate) setCookie(ctx, OVERRIDE_COOKIE, signCookie(secret, { sub: reply.impersonate, exp: Math.floor(Date.now() / 1000) + ttl }), ttl);
+    if (reply.headers) ctx.set(reply.headers);
+    ctx.status = reply.status ?? 200;
+    if (reply.raw !== undefined) {
+      ctx.type = reply.type ?? 'application/octet-stream';
+      ctx.body = reply.raw;
+    } else ctx.body = reply.body ?? {};
+  });
+
+  app.use(async (ctx) => {
+    throw new IngestError(404, `no route for ${ctx.method} ${ctx.path}`);
+  });
+
+  return {
+    app,
+    service,
+    callback: () => app.callback(),
+    listen(port = 0, host = '127.0.0.1') {
+      const server = http.createServer(app.callback());
+      server.keepAliveTimeout = 5000;
+      servers.add(server);
+      return new Promise((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, host, () => {
+          const a = server.address() as AddressInfo;
+          resolve(`http://${a.address.includes(':') ? `[${a.address}]` : a.address}:${a.port}${prefix}`);
+        });
+      });
+    },
+    async close() {
+      await service.close();
+      await Promise.all(
+        [...servers].map(
+          (s) =>
+            new Promise<void>((resolve) => {
+              s.close(() => resolve());
+              s.closeAllConnections();
+            }),
+        ),
+      );
+    },
+  };
+}

@@ -1,0 +1,68 @@
+// Built-in plugin: the trace-ingest service. The plugin is a thin shell
+// around createIngestApp(): when the host can mount a Node request handler
+// (mountHttp, an optional host capability) the service is served under the
+// gateway at TRACE_MOUNT_PREFIX (default /trace); otherwise it listens on its
+// own port (TRACE_INGEST_PORT). `npm run ingest` runs the same app alone.
+import path from 'node:path';
+import type http from 'node:http';
+import { PLUGIN_API_VERSION, type PluginDefinition, type PluginHost } from '../../gateway/plugins/contract.ts';
+import { ObjectStore } from '../../sdk/store.ts';
+import { createIngestApp, type IngestApp } from './app.ts';
+import type { IngestOptions } from './service.ts';
+
+export { createIngestApp };
+export type { IngestApp, IngestOptions };
+
+/** Service options from TRACE_* environment variables. */
+export function optionsFromEnv(env: Record<string, string | undefined>): IngestOptions {
+  const opts: IngestOptions = {
+    dataDir: path.resolve(env.TRACE_DATA_DIR ?? '.data/trace'),
+    publicUrl: env.TRACE_PUBLIC_URL || undefined,
+    secureCookies: env.TRACE_SECURE_COOKIES === '1' || env.TRACE_SECURE_COOKIES === 'true',
+    trustProxy: env.TRACE_TRUST_PROXY === '1' || env.TRACE_TRUST_PROXY === 'true',
+    mountPrefix: env.TRACE_MOUNT_PREFIX || undefined,
+  };
+  if (env.TRACE_INGEST_QUEUE_LIMIT) opts.queueLimit = Number(env.TRACE_INGEST_QUEUE_LIMIT);
+  if (env.TRACE_S3_ENDPOINT && env.TRACE_S3_BUCKET) {
+    opts.objectStore = new ObjectStore({
+      endpoint: env.TRACE_S3_ENDPOINT,
+      bucket: env.TRACE_S3_BUCKET,
+      prefix: env.TRACE_S3_PREFIX ?? 'bundles',
+      accessKeyId: env.TRACE_S3_ACCESS_KEY_ID ?? '',
+      secretAccessKey: env.TRACE_S3_SECRET_ACCESS_KEY ?? '',
+      region: env.TRACE_S3_REGION ?? 'us-east-1',
+    });
+  }
+  return opts;
+}
+
+/** The optional host capability the gateway's plugin host may offer: serve a Node handler under a path prefix. */
+interface HttpMountingHost extends PluginHost {
+  mountHttp?(prefix: string, handler: http.RequestListener): void;
+}
+
+let running: IngestApp | null = null;
+
+const plugin: PluginDefinition = {
+  name: 'trace-ingest',
+  version: '0.1.0',
+  apiVersion: PLUGIN_API_VERSION,
+  description: 'Trace ingest service: stores recorded runs (bundles) per tenant and serves them under /api/v1',
+  async register(host: HttpMountingHost) {
+    const prefix = process.env.TRACE_MOUNT_PREFIX ?? '/trace';
+    if (host.mountHttp) {
+      running = await createIngestApp({ ...optionsFromEnv(process.env), mountPrefix: prefix, logger: host.log });
+      host.mountHttp(prefix, running.callback());
+      host.log.info('trace ingest mounted', { prefix: `${prefix}/api/v1` });
+    } else {
+      running = await createIngestApp({ ...optionsFromEnv(process.env), mountPrefix: '', logger: host.log });
+      const url = await running.listen(Number(process.env.TRACE_INGEST_PORT ?? 8300), process.env.TRACE_INGEST_HOST ?? '127.0.0.1');
+      host.log.info('trace ingest listening on its own port (the host cannot mount HTTP handlers)', { url });
+    }
+  },
+};
+
+/** The running service of the plugin (for the gateway's wiring and tests), or null. */
+export const ingestInstance = (): IngestApp | null => running;
+
+export default plugin;

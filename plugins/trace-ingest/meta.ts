@@ -1,0 +1,169 @@
+// Metadata of the ingest service (tenants, users, DSNs, the run index,
+// connections, intervention commands, preferences) in one JSON file written
+// atomically (temp file + rename). The file is re-read when another process
+// (the operator CLI) changed it, so `npm run ingest-admin` works beside a
+// running service.
+import { randomBytes } from 'node:crypto';
+import { readFile, stat } from 'node:fs/promises';
+import { atomicWriteFile } from '../../sdk/store.ts';
+
+export interface Tenant {
+  tenant_id: string;
+  name: string;
+  /** model-io capture enabled: otherwise the model-io route answers 403 */
+  modelio_enabled: boolean;
+  created_at: string;
+}
+
+export interface User {
+  user_id: string;
+  email: string;
+  password_hash: string;
+  tenant_id: string;
+  is_admin: boolean;
+  created_at: string;
+}
+
+export interface Dsn {
+  dsn_id: string;
+  tenant_id: string;
+  name: string;
+  /** sha256 hex of the key; the plaintext is shown once at mint */
+  key_hash: string;
+  key_prefix: string;
+  created_at: string;
+  last_used_at: string | null;
+  revoked_at: string | null;
+}
+
+export interface RunEntry {
+  run_id: string;
+  tenant_id: string;
+  created_at: string;
+  updated_at: string;
+  status: string | null;
+  client_name: string | null;
+  debug_session_id: string | null;
+  step_count: number;
+  parent_run_id: string | null;
+  group_id: string | null;
+  session_type: string | null;
+  /** canonical step_id by step index */
+  canonical: Record<string, string>;
+}
+
+export interface Command {
+  command_id: string;
+  seq: number;
+  type: string;
+  payload: Record<string, unknown>;
+  operator_id: string | null;
+  issued_at: string;
+}
+
+export interface Connection {
+  tenant_id: string;
+  client_id: string;
+  dsn_id: string;
+  client_name: string | null;
+  client_version: string | null;
+  capture_mode: string | null;
+  run_id: string | null;
+  last_event: string | null;
+  last_seen: string;
+  calls: number;
+}
+
+export interface Preference {
+  preference_id: string;
+  tenant_id: string;
+  run_id_a: string;
+  run_id_b: string;
+  preferred: 'a' | 'b' | 'tie';
+  step_index: number | null;
+  rationale: string | null;
+  user_id: string;
+  created_at: string;
+}
+
+export interface MetaData {
+  version: 1;
+  cookie_secret: string;
+  tenants: Record<string, Tenant>;
+  users: Record<string, User>;
+  dsns: Record<string, Dsn>;
+  runs: Record<string, RunEntry>;
+  commands: Record<string, Command[]>;
+  connections: Record<string, Connection>;
+  preferences: Preference[];
+}
+
+const empty = (): MetaData => ({
+  version: 1,
+  cookie_secret: randomBytes(32).toString('base64url'),
+  tenants: {},
+  users: {},
+  dsns: {},
+  runs: {},
+  commands: {},
+  connections: {},
+  preferences: [],
+});
+
+export class MetaStore {
+  data: MetaData = empty();
+  private mtimeMs = 0;
+  private writing: Promise<void> = Promise.resolve();
+  private timer: NodeJS.Timeout | null = null;
+  private lastCheck = 0;
+
+  constructor(readonly file: string) {}
+
+  static async open(file: string): Promise<MetaStore> {
+    const m = new MetaStore(file);
+    await m.reload(true);
+    if (!m.mtimeMs) await m.save();
+    return m;
+  }
+
+  /** Re-reads the file when it changed on disk (at most every 250 ms unless forced). */
+  async reload(force = false): Promise<void> {
+    const now = Date.now();
+    if (!force && now - this.lastCheck < 250) return;
+    this.lastCheck = now;
+    const st = await stat(this.file).catch(() => null);
+    if (!st || st.mtimeMs === this.mtimeMs) return;
+    const text = await readFile(this.file, 'utf8');
+    const parsed = JSON.parse(text) as MetaData;
+    this.data = { ...empty(), ...parsed };
+    this.mtimeMs = st.mtimeMs;
+  }
+
+  /** Writes the file now (serialized with other writes). */
+  save(): Promise<void> {
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    this.writing = this.writing.then(async () => {
+      await atomicWriteFile(this.file, `${JSON.stringify(this.data, null, 1)}\n`);
+      this.mtimeMs = (await stat(this.file)).mtimeMs;
+    });
+    return this.writing;
+  }
+
+  /** Writes within 200 ms (for the run index, connections and commands under load). */
+  saveSoon(): void {
+    if (this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      void this.save().catch(() => undefined);
+    }, 200);
+    this.timer.unref();
+  }
+
+  async close(): Promise<void> {
+    if (this.timer) await this.save();
+    await this.writing;
+  }
+}

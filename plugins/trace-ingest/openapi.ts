@@ -1,0 +1,77 @@
+// The OpenAPI 3.1 document of the ingest service, built from the route table
+// and the trace schemas (their $refs rewritten to components).
+import { TRACE_SCHEMA_FILES, readTraceSchema } from '../../schemas/trace/index.ts';
+import { SDK_VERSION } from '../../sdk/util.ts';
+import { ROUTES } from './routes.ts';
+
+type Json = Record<string, unknown>;
+
+function titleOf(file: string): string {
+  return String(readTraceSchema(file as (typeof TRACE_SCHEMA_FILES)[number]).title);
+}
+
+function rewrite(node: unknown, currentFile: string): unknown {
+  if (Array.isArray(node)) return node.map((n) => rewrite(n, currentFile));
+  if (node === null || typeof node !== 'object') return node;
+  const out: Json = {};
+  for (const [k, v] of Object.entries(node as Json)) {
+    if (k === '$ref' && typeof v === 'string') {
+      const [file, frag] = v.split('#');
+      const target = file || currentFile;
+      out.$ref = frag?.startsWith('/$defs/') ? `#/components/schemas/${frag.slice('/$defs/'.length)}` : `#/components/schemas/${titleOf(target)}`;
+    } else if (k === '$defs' || k === '$id' || k === '$schema' || k === 'schema_version') {
+      continue;
+    } else out[k] = rewrite(v, currentFile);
+  }
+  return out;
+}
+
+export function buildOpenApi(prefix = ''): Json {
+  const schemas: Json = {};
+  for (const f of TRACE_SCHEMA_FILES) {
+    const s = readTraceSchema(f);
+    for (const [name, def] of Object.entries((s.$defs ?? {}) as Json)) schemas[name] = rewrite(def, f);
+    if (f !== 'common.schema.json') schemas[String(s.title)] = { ...(rewrite(s, f) as Json), 'x-schema-version': s.schema_version };
+  }
+  schemas.Error = { type: 'object', required: ['detail'], properties: { detail: { type: 'string' } } };
+  const paths: Json = {};
+  const err = (d: string) => ({ description: d, content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } });
+  const all = [
+    ...ROUTES,
+    { method: 'POST', path: '/batch', auth: 'dsn', body: 'json', summary: 'Many ingest records of mixed kinds in one request ({requests: [{method, path, body}]}); answered 207 with one result per record (our addition)' },
+    { method: 'GET', path: '/healthz', auth: 'none', summary: 'Liveness' },
+    { method: 'GET', path: '/metrics', auth: 'none', summary: 'Prometheus metrics (ingest queue depth ...)' },
+  ] as Array<{ method: string; path: string; auth: string; body?: string; schema?: string; summary: string; accepted?: boolean }>;
+  for (const r of all) {
+    const p = r.path.replace(/:(\w+)/g, '{$1}').replace(/\*$/, '{relpath}');
+    const params = [...p.matchAll(/\{(\w+)\}/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
+    const op: Json = {
+      summary: r.summary,
+      parameters: params,
+      security: r.auth === 'dsn' ? [{ dsn: [] }] : r.auth === 'none' ? [] : [{ session: [] }],
+      responses: {
+        [r.accepted ? '202' : r.path === '/batch' ? '207' : '200']: { description: 'success' },
+        ...(r.auth === 'none' ? {} : { '401': err('missing or invalid credential'), '403': err('not allowed') }),
+        '404': err('path or file absent'),
+        ...(r.body ? { '413': err('body too large'), '415': err('wrong content type'), '422': err('payload failed validation') } : {}),
+        ...(r.auth === 'dsn' ? { '429': err('ingest queue saturated; see Retry-After') } : {}),
+      },
+    };
+    if (r.body === 'json') op.requestBody = { required: true, content: { 'application/json': { schema: r.schema ? { $ref: `#/components/schemas/${titleOf(`${r.schema}.schema.json`)}` } : { type: 'object' } } } };
+    if (r.body === 'multipart') op.requestBody = { required: true, content: { 'multipart/form-data': { schema: { type: 'object', required: ['image'], properties: { image: { type: 'string', contentMediaType: 'image/png' } } } } } };
+    ((paths[p] ??= {}) as Json)[r.method.toLowerCase()] = op;
+  }
+  return {
+    openapi: '3.1.0',
+    info: { title: 'runplane trace ingest', version: SDK_VERSION, description: 'Stores recorded agent runs (bundles) per tenant and serves them. Errors are {detail}.' },
+    servers: [{ url: `${prefix}/api/v1` }],
+    paths,
+    components: {
+      schemas,
+      securitySchemes: {
+        dsn: { type: 'http', scheme: 'bearer', description: 'the key inside the DSN' },
+        session: { type: 'apiKey', in: 'cookie', name: 'trace_session' },
+      },
+    },
+  };
+}
