@@ -40,6 +40,8 @@ export interface GatewayConfig {
   planeSecret?: string;
   maxActiveRuns: number;
   stepTimeoutMs: number;
+  /** the environment this configuration was read from; plugins read their own settings from it (PluginHost.env) */
+  env: Readonly<Record<string, string | undefined>>;
 }
 
 type Env = Record<string, string | undefined>;
@@ -111,5 +113,6 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Gateway
     planeSecret: envStr(env, 'SERVICE_PLANE_SECRET'),
     maxActiveRuns: envInt(env, 'SERVICE_MAX_ACTIVE_RUNS', 2, 1, 256),
     stepTimeoutMs: envInt(env, 'SERVICE_STEP_TIMEOUT_SECONDS', 300, 1, 3600) * 1000,
+    env,
   };
 }

@@ -27,6 +27,7 @@ import { RunExecutor } from './runner/executor.ts';
 import { RunScheduler } from './runner/scheduler.ts';
 import { planeProvider } from './runner/plane-provider.ts';
 import { loadPlugins } from './plugins/loader.ts';
+import { BrainDirectory } from './brains/directory.ts';
 import { pluginRouteSpecs } from './routes/plugins.ts';
 import type { Services } from './services.ts';
 import type { GatewayState } from './context.ts';
@@ -67,7 +68,7 @@ async function tenantResolver(config: GatewayConfig, log: Logger): Promise<Tenan
 export async function createGateway(config: GatewayConfig, opts: GatewayOptions = {}): Promise<Gateway> {
   const log = createLogger(config.logLevel, opts.logStream);
   // plugins first: a refused plugin stops start-up before anything is opened
-  const plugins = await loadPlugins({ builtinDir: config.builtinPluginsDir, operatorDir: config.pluginsDir, log: namedLogger(log, 'gateway.plugins') });
+  const plugins = await loadPlugins({ builtinDir: config.builtinPluginsDir, operatorDir: config.pluginsDir, log: namedLogger(log, 'gateway.plugins'), env: config.env });
   const metrics = await createMetrics(opts.loadMetricsLibrary);
   const state = await openStateBackend(config.redisUrl);
   const limits = new Limits(state.atomic, metrics);
@@ -99,6 +100,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     idempotency: new Idempotency(state.atomic, config.idempotencyTtlSeconds * 1000),
     recipes: new RecipeStore(state, plugins, config.maxRecipesPerTenant),
     plugins,
+    brains: new BrainDirectory(plugins, tenants, config.secretsDir, config.singleModel),
     openapi: () => (openapiDoc ??= buildOpenApi(routes, version.version)),
   };
   const routes = [...ALL_ROUTES, ...pluginRouteSpecs(plugins, namedLogger(log, 'gateway.plugins'))];
@@ -107,7 +109,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     store: runs,
     planes,
     handler: (type) => plugins.stepHandler(type),
-    brain: (id) => plugins.brain(id),
+    brain: (id, tenantId) => services.brains.forTenant(id, tenantId),
     callTool: (name, args, ctx) => plugins.callTool(name, args, ctx),
     recipe: async (tenantId, name) => (await services.recipes.resolve(tenantId, name)).schema,
     metrics,

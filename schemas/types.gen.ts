@@ -243,3 +243,63 @@ webhook_secret_name?: string
 default_compute_backend?: ("computer_plane" | "dom_plane")
 [k: string]: unknown
 }
+
+/**
+ * SERVICE_BRAINS_PATH (default config/brains.json): the backend of each brain id.
+ */
+
+export interface BrainsConfig {
+brains: {
+[k: string]: BrainBackend
+}
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `BrainsConfig`'s JSON-Schema
+ * via the `definition` "BrainBackend".
+ */
+
+export interface BrainBackend {
+/**
+ * openai-chat: an OpenAI-compatible chat-completions endpoint with image input; compact-cua: the same wire format with one computer_use tool; hosted-api: openai-chat with the tenant's own key.
+ */
+protocol: ("openai-chat" | "compact-cua" | "hosted-api")
+/**
+ * The API base, e.g. http://127.0.0.1:8000/v1 (the request goes to <base_url>/chat/completions).
+ */
+base_url: string
+/**
+ * The upstream model name sent in the request.
+ */
+model: string
+/**
+ * Secret file under SERVICE_SECRETS_DIR holding the deployment's key for this backend (hosted-api uses the tenant's model_provider_secret_name instead).
+ */
+api_key_secret?: string
+/**
+ * compact-cua input resolution WxH (default SERVICE_COMPACT_INPUT_WH, else 1428x896).
+ */
+input_wh?: string
+/**
+ * USD per million input tokens.
+ */
+price_per_mtok_in?: number
+/**
+ * USD per million output tokens.
+ */
+price_per_mtok_out?: number
+/**
+ * Longest one model call may take.
+ */
+timeout_ms?: number
+/**
+ * Retries after an unreachable upstream or a 5xx, with exponential backoff.
+ */
+max_retries?: number
+/**
+ * First backoff; doubled each retry, capped at 30 s.
+ */
+backoff_ms?: number
+max_tokens?: number
+[k: string]: unknown
+}
