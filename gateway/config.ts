@@ -21,6 +21,8 @@ export interface GatewayConfig {
   singleModel?: string;
   enableDocsUi: boolean;
   maxBodyBytes: number;
+  /** SERVICE_MAX_BRAIN_BODY_BYTES: body cap of the brain routes, which carry screenshots */
+  maxBrainBodyBytes: number;
   maxPlanSteps: number;
   maxJsonDepth: number;
   maxRecipesPerTenant: number;
@@ -94,6 +96,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Gateway
     singleModel: envStr(env, 'SERVICE_MODEL'),
     enableDocsUi: envFlag(env.SERVICE_ENABLE_DOCS_UI, false),
     maxBodyBytes: envInt(env, 'SERVICE_MAX_BODY_BYTES', 1024 * 1024, 1024),
+    maxBrainBodyBytes: envInt(env, 'SERVICE_MAX_BRAIN_BODY_BYTES', 8 * 1024 * 1024, 1024),
     maxPlanSteps: envInt(env, 'SERVICE_MAX_PLAN_STEPS', 500, 1),
     maxJsonDepth: envInt(env, 'SERVICE_MAX_JSON_DEPTH', 64, 8, 1000),
     maxRecipesPerTenant: envInt(env, 'SERVICE_MAX_RECIPES_PER_TENANT', 200, 1),

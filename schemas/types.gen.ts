@@ -303,3 +303,1342 @@ backoff_ms?: number
 max_tokens?: number
 [k: string]: unknown
 }
+
+/**
+ * Body of POST /v1/cua: one brain turn. The answer is {action, reasoning, usage, model}.
+ */
+
+export interface CuaRequest {
+/**
+ * The current screen: base64 PNG or JPEG (a data: URL is accepted too).
+ */
+screenshot: string
+/**
+ * What the brain should get done, read verbatim.
+ */
+task: string
+/**
+ * The actions taken so far, oldest first, in the service's action vocabulary.
+ * 
+ * @maxItems 200
+ */
+action_history?: Action[]
+/**
+ * The viewport the action's coordinates are for; default: the screenshot's size.
+ */
+screen_size?: {
+width: number
+height: number
+[k: string]: unknown
+}
+/**
+ * The page's URL, when the caller knows it.
+ */
+url?: string
+/**
+ * Brain id; honoured on multi-backend deployments only (default default-cua).
+ */
+cua_model?: string
+[k: string]: unknown
+}
+/**
+ * One action of the service's vocabulary.
+ * 
+ * This interface was referenced by `CuaRequest`'s JSON-Schema
+ * via the `definition` "Action".
+ */
+
+export interface Action {
+type: ("CLICK" | "DOUBLE_CLICK" | "RIGHT_CLICK" | "DRAG" | "TYPE" | "KEY_PRESS" | "SCROLL" | "NAVIGATE" | "WAIT" | "DONE")
+x?: number
+y?: number
+to_x?: number
+to_y?: number
+text?: string
+keys?: string
+direction?: ("up" | "down" | "left" | "right")
+amount?: number
+url?: string
+seconds?: number
+success?: boolean
+[k: string]: unknown
+}
+
+/**
+ * Body of POST /v1/chat/completions: the OpenAI chat-completions body, read as one brain step. The last user message carries the screenshot (an image_url part with a data: URL) and the task (its text parts); earlier assistant tool calls of `act` are the action history. Other OpenAI fields are accepted and ignored.
+ */
+
+export interface ChatCompletionRequest {
+/**
+ * Brain id; honoured on multi-backend deployments only (default default-cua).
+ */
+model?: string
+/**
+ * @minItems 1
+ * @maxItems 400
+ */
+messages: [ChatMessage, ...(ChatMessage)[]]
+/**
+ * true: the answer comes as server-sent chat.completion.chunk events ending with data: [DONE].
+ */
+stream?: boolean
+/**
+ * @maxItems 64
+ */
+tools?: {
+[k: string]: unknown
+}[]
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `ChatCompletionRequest`'s JSON-Schema
+ * via the `definition` "ChatMessage".
+ */
+
+export interface ChatMessage {
+role: ("system" | "developer" | "user" | "assistant" | "tool")
+content?: (string | null | ContentPart[])
+/**
+ * @maxItems 16
+ */
+tool_calls?: []|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `ChatCompletionRequest`'s JSON-Schema
+ * via the `definition` "ContentPart".
+ */
+
+export interface ContentPart {
+type: ("text" | "image_url")
+text?: string
+image_url?: {
+url: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}
