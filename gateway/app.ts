@@ -20,9 +20,10 @@ import { runRoutes } from './routes/runs.ts';
 import { recipeRoutes } from './routes/recipes.ts';
 import { wsRoutes } from './routes/ws.ts';
 import { pluginListRoutes } from './routes/plugins.ts';
+import { brainRoutes } from './routes/brains.ts';
 
 /** The gateway's own routes; the routes plugins declare are added by createGateway. */
-export const ALL_ROUTES: RouteSpec[] = [...opsRoutes, ...predictRoutes, ...runRoutes, ...recipeRoutes, ...wsRoutes, ...pluginListRoutes];
+export const ALL_ROUTES: RouteSpec[] = [...opsRoutes, ...predictRoutes, ...runRoutes, ...recipeRoutes, ...wsRoutes, ...pluginListRoutes, ...brainRoutes];
 
 function routeChain(route: RouteSpec, s: Services) {
   const chain: Array<(ctx: Ctx, next: Next) => Promise<unknown>> = [];
@@ -35,10 +36,10 @@ function routeChain(route: RouteSpec, s: Services) {
     });
   }
   if (route.body) {
-    const { schema, precheck } = route.body;
+    const { schema, precheck, maxBytes } = route.body;
     const validate = validator(schema);
     chain.push(async (ctx, next) => {
-      const body = await readJsonBody(ctx, { maxBytes: s.config.maxBodyBytes, maxDepth: s.config.maxJsonDepth });
+      const body = await readJsonBody(ctx, { maxBytes: maxBytes?.(s) ?? s.config.maxBodyBytes, maxDepth: s.config.maxJsonDepth });
       if (body === null || typeof body !== 'object' || Array.isArray(body)) throw badRequest('(body): must be a JSON object');
       precheck?.(body);
       if (!validate(body)) throw badRequest(describeError('', validate.errors));

@@ -22,6 +22,8 @@ export interface GatewayConfig {
   singleModel?: string;
   enableDocsUi: boolean;
   maxBodyBytes: number;
+  /** SERVICE_MAX_BRAIN_BODY_BYTES: body cap of the brain routes, which carry screenshots */
+  maxBrainBodyBytes: number;
   maxPlanSteps: number;
   maxJsonDepth: number;
   maxRecipesPerTenant: number;
@@ -45,6 +47,8 @@ export interface GatewayConfig {
   traceCaptureMode: CaptureMode;
   /** DSN the run traces stream to; unset: the mounted ingest service when there is one */
   traceDsn?: string;
+  /** the environment this configuration was read from; plugins read their own settings from it (PluginHost.env) */
+  env: Readonly<Record<string, string | undefined>>;
 }
 
 type Env = Record<string, string | undefined>;
@@ -103,6 +107,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Gateway
     singleModel: envStr(env, 'SERVICE_MODEL'),
     enableDocsUi: envFlag(env.SERVICE_ENABLE_DOCS_UI, false),
     maxBodyBytes: envInt(env, 'SERVICE_MAX_BODY_BYTES', 1024 * 1024, 1024),
+    maxBrainBodyBytes: envInt(env, 'SERVICE_MAX_BRAIN_BODY_BYTES', 8 * 1024 * 1024, 1024),
     maxPlanSteps: envInt(env, 'SERVICE_MAX_PLAN_STEPS', 500, 1),
     maxJsonDepth: envInt(env, 'SERVICE_MAX_JSON_DEPTH', 64, 8, 1000),
     maxRecipesPerTenant: envInt(env, 'SERVICE_MAX_RECIPES_PER_TENANT', 200, 1),
@@ -124,5 +129,6 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Gateway
     stepTimeoutMs: envInt(env, 'SERVICE_STEP_TIMEOUT_SECONDS', 300, 1, 3600) * 1000,
     traceCaptureMode: captureModeOf(envStr(env, 'SERVICE_TRACE_CAPTURE_MODE') ?? 'screenshots'),
     traceDsn: envStr(env, 'SERVICE_TRACE_DSN'),
+    env,
   };
 }

@@ -28,6 +28,7 @@ import { RunExecutor } from './runner/executor.ts';
 import { RunScheduler } from './runner/scheduler.ts';
 import { planeProvider } from './runner/plane-provider.ts';
 import { loadPlugins } from './plugins/loader.ts';
+import { BrainDirectory } from './brains/directory.ts';
 import { pluginRouteSpecs } from './routes/plugins.ts';
 import type { Services } from './services.ts';
 import type { GatewayState } from './context.ts';
@@ -68,7 +69,7 @@ async function tenantResolver(config: GatewayConfig, log: Logger): Promise<Tenan
 export async function createGateway(config: GatewayConfig, opts: GatewayOptions = {}): Promise<Gateway> {
   const log = createLogger(config.logLevel, opts.logStream);
   // plugins first: a refused plugin stops start-up before anything is opened
-  const plugins = await loadPlugins({ builtinDir: config.builtinPluginsDir, operatorDir: config.pluginsDir, dataDir: config.dataDir, log: namedLogger(log, 'gateway.plugins') });
+  const plugins = await loadPlugins({ builtinDir: config.builtinPluginsDir, operatorDir: config.pluginsDir, dataDir: config.dataDir, log: namedLogger(log, 'gateway.plugins'), env: config.env });
   const metrics = await createMetrics(opts.loadMetricsLibrary);
   const state = await openStateBackend(config.redisUrl);
   const limits = new Limits(state.atomic, metrics);
@@ -102,6 +103,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     plugins,
     // the ingest service is not mounted yet: bundles stay local and read back through /v1/runs/{id}/trace
     traceLinks: () => null,
+    brains: new BrainDirectory(plugins, tenants, config.secretsDir, config.singleModel),
     openapi: () => (openapiDoc ??= buildOpenApi(routes, version.version)),
   };
   const routes = [...ALL_ROUTES, ...pluginRouteSpecs(plugins, namedLogger(log, 'gateway.plugins'))];
@@ -110,7 +112,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     store: runs,
     planes,
     handler: (type) => plugins.stepHandler(type),
-    brain: (id) => plugins.brain(id),
+    brain: (id, tenantId) => services.brains.forTenant(id, tenantId),
     callTool: (name, args, ctx) => plugins.callTool(name, args, ctx),
     recipe: async (tenantId, name) => (await services.recipes.resolve(tenantId, name)).schema,
     metrics,

@@ -10,6 +10,7 @@ import type { RecipeStore } from './recipes/store.ts';
 import type { PluginRegistry } from './plugins/registry.ts';
 import type { StateBackend } from './state/backend.ts';
 import type { VersionInfo } from './version.ts';
+import type { BrainDirectory } from './brains/directory.ts';
 
 export interface Services {
   config: GatewayConfig;
@@ -22,6 +23,8 @@ export interface Services {
   recipes: RecipeStore;
   /** what the loaded plugins registered: stepHandler(type), brain(id), recipe(name), hostTool(name), callTool, emit(event) */
   plugins: PluginRegistry;
+  /** brain selection (SERVICE_MODEL or cua_model) and brains bound to a tenant */
+  brains: BrainDirectory;
   state: StateBackend;
   version: VersionInfo;
   /** live watcher streams, ended on shutdown */

@@ -243,3 +243,1402 @@ webhook_secret_name?: string
 default_compute_backend?: ("computer_plane" | "dom_plane")
 [k: string]: unknown
 }
+
+/**
+ * SERVICE_BRAINS_PATH (default config/brains.json): the backend of each brain id.
+ */
+
+export interface BrainsConfig {
+brains: {
+[k: string]: BrainBackend
+}
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `BrainsConfig`'s JSON-Schema
+ * via the `definition` "BrainBackend".
+ */
+
+export interface BrainBackend {
+/**
+ * openai-chat: an OpenAI-compatible chat-completions endpoint with image input; compact-cua: the same wire format with one computer_use tool; hosted-api: openai-chat with the tenant's own key.
+ */
+protocol: ("openai-chat" | "compact-cua" | "hosted-api")
+/**
+ * The API base, e.g. http://127.0.0.1:8000/v1 (the request goes to <base_url>/chat/completions).
+ */
+base_url: string
+/**
+ * The upstream model name sent in the request.
+ */
+model: string
+/**
+ * Secret file under SERVICE_SECRETS_DIR holding the deployment's key for this backend (hosted-api uses the tenant's model_provider_secret_name instead).
+ */
+api_key_secret?: string
+/**
+ * compact-cua input resolution WxH (default SERVICE_COMPACT_INPUT_WH, else 1428x896).
+ */
+input_wh?: string
+/**
+ * USD per million input tokens.
+ */
+price_per_mtok_in?: number
+/**
+ * USD per million output tokens.
+ */
+price_per_mtok_out?: number
+/**
+ * Longest one model call may take.
+ */
+timeout_ms?: number
+/**
+ * Retries after an unreachable upstream or a 5xx, with exponential backoff.
+ */
+max_retries?: number
+/**
+ * First backoff; doubled each retry, capped at 30 s.
+ */
+backoff_ms?: number
+max_tokens?: number
+[k: string]: unknown
+}
+
+/**
+ * Body of POST /v1/cua: one brain turn. The answer is {action, reasoning, usage, model}.
+ */
+
+export interface CuaRequest {
+/**
+ * The current screen: base64 PNG or JPEG (a data: URL is accepted too).
+ */
+screenshot: string
+/**
+ * What the brain should get done, read verbatim.
+ */
+task: string
+/**
+ * The actions taken so far, oldest first, in the service's action vocabulary.
+ * 
+ * @maxItems 200
+ */
+action_history?: Action[]
+/**
+ * The viewport the action's coordinates are for; default: the screenshot's size.
+ */
+screen_size?: {
+width: number
+height: number
+[k: string]: unknown
+}
+/**
+ * The page's URL, when the caller knows it.
+ */
+url?: string
+/**
+ * Brain id; honoured on multi-backend deployments only (default default-cua).
+ */
+cua_model?: string
+[k: string]: unknown
+}
+/**
+ * One action of the service's vocabulary.
+ * 
+ * This interface was referenced by `CuaRequest`'s JSON-Schema
+ * via the `definition` "Action".
+ */
+
+export interface Action {
+type: ("CLICK" | "DOUBLE_CLICK" | "RIGHT_CLICK" | "DRAG" | "TYPE" | "KEY_PRESS" | "SCROLL" | "NAVIGATE" | "WAIT" | "DONE")
+x?: number
+y?: number
+to_x?: number
+to_y?: number
+text?: string
+keys?: string
+direction?: ("up" | "down" | "left" | "right")
+amount?: number
+url?: string
+seconds?: number
+success?: boolean
+[k: string]: unknown
+}
+
+/**
+ * Body of POST /v1/chat/completions: the OpenAI chat-completions body, read as one brain step. The last user message carries the screenshot (an image_url part with a data: URL) and the task (its text parts); earlier assistant tool calls of `act` are the action history. Other OpenAI fields are accepted and ignored.
+ */
+
+export interface ChatCompletionRequest {
+/**
+ * Brain id; honoured on multi-backend deployments only (default default-cua).
+ */
+model?: string
+/**
+ * @minItems 1
+ * @maxItems 400
+ */
+messages: [ChatMessage, ...(ChatMessage)[]]
+/**
+ * true: the answer comes as server-sent chat.completion.chunk events ending with data: [DONE].
+ */
+stream?: boolean
+/**
+ * @maxItems 64
+ */
+tools?: {
+[k: string]: unknown
+}[]
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `ChatCompletionRequest`'s JSON-Schema
+ * via the `definition` "ChatMessage".
+ */
+
+export interface ChatMessage {
+role: ("system" | "developer" | "user" | "assistant" | "tool")
+content?: (string | null | ContentPart[])
+/**
+ * @maxItems 16
+ */
+tool_calls?: []|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]|[{
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}, {
+id?: string
+type?: string
+function: {
+name: string
+arguments?: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}]
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `ChatCompletionRequest`'s JSON-Schema
+ * via the `definition` "ContentPart".
+ */
+
+export interface ContentPart {
+type: ("text" | "image_url")
+text?: string
+image_url?: {
+url: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}

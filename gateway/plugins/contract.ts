@@ -34,6 +34,12 @@ export interface PluginHost {
   readonly log: PluginLogger;
   /** this plugin's own directory under the gateway's data dir (<SERVICE_DATA_DIR>/plugins/<name>); create it when you first need it */
   readonly dataDir: string;
+  /**
+   * The environment the gateway was configured from (process.env in production,
+   * the test's own env in tests). Plugins read their settings here rather than
+   * from process.env, so two gateways in one process can differ.
+   */
+  readonly env?: Readonly<Record<string, string | undefined>>;
   /** serve one or more step types; a type may be served by one handler only ('*' is the generic fallback) */
   stepHandler(handler: StepHandler): void;
   /** a brain under one of the model ids (or a new id) */
@@ -131,11 +137,52 @@ export interface Inference {
   usage: { tokens_in: number; tokens_out: number; cost_usd: number };
 }
 
+/** Who a model call is for: the gateway fills it in when it hands a brain to a step or a route. */
+export interface ThinkOptions {
+  /** the tenant on whose behalf the call is made */
+  tenantId?: string;
+  /** the tenant's hosted-model key: the secret file named by its model_provider_secret_name; undefined when there is none */
+  providerKey?: () => Promise<string | undefined>;
+}
+
+/** A free-form question about the screen (model extraction, gates): the model's text answer. */
+export interface Answer {
+  text: string;
+  usage: Inference['usage'];
+}
+
 export interface Brain {
   /** model id, e.g. default-cua */
   id: string;
   description?: string;
-  think(frames: Frame[], task: string, actionHistory: Action[], screenSize: { width: number; height: number }, signal?: AbortSignal): Promise<Inference>;
+  think(frames: Frame[], task: string, actionHistory: Action[], screenSize: { width: number; height: number }, signal?: AbortSignal, opts?: ThinkOptions): Promise<Inference>;
+  /** answer a question about the frames in text (JSON when the prompt asks for it); brains that can read a screen implement it */
+  ask?(frames: Frame[], prompt: string, signal?: AbortSignal, opts?: ThinkOptions): Promise<Answer>;
+}
+
+/**
+ * What a brain throws when a model call fails in a way the caller must classify:
+ * unreachable (network error, timeout or 5xx after its retries; the step halts
+ * with model_provider_unreachable, HTTP callers get 502), refused (the upstream
+ * answered 4xx, e.g. a bad key; also model_provider_unreachable), no_key (the
+ * tenant has no key for a keyed backend), malformed (an answer with no usable
+ * action: a classified step failure, never a crash).
+ */
+export class BrainError extends Error {
+  constructor(
+    readonly code: 'unreachable' | 'refused' | 'no_key' | 'malformed',
+    message: string,
+    /** tokens spent on a call whose answer was unusable */
+    readonly usage?: Inference['usage'],
+  ) {
+    super(message);
+    this.name = 'BrainError';
+  }
+}
+
+/** True for a BrainError, also one from another copy of this module. */
+export function isBrainError(err: unknown): err is BrainError {
+  return err instanceof Error && err.name === 'BrainError' && typeof (err as { code?: unknown }).code === 'string';
 }
 
 // ---------------------------------------------------------------- steps
@@ -185,8 +232,10 @@ export interface StepContext {
   /** path of the step in the plan, e.g. steps[3].steps[0] */
   readonly path: string;
   readonly plane: Plane;
-  /** the run's brain, when the handler declared needs.brain */
+  /** the run's brain, when the handler declared needs.brain (bound to the run's tenant: its key and prompts) */
   readonly brain?: Brain;
+  /** another registered brain by id (e.g. hosted-api for gates and extraction), bound to the run's tenant; undefined when none serves the id */
+  brainFor?(id: string): Brain | undefined;
   readonly signal: AbortSignal;
   recipe(name: string): Promise<Record<string, unknown>>;
   callTool(name: string, args: Record<string, unknown>): Promise<unknown>;

@@ -107,7 +107,7 @@ function findCycle(defs: PluginDefinition[]): string[] {
   return [...seen.slice(seen.indexOf(at)), at];
 }
 
-function hostFor(registry: PluginRegistry, p: LoadedPlugin, log: Logger, dataDir: string, open: () => boolean): PluginHost {
+function hostFor(registry: PluginRegistry, p: LoadedPlugin, log: Logger, dataDir: string, open: () => boolean, env: Readonly<Record<string, string | undefined>>): PluginHost {
   const guard = <A>(fn: (a: A) => void) => (a: A) => {
     if (!open()) throw new PluginLoadError(p.name, 'registered something after register() returned');
     fn(a);
@@ -116,6 +116,7 @@ function hostFor(registry: PluginRegistry, p: LoadedPlugin, log: Logger, dataDir
   return {
     apiVersion: PLUGIN_API_VERSION,
     dataDir: path.join(dataDir, 'plugins', p.name),
+    env,
     log: {
       info: (msg, fields) => plog.info(fields ?? {}, msg),
       warn: (msg, fields) => plog.warn(fields ?? {}, msg),
@@ -156,7 +157,7 @@ async function registerWithin<T>(p: Promise<T>, ms: number, plugin: string): Pro
 }
 
 /** Loads the built-in plugins and those of the operator's directory into one registry. */
-export async function loadPlugins(opts: { builtinDir: string; operatorDir?: string; dataDir: string; log: Logger; registerTimeoutMs?: number }): Promise<PluginRegistry> {
+export async function loadPlugins(opts: { builtinDir: string; operatorDir?: string; dataDir: string; log: Logger; registerTimeoutMs?: number; env?: Readonly<Record<string, string | undefined>> }): Promise<PluginRegistry> {
   const modules = [...(await discoverPlugins(opts.builtinDir, 'builtin')), ...(opts.operatorDir ? await discoverPlugins(opts.operatorDir, 'operator') : [])];
   const defs: Array<{ def: PluginDefinition; mod: PluginModule }> = [];
   for (const mod of modules) {
@@ -170,7 +171,7 @@ export async function loadPlugins(opts: { builtinDir: string; operatorDir?: stri
     const p = registry.addPlugin(def, mod.source, mod.file);
     let open = true;
     try {
-      await registerWithin(Promise.resolve(def.register(hostFor(registry, p, opts.log, opts.dataDir, () => open))), opts.registerTimeoutMs ?? REGISTER_TIMEOUT_MS, def.name);
+      await registerWithin(Promise.resolve(def.register(hostFor(registry, p, opts.log, opts.dataDir, () => open, opts.env ?? process.env))), opts.registerTimeoutMs ?? REGISTER_TIMEOUT_MS, def.name);
     } catch (err) {
       if (err instanceof PluginLoadError) throw err;
       throw new PluginLoadError(def.name, `register() failed: ${(err as Error)?.message ?? String(err)}`);

@@ -3,7 +3,6 @@ import { ServiceError, badRequest } from '../errors.ts';
 import { requireScope } from '../http/auth.ts';
 import type { RateHeaders } from '../http/limits.ts';
 import type { Tenant } from '../http/tenants.ts';
-import { DEFAULT_MODEL, servedModels } from '../brains/model-ids.ts';
 import { applyPlanPolicy } from '../runs/plan-policy.ts';
 import { loadMicroPlan } from '../runs/plan-source.ts';
 import { TERMINAL, logsBody, resultBody, statusBody, type EffectiveRuntime } from '../runs/records.ts';
@@ -46,15 +45,6 @@ function effectiveRuntime(planRuntime: Record<string, unknown>, body: PredictBod
   };
 }
 
-function brainFor(body: PredictBody, s: Services): string {
-  if (s.config.singleModel) return s.config.singleModel;
-  const id = body.cua_model ?? DEFAULT_MODEL;
-  if (!servedModels(undefined, s.plugins.brainIds()).includes(id)) {
-    throw badRequest(`cua_model: unknown brain '${id.slice(0, 64)}'; GET /v1/models lists the accepted ids`);
-  }
-  return id;
-}
-
 function checkCallbackUrl(url: string | undefined): void {
   if (url === undefined) return;
   let u: URL;
@@ -89,7 +79,7 @@ async function startRun(ctx: Ctx, s: Services, body: PredictBody, tenant: Tenant
     allowedDomains: tenant.allowed_domains,
   });
   checkCallbackUrl(body.callback_url);
-  const cuaModel = brainFor(body, s);
+  const cuaModel = s.brains.select(body.cua_model);
   const runtime = effectiveRuntime(plan.runtime, body, tenant, s);
 
   return submit(ctx, s, body, tenant, {

@@ -15,6 +15,8 @@ export interface RouteBody {
   schema: string;
   /** runs before the schema, for checks that give a more precise message */
   precheck?: (body: unknown) => void;
+  /** byte cap of this route's body when it differs from SERVICE_MAX_BODY_BYTES (screenshots) */
+  maxBytes?: (s: Services) => number;
 }
 
 export interface RouteSpec {

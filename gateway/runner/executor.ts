@@ -33,7 +33,8 @@ export interface RunnerDeps {
   planes: PlaneProvider;
   /** the handler of a step type (the registry falls back to the generic '*' handler) */
   handler(type: string): StepHandler | undefined;
-  brain(id: string): Brain | undefined;
+  /** a registered brain bound to a tenant (its model-provider key and prompts) */
+  brain(id: string, tenantId: string): Brain | undefined;
   /** a registered host tool; throws for an unknown tool or args its schema refuses */
   callTool(name: string, args: Record<string, unknown>, ctx: { runId: string; tenantId: string; signal: AbortSignal }): Promise<unknown>;
   recipe(tenantId: string, name: string): Promise<Record<string, unknown>>;
@@ -398,6 +399,7 @@ class Walker {
       path: p,
       plane: this.plane,
       brain,
+      brainFor: (id) => this.d.brain(id, this.run.tenant_id),
       signal: this.signal,
       recipe: (name) => this.d.recipe(this.run.tenant_id, name),
       callTool: (name, args) => this.d.callTool(name, args, { runId: this.run.run_id, tenantId: this.run.tenant_id, signal: this.signal }),
@@ -437,7 +439,7 @@ class Walker {
       result = { success: false, failure_class: 'unknown', data: `step type '${step.type}' needs a DOM-aware plane (compute_backend dom_plane)` };
       attempts = 1;
     } else {
-      const brain = handler.needs?.brain ? this.d.brain(this.run.cua_model) : undefined;
+      const brain = handler.needs?.brain ? this.d.brain(this.run.cua_model, this.run.tenant_id) : undefined;
       if (handler.needs?.brain && !brain) {
         result = { success: false, failure_class: 'unknown', data: `brain '${this.run.cua_model}' is not configured on this deployment` };
         attempts = 1;

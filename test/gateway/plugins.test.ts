@@ -104,17 +104,18 @@ describe('plugin host', () => {
       expect(r.status).to.equal(200);
       const list = r.body.plugins as Array<Record<string, any>>; // eslint-disable-line @typescript-eslint/no-explicit-any
       // notes sorts before zz-base but depends on it
-      expect(list.map((p) => p.name)).to.deep.equal(['recipes', 'steps-core', 'zz-base', 'notes']);
-      expect(list.map((p) => p.source)).to.deep.equal(['builtin', 'builtin', 'operator', 'operator']);
-      const notes = list[3]!;
+      expect(list.map((p) => p.name)).to.deep.equal(['brains', 'recipes', 'steps-core', 'zz-base', 'notes']);
+      expect(list.map((p) => p.source)).to.deep.equal(['builtin', 'builtin', 'builtin', 'operator', 'operator']);
+      const notes = list[4]!;
       expect(notes).to.include({ version: '1.2.3', apiVersion: 1, route_prefix: '/v1/plugins/notes' });
       expect(notes.dependsOn).to.deep.equal(['zz-base']);
       expect(notes.registered.trace_sinks).to.deep.equal(['memory', 'always-fails']);
       expect(notes.registered.routes).to.deep.include({ method: 'POST', path: '/notes' });
-      expect(list[2]!.registered).to.deep.include({ host_tools: ['stamp'], step_types: ['*'] });
-      expect(list[0]!.registered.recipes).to.deep.equal(['listing-cards']);
-      expect(list[1]!.registered.step_types).to.include.members(['navigate', 'click', 'extract_data', 'tool_call', 'done']);
-      const handlers = list[1]!.registered.step_handlers as Array<{ types: string[] }>;
+      expect(list[3]!.registered).to.deep.include({ host_tools: ['stamp'], step_types: ['stamp_step'] });
+      expect(list[0]!.registered.step_types).to.deep.equal(['default-cua', '*', 'hosted-api']);
+      expect(list[1]!.registered.recipes).to.deep.equal(['listing-cards']);
+      expect(list[2]!.registered.step_types).to.include.members(['navigate', 'click', 'extract_data', 'tool_call', 'done']);
+      const handlers = list[2]!.registered.step_handlers as Array<{ types: string[] }>;
       expect(handlers.find((h) => h.types[0] === 'submit')).to.deep.include({ checks: { stateChange: true, successContract: true } });
       expect(handlers.find((h) => h.types[0] === 'capture_link_in_new_tab')).to.deep.include({ needs: { domAware: true } });
       expect(handlers.find((h) => h.types[0] === 'extract_data')).to.deep.include({ needs: { recipe: true }, checks: { rows: true }, haltClass: 'extract_data_failed' });
@@ -124,7 +125,9 @@ describe('plugin host', () => {
     it('exposes the registries on services.plugins: exact step type, then the generic handler; recipes; brains', () => {
       const p = gw.gateway.services.plugins;
       expect(p.stepHandler('navigate')!.types).to.deep.equal(['navigate']);
-      expect(p.stepHandler('frobnicate')!.description).to.equal('generic fallback');
+      expect(p.stepHandler('stamp_step')!.description).to.equal('stamps the step');
+      // the built-in brains plugin serves unknown types with the run's brain
+      expect(p.stepHandler('frobnicate')!.types).to.include('*');
       expect(p.recipe('listing-cards')!.schema.schema_name).to.equal('listing_cards');
       expect(p.recipe('nope')).to.equal(undefined);
       expect(p.brain('default-cua')).to.equal(undefined);

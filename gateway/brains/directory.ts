@@ -1,0 +1,56 @@
+// Which brain a request gets, and brains bound to a tenant. Single-brain
+// deployments (SERVICE_MODEL) fix the brain and ignore cua_model; multi-backend
+// ones honour cua_model (absent: default-cua). A brain handed to a step or a
+// route is bound to the caller's tenant: its model-provider key (the secret
+// file named by model_provider_secret_name under SERVICE_SECRETS_DIR) reaches
+// the plugin through ThinkOptions, never through the plugin reading gateway
+// state.
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { badRequest } from '../errors.ts';
+import type { Brain, ThinkOptions } from '../plugins/contract.ts';
+import type { PluginRegistry } from '../plugins/registry.ts';
+import type { TenantResolver } from '../http/tenants.ts';
+import { DEFAULT_MODEL, servedModels } from './model-ids.ts';
+
+export class BrainDirectory {
+  constructor(
+    private readonly plugins: PluginRegistry,
+    private readonly tenants: TenantResolver,
+    private readonly secretsDir: string,
+    private readonly singleModel?: string,
+  ) {}
+
+  /** The brain id of a request: SERVICE_MODEL when set, else cua_model (default-cua); an id nobody accepts is 400. */
+  select(requested: string | undefined): string {
+    if (this.singleModel) return this.singleModel;
+    const id = requested ?? DEFAULT_MODEL;
+    if (!servedModels(undefined, this.plugins.brainIds()).includes(id)) {
+      throw badRequest(`cua_model: unknown brain '${id.slice(0, 64)}'; GET /v1/models lists the accepted ids`);
+    }
+    return id;
+  }
+
+  /** The tenant's hosted-model key, or undefined when its secret file is missing or empty. */
+  async providerKey(tenantId: string): Promise<string | undefined> {
+    const tenant = await this.tenants.resolveById(tenantId);
+    const name = tenant?.model_provider_secret_name ?? 'model_provider_api_key';
+    // the name is schema-checked (no slashes, no leading dot): it stays inside the secrets directory
+    const key = await readFile(path.join(this.secretsDir, name), 'utf8').catch(() => '');
+    return key.trim() || undefined;
+  }
+
+  /** A registered brain whose calls carry the tenant (its key and prompts); undefined when no plugin serves the id. */
+  forTenant(id: string, tenantId: string): Brain | undefined {
+    const brain = this.plugins.brain(id);
+    if (!brain) return undefined;
+    const opts: ThinkOptions = { tenantId, providerKey: () => this.providerKey(tenantId) };
+    const ask = brain.ask;
+    return {
+      id: brain.id,
+      description: brain.description,
+      think: (frames, task, history, screen, signal) => brain.think(frames, task, history, screen, signal, opts),
+      ...(ask ? { ask: (frames: Parameters<NonNullable<Brain['ask']>>[0], prompt: string, signal?: AbortSignal) => ask.call(brain, frames, prompt, signal, opts) } : {}),
+    };
+  }
+}

@@ -1,0 +1,84 @@
+// The brain loop: screenshot, think, act, one action per turn, until the brain
+// says DONE or max_steps (legacy: budget) run out. Every turn's tokens go into
+// the run's budget (ctx.addCost halts the run with budget_cap past max_cost).
+// The same action on an unchanged screen three times is a loop:
+// brain_loop_exhausted. An unreachable or refusing upstream halts the run with
+// model_provider_unreachable; a malformed answer fails the step (classified).
+import { createHash } from 'node:crypto';
+import { isBrainError, type Action, type Brain, type Screenshot, type StepContext, type StepHandler, type StepResult } from '../../gateway/plugins/contract.ts';
+
+export const DEFAULT_MAX_STEPS = 15;
+/** identical (screen, action) pairs tolerated before the loop detector fires */
+export const REPEAT_LIMIT = 3;
+
+const URL_LIKE = /^https?:\/\/\S+$/i;
+
+/** The task text a brain gets for a step: its intent, then hint and verify when given. */
+export function taskOf(ctx: StepContext): string {
+  const s = ctx.step;
+  return [s.intent, s.hint ? `Hint: ${s.hint}` : '', s.verify ? `Success looks like: ${s.verify}` : ''].filter(Boolean).join('\n');
+}
+
+/** The action the plane performs: TYPE of a bare URL goes through the URL auto-navigate path (compact-cua visit_url, web_search). */
+export function environmentAction(a: Action): Action {
+  return a.type === 'TYPE' && URL_LIKE.test(a.text.trim()) ? { type: 'NAVIGATE', url: a.text.trim() } : a;
+}
+
+const shotKey = (s: Screenshot) => createHash('sha1').update(s.image).digest('hex');
+
+/** What a failed model call means for the step. */
+export function brainFailure(err: unknown, ctx: StepContext): StepResult | undefined {
+  if (!isBrainError(err)) return undefined;
+  if (err.usage) ctx.addCost(err.usage.cost_usd, err.usage);
+  if (err.code === 'malformed') return { success: false, failure_class: 'unknown', data: err.message };
+  return { success: false, failure_class: 'unknown', data: err.message, halt: { halt_class: 'model_provider_unreachable' } };
+}
+
+export async function runBrainLoop(ctx: StepContext, brain: Brain): Promise<StepResult> {
+  const maxSteps = ctx.step.max_steps ?? ctx.step.budget ?? DEFAULT_MAX_STEPS;
+  const task = taskOf(ctx);
+  const history: Action[] = [];
+  const seen = new Map<string, number>();
+  let last: StepResult['last_action'];
+  for (let turn = 0; turn < maxSteps; turn++) {
+    const shot = await ctx.plane.screenshot();
+    const url = ctx.plane.dom ? await ctx.plane.dom.currentUrl().catch(() => undefined) : undefined;
+    let out;
+    try {
+      out = await brain.think([{ screenshot: shot, ...(url ? { url } : {}) }], task, history, { width: shot.width, height: shot.height }, ctx.signal);
+    } catch (err) {
+      const failed = brainFailure(err, ctx);
+      if (failed) return { ...failed, ...(last ? { last_action: last } : {}) };
+      throw err;
+    }
+    ctx.addCost(out.usage.cost_usd, out.usage);
+    const { type, ...params } = out.action;
+    last = { type, params, reasoning: out.reasoning.slice(0, 2000) };
+    ctx.log(`${brain.id} turn ${turn + 1}: ${type} ${JSON.stringify(params)}`);
+    if (out.action.type === 'DONE') {
+      return out.action.success
+        ? { success: true, data: `${brain.id} done after ${history.length} action(s)`, last_action: last }
+        : { success: false, failure_class: 'brain_loop_exhausted', data: `${brain.id} gave up: ${out.reasoning.slice(0, 300)}`, last_action: last, retryable: false };
+    }
+    const key = `${shotKey(shot)}|${JSON.stringify(out.action)}`;
+    const n = (seen.get(key) ?? 0) + 1;
+    seen.set(key, n);
+    if (n >= REPEAT_LIMIT) return { success: false, failure_class: 'brain_loop_exhausted', data: `loop detected: ${type} repeated ${n} times on an unchanged screen`, last_action: last };
+    try {
+      await ctx.plane.act(environmentAction(out.action));
+    } catch (err) {
+      if (ctx.signal.aborted) throw err;
+      return { success: false, failure_class: 'unknown', data: `the plane refused ${type}: ${(err as Error).message}`.slice(0, 500), last_action: last };
+    }
+    history.push(out.action);
+  }
+  return { success: false, failure_class: 'brain_loop_exhausted', data: `no DONE within ${maxSteps} actions`, ...(last ? { last_action: last } : {}) };
+}
+
+/** default-cua and the generic handler: the run's brain drives the step. */
+export const brainStep: StepHandler = {
+  types: ['default-cua', '*'],
+  description: "the run's brain carries out step.intent (with hint), one action per turn, up to max_steps (legacy budget); also serves unknown step types",
+  needs: { brain: true },
+  run: (ctx) => runBrainLoop(ctx, ctx.brain!),
+};

@@ -1,0 +1,120 @@
+import { expect } from 'chai';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { RUNNER_ENV, startGateway, newToken, type TestGateway } from '../support/gateway.ts';
+import { startSite, type Site } from '../support/site.ts';
+import { deadUrl, startFakeModel, type FakeModel } from '../support/fake-model.ts';
+
+type Body = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+describe('brain steps in real runs on dom_plane (fake model server, real agent, real Chromium)', function () {
+  this.timeout(120_000);
+  const token = newToken();
+  let site: Site;
+  let fake: FakeModel;
+  let gw: TestGateway;
+
+  before(async () => {
+    [site, fake] = await Promise.all([startSite(), startFakeModel()]);
+    const dead = await deadUrl();
+    const dir = await mkdtemp(path.join(tmpdir(), 'runplane-brains-'));
+    const file = path.join(dir, 'brains.json');
+    await writeFile(
+      file,
+      JSON.stringify({
+        brains: {
+          'default-cua': { protocol: 'openai-chat', base_url: fake.url, model: 'fake-default', price_per_mtok_in: 1, price_per_mtok_out: 2 },
+          'compact-cua': { protocol: 'compact-cua', base_url: fake.url, model: 'fake-compact' },
+          'mid-cua-8b': { protocol: 'openai-chat', base_url: dead, model: 'nobody', max_retries: 2, backoff_ms: 20 },
+          'large-cua-72b': { protocol: 'openai-chat', base_url: fake.url, model: 'pricey', price_per_mtok_in: 30 },
+        },
+      }),
+    );
+    gw = await startGateway({ dir, env: { ...RUNNER_ENV, SERVICE_BRAINS_PATH: file }, keys: { [token]: { tenant_id: 'brainy', rate_limit_per_minute: 0, default_compute_backend: 'dom_plane' } } });
+  });
+  after(async () => {
+    await gw.close();
+    await Promise.all([site.close(), fake.close()]);
+  });
+
+  async function run(plan: unknown, extra: Body = {}): Promise<Body> {
+    const r = await gw.req('POST', '/v1/predict', { token, body: { plan, detached: false, ...extra } });
+    expect(r.status, r.text).to.equal(200);
+    const life = await gw.req('GET', `/v1/runs/${r.body.run_id}`, { token });
+    return { ...r.body, life: life.body };
+  }
+
+  it('default-cua and the generic handler complete a task; loops, give-ups and malformed answers are classified failures', async () => {
+    fake.requests.length = 0;
+    const r = await run([
+      { intent: 'open the counter', type: 'navigate', url: `${site.url}/counter`, required: true },
+      { intent: 'press the hit button', type: 'default-cua', max_steps: 4 },
+      { intent: 'press the hit button again', type: 'frobnicate', hint: 'it is the big one' },
+      { intent: 'open a page that never changes', type: 'navigate', url: `${site.url}/static` },
+      { intent: 'click around, stuck', type: 'default-cua', max_steps: 8 },
+      { intent: 'wander down the page', type: 'default-cua', budget: 2 },
+      { intent: 'give up on this', type: 'default-cua' },
+      { intent: 'garble the answer', type: 'default-cua' },
+    ]);
+    const steps = r.steps as Body[];
+    expect(steps.map((s) => [s.type, s.success, s.failure_class ?? null]), JSON.stringify(steps)).to.deep.equal([
+      ['navigate', true, null],
+      ['default-cua', true, null],
+      ['frobnicate', true, null],
+      ['navigate', true, null],
+      ['default-cua', false, 'brain_loop_exhausted'],
+      ['default-cua', false, 'brain_loop_exhausted'],
+      ['default-cua', false, 'brain_loop_exhausted'],
+      ['default-cua', false, 'unknown'],
+    ]);
+    // the clicks landed: the page's button called /hit once per task
+    expect(site.hits.get('/hit')).to.equal(2);
+    expect(steps[1]!.last_action).to.deep.include({ type: 'DONE' });
+    expect(steps[4]!.data).to.match(/loop detected: CLICK repeated 3 times/);
+    expect(steps[5]!.data).to.equal('no DONE within 2 actions');
+    expect(steps[7]!.data).to.match(/malformed model answer: unknown action "TELEPORT"/);
+    expect(steps[7]!.attempts, 'a malformed answer is retried once').to.equal(2);
+    // the fake saw the screenshot at the viewport, the task with the hint, and the actions so far
+    const hit = fake.requests.filter((q) => q.seen.task === 'press the hit button');
+    expect(hit.map((q) => q.seen.actions)).to.deep.equal([0, 1]);
+    expect(hit[0]!.seen.image).to.deep.equal({ width: 1280, height: 720 });
+    expect(fake.requests.some((q) => q.seen.text.includes('Hint: it is the big one'))).to.equal(true);
+    expect(fake.requests.every((q) => q.body.model === 'fake-default')).to.equal(true);
+    // every turn was priced into the run: 1000 in at 1 USD/Mtok + 50 out at 2 USD/Mtok
+    const perTurn = (1000 * 1 + 50 * 2) / 1e6;
+    expect(r.summary).to.include(`cost ${(fake.requests.length * perTurn).toFixed(4)} USD`);
+  });
+
+  it('compact-cua clicks at coordinates scaled back from its 1428x896 input (cua_model per request)', async () => {
+    fake.requests.length = 0;
+    const before = site.hits.get('/hit') ?? 0;
+    const r = await run(
+      [
+        { intent: 'open the counter', type: 'navigate', url: `${site.url}/counter`, required: true },
+        { intent: 'press the hit button', type: 'default-cua', max_steps: 3, required: true },
+      ],
+      { cua_model: 'compact-cua' },
+    );
+    expect(r.status, JSON.stringify(r.steps)).to.equal('succeeded');
+    expect(site.hits.get('/hit')).to.equal(before + 1);
+    expect(fake.requests[0]!.seen.image).to.deep.equal({ width: 1428, height: 896 });
+    expect(fake.requests[0]!.body.model).to.equal('fake-compact');
+  });
+
+  it('halts with model_provider_unreachable when the upstream is down, after backoff', async () => {
+    const r = await run([{ intent: 'press the hit button', type: 'default-cua' }], { cua_model: 'mid-cua-8b' });
+    expect(r.life).to.include({ status: 'failed', halt_class: 'model_provider_unreachable' });
+    expect(r.summary).to.match(/unreachable \(ECONNREFUSED\); gave up after 3 attempts/);
+    expect(r.life.failure_help.halt_class).to.equal('model_provider_unreachable');
+  });
+
+  it('halts with budget_cap when model tokens pass max_cost', async () => {
+    fake.requests.length = 0;
+    // 1000 tokens at 30 USD/Mtok: 0.03 USD a turn; the cap of 0.05 goes on the second turn
+    const r = await run([{ intent: 'wander down the page', type: 'default-cua', max_steps: 10 }], { cua_model: 'large-cua-72b', max_cost: 0.05 });
+    expect(r.life).to.include({ status: 'failed', halt_class: 'budget_cap' });
+    expect(r.error).to.equal('max_cost_exceeded');
+    expect(fake.requests).to.have.length(2);
+  });
+});
