@@ -51,6 +51,22 @@ function routeChain(route: RouteSpec, s: Services) {
   return chain;
 }
 
+/** Hands requests under a plugin's mount prefix to the plugin's own HTTP service (its auth, bodies and errors). */
+function pluginMounts(s: Services) {
+  return async (ctx: Ctx, next: Next): Promise<void> => {
+    const mount = s.plugins.mounts().find((m) => ctx.path === m.prefix || ctx.path.startsWith(`${m.prefix}/`));
+    if (!mount) {
+      await next();
+      return;
+    }
+    ctx.respond = false;
+    await new Promise<void>((resolve) => {
+      ctx.res.once('close', resolve);
+      mount.handler(ctx.req, ctx.res);
+    });
+  };
+}
+
 export function buildApp(s: Services, routes: RouteSpec[] = ALL_ROUTES): Koa<GatewayState> {
   const app = new Koa<GatewayState>({ proxy: false });
   app.silent = true; // errors are logged by errorBodies, once, without tokens
@@ -63,6 +79,7 @@ export function buildApp(s: Services, routes: RouteSpec[] = ALL_ROUTES): Koa<Gat
   app.use(accessLog(s.log, (route, method, status, seconds) => s.metrics.httpRequest(route, method, status, seconds)));
   app.use(errorBodies(s.log));
   app.use(platformRoutes(s.config.gatewayApiKey));
+  app.use(pluginMounts(s));
   app.use(router.routes());
   app.use(router.allowedMethods({ throw: true }));
   return app;

@@ -101,8 +101,8 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     idempotency: new Idempotency(state.atomic, config.idempotencyTtlSeconds * 1000),
     recipes: new RecipeStore(state, plugins, config.maxRecipesPerTenant),
     plugins,
-    // the ingest service is not mounted yet: bundles stay local and read back through /v1/runs/{id}/trace
-    traceLinks: () => null,
+    // runs stream to the plugin that set itself as the trace destination (trace-ingest, mounted here by default)
+    traceLinks: (runId) => plugins.traceDestination()?.links(runId) ?? null,
     brains: new BrainDirectory(plugins, tenants, config.secretsDir, config.singleModel),
     openapi: () => (openapiDoc ??= buildOpenApi(routes, version.version)),
   };
@@ -124,7 +124,11 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     recorder: new SdkRunRecorder({
       dataDir: config.dataDir,
       captureMode: config.traceCaptureMode,
-      dsn: () => config.traceDsn,
+      dsn: async (tenantId) => {
+        if (config.traceDsn) return config.traceDsn;
+        const dest = plugins.traceDestination();
+        return dest && selfUrl ? dest.dsnFor(tenantId, selfUrl) : undefined;
+      },
       log: namedLogger(log, 'gateway.trace'),
       version: version.version,
     }),
@@ -133,6 +137,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
   if (scheduler) runs.onAccepted((id) => scheduler.submit(id));
   const app = buildApp(services, routes);
   let server: Server | undefined;
+  let selfUrl: string | undefined;
 
   return {
     app,
@@ -148,6 +153,9 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
       const addr = server.address() as AddressInfo;
       const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
       log.info({ host: addr.address, port: addr.port, state: state.kind, auth: tenants.mode }, 'gateway listening');
+      // a wildcard address is reached on loopback from this process
+      const reach = addr.address === '0.0.0.0' || addr.address === '::' ? (addr.family === 'IPv6' ? '[::1]' : '127.0.0.1') : host;
+      selfUrl = `http://${reach}:${addr.port}`;
       return `http://${host}:${addr.port}`;
     },
     async close() {
@@ -166,6 +174,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
       }
       await scheduler?.close();
       await planes.close();
+      await plugins.close();
       webhooks.close();
       await events.close();
       await state.close();

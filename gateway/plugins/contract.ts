@@ -2,6 +2,7 @@
 // (and schemas/ for plan types) and nothing else of the gateway; eslint holds
 // them to it. Bump PLUGIN_API_VERSION on any breaking change to these types;
 // adding an optional field is not one.
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Step } from '../../schemas/types.gen.ts';
 
 export type { Step };
@@ -52,6 +53,21 @@ export interface PluginHost {
   traceSink(sink: TraceSink): void;
   /** HTTP routes mounted under /v1/plugins/<plugin name>/ */
   routes(routes: PluginRoute[]): void;
+  /**
+   * A whole HTTP service of the plugin's own (its auth, bodies and errors), served
+   * by the gateway's server under `prefix` (one path segment, e.g. /trace, outside
+   * the gateway's own paths); `close` is called when the gateway stops.
+   */
+  mountHttp?(prefix: string, handler: (req: IncomingMessage, res: ServerResponse) => void, close?: () => Promise<void>): void;
+  /** where the gateway's run recorder streams each run's trace */
+  traceDestination?(dest: TraceDestination): void;
+}
+
+export interface TraceDestination {
+  /** a DSN for the runs of this gateway tenant; `gatewayUrl` is the gateway's own base URL (the plugin adds its mount prefix) */
+  dsnFor(tenantId: string, gatewayUrl: string): Promise<string>;
+  /** where a run's bundle reads back, as paths on the gateway */
+  links(runId: string): { manifest_url: string; trace_url: string };
 }
 
 // ---------------------------------------------------------------- planes

@@ -128,6 +128,8 @@ function hostFor(registry: PluginRegistry, p: LoadedPlugin, log: Logger, dataDir
     hostTool: guard((t) => registry.addHostTool(p, t)),
     traceSink: guard((s) => registry.addTraceSink(p, s)),
     routes: guard((r) => registry.addRoutes(p, r)),
+    mountHttp: (prefix, handler, close) => guard(() => registry.addMount(p, prefix, handler, close))(undefined),
+    traceDestination: guard((d) => registry.setTraceDestination(p, d)),
   };
 }
 

@@ -4,7 +4,8 @@
 // PluginLoadError naming both plugins.
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import type { Logger } from '../log.ts';
-import { HostToolError, type Brain, type HostTool, type PluginDefinition, type PluginRoute, type RunEvent, type StepHandler, type TraceSink } from './contract.ts';
+import { HostToolError, type Brain, type HostTool, type PluginDefinition, type PluginRoute, type RunEvent, type StepHandler, type TraceDestination, type TraceSink } from './contract.ts';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { validator, describeError } from '../../schemas/index.ts';
 import type { Recipe } from '../../schemas/types.gen.ts';
 
@@ -39,6 +40,8 @@ export interface LoadedPlugin {
     brains: string[];
     recipes: string[];
     host_tools: string[];
+    /** path prefixes of HTTP services the plugin mounted */
+    mounts: string[];
     trace_sinks: string[];
     routes: Array<{ method: string; path: string }>;
   };
@@ -52,6 +55,15 @@ interface Owned<T> {
 const validateRecipe = validator<Recipe>('recipe.schema.json');
 const toolAjv = new Ajv2020({ allErrors: false, strict: false, allowUnionTypes: true });
 
+export interface HttpMount {
+  prefix: string;
+  handler: (req: IncomingMessage, res: ServerResponse) => void;
+  close?: () => Promise<void>;
+}
+
+/** first path segments the gateway serves itself */
+const RESERVED_PREFIXES = new Set(['/v1', '/production', '/deployment', '/docs', '/redoc', '/openapi.json', '/metrics', '/health']);
+
 export class PluginRegistry {
   readonly plugins: LoadedPlugin[] = [];
   private readonly handlers = new Map<string, Owned<StepHandler>>();
@@ -60,6 +72,8 @@ export class PluginRegistry {
   private readonly tools = new Map<string, Owned<{ tool: HostTool; validate?: ValidateFunction }>>();
   private readonly sinks: Array<Owned<TraceSink> & { failures: number }> = [];
   private readonly routeTable = new Map<string, PluginRoute[]>();
+  private readonly mountTable: Array<Owned<HttpMount>> = [];
+  private destination: Owned<TraceDestination> | undefined;
 
   constructor(private readonly log: Logger) {}
 
@@ -82,7 +96,7 @@ export class PluginRegistry {
       file,
       ...(def.description ? { description: def.description } : {}),
       dependsOn: [...(def.dependsOn ?? [])],
-      registered: { step_types: [], step_handlers: [], brains: [], recipes: [], host_tools: [], trace_sinks: [], routes: [] },
+      registered: { step_types: [], step_handlers: [], brains: [], recipes: [], host_tools: [], mounts: [], trace_sinks: [], routes: [] },
     };
     this.plugins.push(p);
     return p;
@@ -132,6 +146,38 @@ export class PluginRegistry {
     if (p.registered.trace_sinks.includes(s.name)) throw new PluginLoadError(p.name, `trace sink '${s.name}' is registered twice`);
     this.sinks.push({ plugin: p.name, value: s, failures: 0 });
     p.registered.trace_sinks.push(s.name);
+  }
+
+  addMount(p: LoadedPlugin, prefix: string, handler: HttpMount['handler'], close?: HttpMount['close']): void {
+    if (typeof prefix !== 'string' || !/^\/[a-z0-9][a-z0-9_-]{0,63}$/.test(prefix)) throw new PluginLoadError(p.name, `mount prefix ${JSON.stringify(prefix)} must be one path segment like /trace`);
+    if (RESERVED_PREFIXES.has(prefix)) throw new PluginLoadError(p.name, `mount prefix ${prefix} belongs to the gateway`);
+    if (typeof handler !== 'function') throw new PluginLoadError(p.name, 'a mount needs a request handler');
+    const held = this.mountTable.find((m) => m.value.prefix === prefix);
+    if (held) throw new PluginLoadError(p.name, `mount prefix ${prefix} is already mounted by plugin '${held.plugin}'`);
+    this.mountTable.push({ plugin: p.name, value: { prefix, handler, close } });
+    p.registered.mounts.push(prefix);
+  }
+
+  setTraceDestination(p: LoadedPlugin, dest: TraceDestination): void {
+    if (!dest || typeof dest.dsnFor !== 'function' || typeof dest.links !== 'function') throw new PluginLoadError(p.name, 'a trace destination needs dsnFor() and links()');
+    if (this.destination) throw new PluginLoadError(p.name, `the trace destination is already set by plugin '${this.destination.plugin}'`);
+    this.destination = { plugin: p.name, value: dest };
+  }
+
+  /** HTTP services mounted by plugins, matched by path prefix before the gateway's router */
+  mounts(): readonly HttpMount[] {
+    return this.mountTable.map((m) => m.value);
+  }
+
+  traceDestination(): TraceDestination | undefined {
+    return this.destination?.value;
+  }
+
+  /** Stops what plugins started (mounted services); never throws. */
+  async close(): Promise<void> {
+    for (const m of this.mountTable) {
+      await m.value.close?.().catch((err: unknown) => this.log.warn({ plugin: m.plugin, err: (err as Error)?.message }, 'plugin mount did not close cleanly'));
+    }
   }
 
   addRoutes(p: LoadedPlugin, routes: PluginRoute[]): void {

@@ -148,7 +148,7 @@ export class RunExecutor {
     let run: RunRecord = { ...queued, status: 'running', phase: 'starting', events: [...queued.events, `${new Date().toISOString()} status running`] };
     const st = new RunState();
     st.topIndex = queued.start_step ?? 0;
-    const recording = this.d.recorder?.begin(run);
+    const recording = await this.d.recorder?.begin(run);
     let lease: PlaneLease | undefined;
     let outcome: RunOutcome;
     try {

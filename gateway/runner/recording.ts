@@ -41,5 +41,5 @@ export interface RunRecording {
 
 export interface RunRecorder {
   /** a recording for this run, or undefined when runs are not recorded */
-  begin(run: RunRecord): RunRecording | undefined;
+  begin(run: RunRecord): Promise<RunRecording | undefined>;
 }

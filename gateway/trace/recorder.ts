@@ -12,8 +12,8 @@ import type { RecordedKind, RecordedLayer, RecordedStep, RunRecorder, RunRecordi
 export interface RecorderOptions {
   dataDir: string;
   captureMode: CaptureMode;
-  /** where bundles stream live; undefined: local bundles only */
-  dsn: () => string | undefined;
+  /** where this tenant's bundles stream live; undefined: local bundles only */
+  dsn: (tenantId: string) => Promise<string | undefined>;
   log: Logger;
   /** the gateway's version, stamped on each bundle */
   version: string | null;
@@ -27,18 +27,22 @@ const TRACE_STATUS: Record<string, 'passed' | 'failed' | 'halted' | 'cancelled'>
 export class SdkRunRecorder implements RunRecorder {
   constructor(private readonly o: RecorderOptions) {}
 
-  begin(run: RunRecord): RunRecording | undefined {
+  async begin(run: RunRecord): Promise<RunRecording | undefined> {
     if (this.o.captureMode === 'off') return undefined;
     const log = this.o.log.child({ run_id: run.run_id, tenant_id: run.tenant_id });
     const sdkLog: SdkLogger = { debug: (m) => log.debug(m), warn: (m) => log.warn(m) };
     try {
+      const dsn = await this.o.dsn(run.tenant_id).catch((err: Error) => {
+        log.warn({ err: err.message }, 'no DSN for this run: its trace stays local');
+        return undefined;
+      });
       const session = new DebugSession({
         runId: run.run_id,
         clientName: 'runplane-gateway',
         clientVersion: this.o.version,
         outDir: traceDir(this.o.dataDir, run),
         captureMode: this.o.captureMode,
-        dsn: this.o.dsn() ?? null,
+        dsn: dsn ?? null,
         env: {},
         logger: sdkLog,
         tags: { tenant_id: run.tenant_id, compute_backend: run.runtime.compute_backend, cua_model: run.cua_model },

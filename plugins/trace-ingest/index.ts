@@ -4,7 +4,7 @@
 // gateway at TRACE_MOUNT_PREFIX (default /trace); otherwise it listens on its
 // own port (TRACE_INGEST_PORT). `npm run ingest` runs the same app alone.
 import path from 'node:path';
-import type http from 'node:http';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { PLUGIN_API_VERSION, type PluginDefinition, type PluginHost } from '../../gateway/plugins/contract.ts';
 import { ObjectStore } from '../../sdk/store.ts';
 import { createIngestApp, type IngestApp } from './app.ts';
@@ -36,27 +36,77 @@ export function optionsFromEnv(env: Record<string, string | undefined>): IngestO
   return opts;
 }
 
-/** The optional host capability the gateway's plugin host may offer: serve a Node handler under a path prefix. */
-interface HttpMountingHost extends PluginHost {
-  mountHttp?(prefix: string, handler: http.RequestListener): void;
+let running: IngestApp | null = null;
+
+/** DSNs the gateway's recorder streams with, one per gateway tenant; the plaintext is kept 0600 in the plugin's data dir. */
+class GatewayDsns {
+  private readonly cache = new Map<string, Promise<string>>();
+
+  constructor(
+    private readonly ingest: IngestApp,
+    private readonly file: string,
+    private readonly prefix: string,
+  ) {}
+
+  dsnFor(tenantId: string, gatewayUrl: string): Promise<string> {
+    let p = this.cache.get(tenantId);
+    if (!p) {
+      p = this.mint(tenantId, gatewayUrl);
+      p.catch(() => this.cache.delete(tenantId));
+      this.cache.set(tenantId, p);
+    }
+    return p;
+  }
+
+  private async mint(tenantId: string, gatewayUrl: string): Promise<string> {
+    const saved = await readJson(this.file);
+    const svc = this.ingest.service;
+    const known = saved[tenantId];
+    if (known && Object.values(svc.meta.data.dsns).some((d) => d.dsn_id === known.dsn_id && !d.revoked_at)) return known.dsn;
+    if (!svc.meta.data.tenants[tenantId]) await svc.createTenant(tenantId, { name: `${tenantId} (gateway)` });
+    const minted = await svc.mintDsn(tenantId, 'gateway run recorder', `${gatewayUrl}${this.prefix}`);
+    const next = { ...(await readJson(this.file)), [tenantId]: { dsn_id: minted.record.dsn_id, dsn: minted.dsn } };
+    await mkdir(path.dirname(this.file), { recursive: true });
+    await writeFile(`${this.file}.tmp`, JSON.stringify(next, null, 2), { mode: 0o600 });
+    await rename(`${this.file}.tmp`, this.file);
+    return minted.dsn;
+  }
 }
 
-let running: IngestApp | null = null;
+async function readJson(file: string): Promise<Record<string, { dsn_id: string; dsn: string }>> {
+  try {
+    return JSON.parse(await readFile(file, 'utf8')) as Record<string, { dsn_id: string; dsn: string }>;
+  } catch {
+    return {};
+  }
+}
 
 const plugin: PluginDefinition = {
   name: 'trace-ingest',
   version: '0.1.0',
   apiVersion: PLUGIN_API_VERSION,
-  description: 'Trace ingest service: stores recorded runs (bundles) per tenant and serves them under /api/v1',
-  async register(host: HttpMountingHost) {
-    const prefix = process.env.TRACE_MOUNT_PREFIX ?? '/trace';
+  description: 'Trace ingest service: stores recorded runs (bundles) per tenant and serves them under <prefix>/api/v1; the gateway streams every run to it',
+  async register(host: PluginHost) {
+    const env = host.env ?? process.env;
+    // TRACE_INGEST=off leaves the service out of the gateway (run it alone with npm run ingest)
+    if (['0', 'false', 'no', 'off'].includes((env.TRACE_INGEST ?? '').trim().toLowerCase())) return;
+    const base = optionsFromEnv(env);
+    const dataDir = env.TRACE_DATA_DIR ? base.dataDir : path.join(host.dataDir, 'data');
     if (host.mountHttp) {
-      running = await createIngestApp({ ...optionsFromEnv(process.env), mountPrefix: prefix, logger: host.log });
-      host.mountHttp(prefix, running.callback());
+      const prefix = env.TRACE_MOUNT_PREFIX ?? '/trace';
+      const app = await createIngestApp({ ...base, dataDir, mountPrefix: prefix, logger: host.log });
+      running = app;
+      host.mountHttp(prefix, app.callback(), () => app.close());
+      const dsns = new GatewayDsns(app, path.join(host.dataDir, 'gateway-dsns.json'), prefix);
+      host.traceDestination?.({
+        dsnFor: (tenantId, gatewayUrl) => dsns.dsnFor(tenantId, gatewayUrl),
+        links: (runId) => ({ manifest_url: `${prefix}/api/v1/runs/${encodeURIComponent(runId)}/manifest.json`, trace_url: `${prefix}/api/v1/runs/${encodeURIComponent(runId)}/trace.json` }),
+      });
       host.log.info('trace ingest mounted', { prefix: `${prefix}/api/v1` });
     } else {
-      running = await createIngestApp({ ...optionsFromEnv(process.env), mountPrefix: '', logger: host.log });
-      const url = await running.listen(Number(process.env.TRACE_INGEST_PORT ?? 8300), process.env.TRACE_INGEST_HOST ?? '127.0.0.1');
+      const app = await createIngestApp({ ...base, dataDir, mountPrefix: '', logger: host.log });
+      running = app;
+      const url = await app.listen(Number(env.TRACE_INGEST_PORT ?? 8300), env.TRACE_INGEST_HOST ?? '127.0.0.1');
       host.log.info('trace ingest listening on its own port (the host cannot mount HTTP handlers)', { url });
     }
   },

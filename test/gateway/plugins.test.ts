@@ -7,7 +7,7 @@ import path from 'node:path';
 import { ESLint } from 'eslint';
 import { loadConfig } from '../../gateway/config.ts';
 import { createGateway } from '../../gateway/server.ts';
-import { HostToolError, PluginLoadError } from '../../gateway/plugins/registry.ts';
+import { HostToolError, PluginLoadError, PluginRegistry } from '../../gateway/plugins/registry.ts';
 import { loadPlugins, orderByDependencies } from '../../gateway/plugins/loader.ts';
 import { createLogger } from '../../gateway/log.ts';
 import { startGateway, newToken, step, type TestGateway } from '../support/gateway.ts';
@@ -85,6 +85,22 @@ describe('plugin host', () => {
     });
   });
 
+  it('refuses a mount on a path the gateway owns, a malformed prefix, a taken prefix and a second trace destination', () => {
+    const registry = new PluginRegistry(createLogger('silent'));
+    const a = registry.addPlugin({ name: 'a', version: '1', apiVersion: 1, register() {} }, 'operator', 'a.ts');
+    const b = registry.addPlugin({ name: 'b', version: '1', apiVersion: 1, register() {} }, 'operator', 'b.ts');
+    const handler = () => {};
+    expect(() => registry.addMount(a, '/v1', handler)).to.throw(/plugin 'a' refused: mount prefix \/v1 belongs to the gateway/);
+    expect(() => registry.addMount(a, 'trace', handler)).to.throw(/must be one path segment/);
+    expect(() => registry.addMount(a, '/a/b', handler)).to.throw(/must be one path segment/);
+    registry.addMount(a, '/svc', handler);
+    expect(() => registry.addMount(b, '/svc', handler)).to.throw(/plugin 'b' refused: mount prefix \/svc is already mounted by plugin 'a'/);
+    const dest = { dsnFor: async () => 'http://k@h', links: () => ({ manifest_url: '', trace_url: '' }) };
+    registry.setTraceDestination(a, dest);
+    expect(() => registry.setTraceDestination(b, dest)).to.throw(/already set by plugin 'a'/);
+    expect(registry.mounts().map((m) => m.prefix)).to.deep.equal(['/svc']);
+  });
+
   describe('with operator plugins loaded from SERVICE_PLUGINS_DIR', () => {
     let gw: TestGateway;
     const alice = newToken();
@@ -104,14 +120,15 @@ describe('plugin host', () => {
       expect(r.status).to.equal(200);
       const list = r.body.plugins as Array<Record<string, any>>; // eslint-disable-line @typescript-eslint/no-explicit-any
       // notes sorts before zz-base but depends on it
-      expect(list.map((p) => p.name)).to.deep.equal(['brains', 'recipes', 'steps-core', 'zz-base', 'notes']);
-      expect(list.map((p) => p.source)).to.deep.equal(['builtin', 'builtin', 'builtin', 'operator', 'operator']);
-      const notes = list[4]!;
+      expect(list.map((p) => p.name)).to.deep.equal(['brains', 'recipes', 'steps-core', 'trace-ingest', 'zz-base', 'notes']);
+      expect(list.map((p) => p.source)).to.deep.equal(['builtin', 'builtin', 'builtin', 'builtin', 'operator', 'operator']);
+      expect(list[3]!.registered.mounts).to.deep.equal(['/trace']);
+      const notes = list[5]!;
       expect(notes).to.include({ version: '1.2.3', apiVersion: 1, route_prefix: '/v1/plugins/notes' });
       expect(notes.dependsOn).to.deep.equal(['zz-base']);
       expect(notes.registered.trace_sinks).to.deep.equal(['memory', 'always-fails']);
       expect(notes.registered.routes).to.deep.include({ method: 'POST', path: '/notes' });
-      expect(list[3]!.registered).to.deep.include({ host_tools: ['stamp'], step_types: ['stamp_step'] });
+      expect(list[4]!.registered).to.deep.include({ host_tools: ['stamp'], step_types: ['stamp_step'] });
       expect(list[0]!.registered.step_types).to.deep.equal(['default-cua', '*', 'hosted-api']);
       expect(list[1]!.registered.recipes).to.deep.equal(['listing-cards']);
       expect(list[2]!.registered.step_types).to.include.members(['navigate', 'click', 'extract_data', 'tool_call', 'done']);

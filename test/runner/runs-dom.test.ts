@@ -4,6 +4,10 @@ import path from 'node:path';
 import { startGateway, newToken, sleep, type TestGateway } from '../support/gateway.ts';
 import { startSite, type Site } from '../support/site.ts';
 import { validateBundle } from '../../sdk/index.ts';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
 
 type Body = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -220,7 +224,7 @@ describe('runs end to end on dom_plane (real agent, real Chromium)', function ()
     expect(t.status, t.text).to.equal(200);
     expect(t.body.run_id).to.equal(r.run_id);
     expect(t.body.manifest.run_id).to.equal(r.run_id);
-    expect(t.body.ingest).to.equal(null);
+    expect(t.body.ingest).to.deep.equal({ manifest_url: `/trace/api/v1/runs/${r.run_id}/manifest.json`, trace_url: `/trace/api/v1/runs/${r.run_id}/trace.json` });
     expect(await validateBundle(path.join(gw.dir, 'runs', 'e2e', r.run_id, 'trace'))).to.deep.equal([]);
 
     const trace = (await gw.req('GET', `/v1/runs/${r.run_id}/trace/trace.json`, { token })).body;
@@ -239,6 +243,21 @@ describe('runs end to end on dom_plane (real agent, real Chromium)', function ()
     expect((await gw.req('GET', `/v1/runs/${r.run_id}/trace/${effect}`, { token })).body).to.include({ state: 'committed', action: 'submit' });
     const events = (await gw.req('GET', `/v1/runs/${r.run_id}/trace/events/0002.jsonl`, { token })).text.trim().split('\n').map((l) => JSON.parse(l));
     expect(events.map((e: Body) => e.layer)).to.include.members(['planner', 'grounding', 'verifier']);
+
+    // the run streamed to the mounted ingest service: a user of the tenant reads the same bytes back there
+    // the operator adds a user with the ingest admin CLI, beside the running service
+    await run(process.execPath, ['--import', 'tsx', 'plugins/trace-ingest/cli.ts', '--data-dir', path.join(gw.dir, 'plugins', 'trace-ingest', 'data'), 'user', 'create', '--email', 'ops@e2e.test', '--tenant', 'e2e'], {
+      env: { ...process.env, TRACE_ADMIN_PASSWORD: 'correct horse battery' },
+    });
+    const login = await gw.req('POST', '/trace/api/v1/auth/login', { body: { email: 'ops@e2e.test', password: 'correct horse battery' } });
+    expect(login.status, login.text).to.equal(200);
+    const cookie = login.headers.get('set-cookie')!.split(';')[0]!;
+    const remote = await gw.req('GET', `/trace/api/v1/runs/${r.run_id}/screenshots/0002_post.png`, { headers: { cookie } });
+    expect(remote.status, remote.text).to.equal(200);
+    const local = await readFile(path.join(gw.dir, 'runs', 'e2e', r.run_id, 'trace', 'screenshots', '0002_post.png'));
+    expect(Buffer.from(await (await fetch(`${gw.url}/trace/api/v1/runs/${r.run_id}/screenshots/0002_post.png`, { headers: { cookie } })).arrayBuffer()).equals(local)).to.equal(true);
+    const steps = (await gw.req('GET', `/trace/api/v1/runs/${r.run_id}/trace.json`, { headers: { cookie } })).body.steps;
+    expect(steps).to.have.length(3);
 
     // another tenant's trace is 404; a path out of the bundle is 404
     expect((await gw.req('GET', `/v1/runs/${r.run_id}/trace`, { token: otherToken })).status).to.equal(404);
