@@ -149,6 +149,8 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
   const d = screen.display;
   const egress = launched.egress;
   const jitter = switches.behavioral_jitter;
+  /** When the last input finished: a screenshot shows a frame captured after it. */
+  let lastInputAt = Date.now();
 
   const ops = {
     screenshot: {
@@ -156,8 +158,7 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
       idempotent: false,
       async run(body: Body): Promise<OpResult> {
         const format = parseFormat(body);
-        const asked = Date.now();
-        const [frame, sy] = await Promise.all([g.frame(asked), visiblePage(b).then(scrollY)]);
+        const [frame, sy] = await Promise.all([g.frame(lastInputAt), visiblePage(b).then(scrollY)]);
         const image = await g.encode(frame, format);
         return { body: { width: g.width, height: g.height, scroll_y: sy, captured_at_ms: frame.at, format }, blob: image };
       },
@@ -181,6 +182,7 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
           }
         }
         const r = await x.run(argv, timeout);
+        lastInputAt = Date.now();
         return { body: { ...r } };
       },
     },
@@ -189,7 +191,9 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
       idempotent: true,
       async run(body: Body): Promise<OpResult> {
         if (!init.enable_cdp) throw forbidden('CDP is disabled for this session (enable_cdp was not set at init)');
-        return { body: await cdpEvaluate(await visiblePage(b), body) };
+        const r = await cdpEvaluate(await visiblePage(b), body);
+        lastInputAt = Date.now();
+        return { body: r };
       },
     },
   };
