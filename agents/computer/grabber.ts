@@ -1,7 +1,8 @@
 // A persistent capture of the display: one ffmpeg x11grab kept running, writing raw
-// RGB frames to a pipe. A screenshot takes the first frame that started after the
-// request arrived (so it shows the effect of earlier input) and encodes it with sharp;
-// spawning ffmpeg per screenshot costs ~170 ms instead.
+// RGB frames to a pipe. A screenshot takes the first frame captured after the session's
+// last input (so it shows the effect of that input; with no input since, the latest
+// frame) and encodes it with sharp; an unchanged frame reuses its encoding. Spawning
+// ffmpeg per screenshot costs ~170 ms instead.
 import { spawn, type ChildProcess } from 'node:child_process';
 import sharp from 'sharp';
 import { stopChild } from '../core/procs.ts';
@@ -20,6 +21,7 @@ export class Grabber {
   private have = 0;
   private waiters: { after: number; resolve: (f: Frame) => void }[] = [];
   private readonly frameBytes: number;
+  private encoded: { data: Buffer; format: ImageFormat; quality: number; out: Buffer } | undefined;
 
   constructor(
     private readonly display: string,
@@ -37,14 +39,15 @@ export class Grabber {
         '-video_size', `${this.width}x${this.height}`, '-i', `${this.display}.0+0,0`, '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:1'],
       { stdio: ['ignore', 'pipe', 'ignore'] },
     );
-    // Frame start time: a frame that completes at t began about one interval earlier.
-    const interval = 1000 / this.fps;
+    // x11grab grabs on its tick and writes at once: the capture instant is the arrival
+    // minus the grab and pipe time (a few ms at 1280x720), never a whole interval.
+    const lag = Math.min(1000 / this.fps, 10);
     child.stdout?.on('data', (d: Buffer) => {
       this.chunks.push(d);
       this.have += d.length;
       while (this.have >= this.frameBytes) {
         const all = Buffer.concat(this.chunks);
-        const frame: Frame = { data: all.subarray(0, this.frameBytes), at: Math.round(Date.now() - interval) };
+        const frame: Frame = { data: all.subarray(0, this.frameBytes), at: Math.round(Date.now() - lag) };
         const rest = all.subarray(this.frameBytes);
         this.chunks = rest.length ? [rest] : [];
         this.have = rest.length;
@@ -78,11 +81,18 @@ export class Grabber {
   }
 
   async encode(frame: Frame, format: ImageFormat, quality = 80): Promise<Buffer> {
+    const last = this.encoded;
+    // A still screen gives byte-identical frames: reuse the last encoding (a 2.7 MB
+    // compare is ~0.2 ms; a PNG encode is ~10 ms).
+    if (last && last.format === format && last.quality === quality && (last.data === frame.data || last.data.equals(frame.data))) return last.out;
     const img = sharp(frame.data, { raw: { width: this.width, height: this.height, channels: 3 } });
-    if (format === 'jpeg') return img.jpeg({ quality }).toBuffer();
-    if (format === 'webp') return img.webp({ quality }).toBuffer();
-    // Level 1: ~3x faster than the default and still lossless.
-    return img.png({ compressionLevel: 1 }).toBuffer();
+    let out: Buffer;
+    if (format === 'jpeg') out = await img.jpeg({ quality }).toBuffer();
+    else if (format === 'webp') out = await img.webp({ quality, effort: 0 }).toBuffer();
+    // Level 1, no adaptive filtering, no palette: the fastest lossless PNG sharp makes.
+    else out = await img.png({ compressionLevel: 1, adaptiveFiltering: false, palette: false }).toBuffer();
+    this.encoded = { data: frame.data, format, quality, out };
+    return out;
   }
 
   async stop(): Promise<void> {

@@ -1,19 +1,22 @@
 // computer_plane: Xvfb + headful Chromium + xdotool. The brain sees pixels only; input
-// goes through xdotool on the session's own display.
+// goes through xdotool on the session's own display. The browser sits behind the
+// session's egress guard; the display is recorded to WebM while the session lives.
 import type { Browser } from 'puppeteer-core';
-import { closeChromium, launchChromium } from '../core/chromium.ts';
+import { closeChromium, closeLaunched, launchChromium, recordingPath, withEgress, type Launched } from '../core/chromium.ts';
 import { badRequest, forbidden } from '../core/errors.ts';
-import { stealthSwitches } from '../core/flags.ts';
+import { stealthSwitches, type StealthSwitches } from '../core/flags.ts';
 import { cdpEvaluate, scrollY, visiblePage } from '../core/pages.ts';
 import { optInt, optStr, profileDir, type Body } from '../core/validate.ts';
 import type { OpResult, PlaneFactory, PlaneSessionImpl, SessionInitRequest } from '../core/types.ts';
+import { sessionEgress, type EgressProxy } from '../core/egress-proxy.ts';
+import { WarmPool } from '../core/pool.ts';
+import { Recording, recordingEnabled, recordingFps } from '../core/recording.ts';
 import { Grabber, type ImageFormat } from './grabber.ts';
 import { startXvfb, type Display } from './xvfb.ts';
 import { XInput } from './xinput.ts';
 import { applyStealth } from './stealth.ts';
-import { geoFor } from './geo.ts';
+import { geoFor, type Geo } from './geo.ts';
 import { jitterPath } from './jitter.ts';
-
 const ROUTES = { screenshot: 'POST', xdotool: 'POST', cdp: 'POST' } as const;
 
 function parseFormat(b: Body): ImageFormat {
@@ -30,49 +33,124 @@ function parseArgv(b: Body): string[] {
   return v as string[];
 }
 
+/** A display with its input and capture channels: no tenant state, so it can be pooled. */
+interface Screen {
+  display: Display;
+  input: XInput;
+  grabber: Grabber;
+}
+
+async function openScreen([width, height]: [number, number]): Promise<Screen> {
+  const display = await startXvfb(width, height);
+  const grabber = new Grabber(display.name, width, height, Number(process.env.PLANE_GRAB_FPS || 15));
+  grabber.start();
+  return { display, input: new XInput(display.name), grabber };
+}
+
+async function closeScreen(s: Screen | undefined): Promise<void> {
+  if (!s) return;
+  await s.grabber.stop();
+  await s.input.close();
+  await s.display.stop();
+}
+
+
+async function launchOn(screen: Screen, viewport: [number, number], userDataDir: string, egress: EgressProxy, flags: string[], geo: Geo | undefined, sw: StealthSwitches): Promise<Browser> {
+  const env: NodeJS.ProcessEnv = { ...process.env, DISPLAY: screen.display.name };
+  if (geo) Object.assign(env, { TZ: geo.tz, LANG: `${geo.locale.replace('-', '_')}.UTF-8`, LANGUAGE: geo.locale });
+  const extra = [...flags];
+  if (geo) extra.push(`--lang=${geo.locale}`);
+  const browser = await launchChromium({ userDataDir, headless: false, viewport, egress, extraFlags: extra, env, hideAutomation: sw.cdp_stealth });
+  try {
+    if (sw.cdp_stealth) await applyStealth(browser, sw.honest_mode);
+  } catch (err) {
+    await closeChromium(browser);
+    throw err;
+  }
+  return browser;
+}
+
+
+// Warm pool: displays (with input and capture) at the default viewport, each with a
+// fresh browser on a throwaway profile for sessions that ask for no persisted profile.
+interface WarmItem {
+  screen: Screen;
+  launched: Launched | undefined;
+}
+const POOL_VIEWPORT: [number, number] = [1280, 720];
+let pool: WarmPool<WarmItem> | undefined;
+
+async function makeWarm(): Promise<WarmItem> {
+  const screen = await openScreen(POOL_VIEWPORT);
+  try {
+    const sw = stealthSwitches();
+    const launched = await withEgress(undefined, undefined, (dir, egress) => launchOn(screen, POOL_VIEWPORT, dir, egress, [], sw.geo_consistency ? geoFor(null) : undefined, sw));
+    return { screen, launched };
+  } catch (err) {
+    await closeScreen(screen);
+    throw err;
+  }
+}
+
+async function disposeWarm(w: WarmItem): Promise<void> {
+  await closeLaunched(w.launched);
+  await closeScreen(w.screen);
+}
+
+function sameGeo(a: Geo | undefined, b: Geo | undefined): boolean {
+  return a?.tz === b?.tz && a?.locale === b?.locale;
+}
+
 async function startComputer(init: SessionInitRequest, dataDir: string): Promise<PlaneSessionImpl> {
   const switches = stealthSwitches();
   const [width, height] = init.viewport;
-  const userDataDir = profileDir(dataDir, init.tenant_id, init.profile_id);
-  let display: Display | undefined;
-  let input: XInput | undefined;
-  let grabber: Grabber | undefined;
-  let browser: Browser | undefined;
+  const geo = switches.geo_consistency ? geoFor(init.proxy_server) : undefined;
+  const samePool = init.viewport[0] === POOL_VIEWPORT[0] && init.viewport[1] === POOL_VIEWPORT[1];
+  const warm = samePool ? pool?.take() : undefined;
+  let screen: Screen | undefined = warm?.screen;
+  let launched: Launched | undefined;
+  let recording: Recording | undefined;
   const teardown = async (): Promise<void> => {
-    await closeChromium(browser);
-    await grabber?.stop();
-    await input?.close();
-    await display?.stop();
+    await recording?.stop();
+    await closeLaunched(launched);
+    await closeScreen(screen);
   };
   try {
-    display = await startXvfb(width, height);
-    input = new XInput(display.name);
-    const geo = switches.geo_consistency ? geoFor(init.proxy_server) : undefined;
-    const env: NodeJS.ProcessEnv = { ...process.env, DISPLAY: display.name };
-    if (geo) Object.assign(env, { TZ: geo.tz, LANG: `${geo.locale.replace('-', '_')}.UTF-8`, LANGUAGE: geo.locale });
-    const extra = [...init.chrome_flags];
-    if (geo) extra.push(`--lang=${geo.locale}`);
-    browser = await launchChromium({
-      userDataDir,
-      headless: false,
-      viewport: init.viewport,
-      proxyServer: init.proxy_server,
-      extraFlags: extra,
-      env,
-      hideAutomation: switches.cdp_stealth,
-    });
-    if (switches.cdp_stealth) await applyStealth(browser, switches.honest_mode);
-    grabber = new Grabber(display.name, width, height, Number(process.env.PLANE_GRAB_FPS || 15));
-    grabber.start();
+    // The pooled browser fits only a session that wants a throwaway profile, no extra
+    // flags and the geo it was started with; otherwise it is discarded unused.
+    const fits = warm?.launched && !init.persist_profile && init.chrome_flags.length === 0 && sameGeo(geo, switches.geo_consistency ? geoFor(null) : undefined);
+    if (warm?.launched && fits) {
+      launched = warm.launched;
+      launched.egress.configure(sessionEgress(init));
+    } else {
+      await closeLaunched(warm?.launched);
+    }
+    screen ??= await openScreen(init.viewport);
+    if (!launched) {
+      const userDataDir = init.persist_profile ? profileDir(dataDir, init.tenant_id, init.profile_id) : undefined;
+      const on = screen;
+      launched = await withEgress(init, userDataDir, (dir, egress) => launchOn(on, init.viewport, dir, egress, init.chrome_flags, geo, switches));
+    }
+    if (recordingEnabled()) {
+      const fps = String(recordingFps());
+      recording = new Recording(
+        recordingPath(dataDir, init.tenant_id, init.run_id),
+        ['-f', 'x11grab', '-draw_mouse', '1', '-framerate', fps, '-video_size', `${width}x${height}`, '-i', `${screen.display.name}.0+0,0`],
+        false,
+      );
+    }
   } catch (err) {
     await teardown();
     throw err;
   }
-  const b = browser;
-  const g = grabber;
-  const x = input;
-  const d = display;
+  const b = launched.browser;
+  const g = screen.grabber;
+  const x = screen.input;
+  const d = screen.display;
+  const egress = launched.egress;
   const jitter = switches.behavioral_jitter;
+  /** When the last input finished: a screenshot shows a frame captured after it. */
+  let lastInputAt = Date.now();
 
   const ops = {
     screenshot: {
@@ -80,8 +158,7 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
       idempotent: false,
       async run(body: Body): Promise<OpResult> {
         const format = parseFormat(body);
-        const asked = Date.now();
-        const [frame, sy] = await Promise.all([g.frame(asked), visiblePage(b).then(scrollY)]);
+        const [frame, sy] = await Promise.all([g.frame(lastInputAt), visiblePage(b).then(scrollY)]);
         const image = await g.encode(frame, format);
         return { body: { width: g.width, height: g.height, scroll_y: sy, captured_at_ms: frame.at, format }, blob: image };
       },
@@ -105,6 +182,7 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
           }
         }
         const r = await x.run(argv, timeout);
+        lastInputAt = Date.now();
         return { body: { ...r } };
       },
     },
@@ -113,7 +191,9 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
       idempotent: true,
       async run(body: Body): Promise<OpResult> {
         if (!init.enable_cdp) throw forbidden('CDP is disabled for this session (enable_cdp was not set at init)');
-        return { body: await cdpEvaluate(await visiblePage(b), body) };
+        const r = await cdpEvaluate(await visiblePage(b), body);
+        lastInputAt = Date.now();
+        return { body: r };
       },
     },
   };
@@ -122,6 +202,9 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
     display: d.name,
     capabilities: { dom_aware: false, stealth: true, supports_cdp: init.enable_cdp, backend: 'computer_plane' },
     ops,
+    warm: warm !== undefined,
+    recordingFile: recording?.file,
+    health: () => ({ egress: egress.status(), recording: recording !== undefined }),
     close: teardown,
   };
 }
@@ -131,4 +214,13 @@ export const computerPlane: PlaneFactory = {
   domAware: false,
   routes: ROUTES,
   start: startComputer,
+  startPool(size, log) {
+    pool ??= new WarmPool(size, makeWarm, disposeWarm, log);
+    pool.fill();
+  },
+  async stopPool() {
+    await pool?.close();
+    pool = undefined;
+  },
+  poolReady: () => pool?.readyCount ?? 0,
 };

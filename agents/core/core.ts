@@ -1,6 +1,8 @@
 // The transport-independent plane core: the session binding table of the spec, session
 // token checks, step_id dedup and health. HTTP and gRPC both call `call()`.
 import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { readFile, stat } from 'node:fs/promises';
+import { RECORDING_CONTENT_TYPE } from './recording.ts';
 import { badRequest, conflict, methodNotAllowed, notFound, toPlaneError, unauthorized, unavailable, unprocessable, type PlaneError } from './errors.ts';
 import { StepCache } from './dedup.ts';
 import { asBody, parseInit, type Body } from './validate.ts';
@@ -22,7 +24,15 @@ export interface Health {
   run_id: string | null;
   last_action_ms: number | null;
   uptime_ms: number;
+  /** Warm items ready (PLANE_WARM_POOL). */
+  pool_ready: number;
+  [extra: string]: unknown;
 }
+
+/** Recordings of closed sessions, by their session token (newest kept). */
+const KEEP_CLOSED = 16;
+/** gRPC replies carry the file in one message; bigger files are served over HTTP only. */
+export const MAX_GRPC_RECORDING_BYTES = 60 * 1024 * 1024;
 
 interface Bound {
   init: SessionInitRequest;
@@ -52,6 +62,7 @@ export const BASE_ROUTES: Readonly<Record<string, 'GET' | 'POST'>> = {
   'session/init': 'POST',
   'session/close': 'POST',
   health: 'GET',
+  recording: 'GET',
 };
 
 export class PlaneCore {
@@ -59,6 +70,7 @@ export class PlaneCore {
   private readonly steps = new StepCache<OpResult>();
   private readonly startedAt = Date.now();
   private lastActionMs: number | null = null;
+  private readonly closedRecordings = new Map<string, { runId: string; file: string }>();
 
   constructor(
     readonly factory: PlaneFactory,
@@ -68,12 +80,14 @@ export class PlaneCore {
   health(): Health {
     const bound = this.state.kind === 'bound' ? this.state.bound : undefined;
     return {
+      ...(bound?.impl.health?.() ?? {}),
       ok: true,
       backend: this.factory.backend,
       session_bound: bound !== undefined,
       run_id: bound?.init.run_id ?? null,
       last_action_ms: this.lastActionMs,
       uptime_ms: Date.now() - this.startedAt,
+      pool_ready: this.factory.poolReady?.() ?? 0,
     };
   }
 
@@ -88,6 +102,7 @@ export class PlaneCore {
     if (input.verb && input.verb !== verb) throw methodNotAllowed(`/${input.method} takes ${verb}`);
     if (input.method === 'health') return { body: { ...this.health() } };
     if (input.method === 'session/init') return { body: { ...(await this.init(input.body)) } };
+    if (input.method === 'recording') return this.recording(input.sessionToken, input.verb === undefined);
     const bound = this.requireSession(input.sessionToken);
     if (input.method === 'session/close') {
       await this.close();
@@ -116,12 +131,39 @@ export class PlaneCore {
       return undefined;
     }
     const target = impl;
+    const token = s.kind === 'bound' ? s.bound.token : undefined;
+    const runId = s.kind === 'bound' ? s.bound.init.run_id : '';
     const promise = target.close().finally(() => {
+      if (token && target.recordingFile) this.keepRecording(token, runId, target.recordingFile);
       this.steps.clear();
       this.state = { kind: 'none' };
     });
     this.state = { kind: 'closing', promise };
     return promise;
+  }
+
+  private keepRecording(token: string, runId: string, file: string): void {
+    this.closedRecordings.set(token, { runId, file });
+    for (const k of this.closedRecordings.keys()) {
+      if (this.closedRecordings.size <= KEEP_CLOSED) break;
+      this.closedRecordings.delete(k);
+    }
+  }
+
+  /** GET /recording: the WebM of a session, once its close has finalized the file. */
+  private async recording(token: string | undefined, grpc: boolean): Promise<OpResult> {
+    if (!token) throw unauthorized('missing X-Service-Session');
+    if (this.state.kind === 'bound' && safeEqual(token, this.state.bound.token)) {
+      throw conflict('the recording is finalized when the session closes; call /session/close first');
+    }
+    let found: { runId: string; file: string } | undefined;
+    for (const [t, r] of this.closedRecordings) if (safeEqual(token, t)) found = r;
+    if (!found) throw notFound('no recording for this session token (unknown token, recording off, or evicted)');
+    const size = await stat(found.file).then((st) => st.size).catch(() => 0);
+    if (size === 0) throw notFound('this session produced no recording');
+    if (grpc && size > MAX_GRPC_RECORDING_BYTES) throw unprocessable(`recording is ${size} bytes; fetch it over HTTP`);
+    const blob = await readFile(found.file);
+    return { body: { run_id: found.runId, content_type: RECORDING_CONTENT_TYPE, bytes: blob.length }, blob, blobField: 'video_b64', rawContentType: RECORDING_CONTENT_TYPE };
   }
 
   private requireSession(token: string | undefined): Bound {
@@ -177,7 +219,7 @@ export class PlaneCore {
       init,
       token,
       impl,
-      response: { session_token: token, chrome_pid: impl.chromePid, xvfb_display: impl.display, capabilities: impl.capabilities },
+      response: { session_token: token, chrome_pid: impl.chromePid, xvfb_display: impl.display, capabilities: impl.capabilities, warm: impl.warm ?? false },
     };
   }
 }

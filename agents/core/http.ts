@@ -54,6 +54,12 @@ export function httpApp(core: PlaneCore, opts: HttpOptions = {}): Koa {
       }
       const body = await readJson(ctx);
       const result = await core.call({ method, verb, sessionToken: ctx.get('x-service-session') || undefined, body });
+      if (result.blob && result.rawContentType) {
+        ctx.status = 200;
+        ctx.type = result.rawContentType;
+        ctx.body = result.blob;
+        return;
+      }
       const out: Record<string, unknown> = { ...result.body };
       if (result.blob) out[result.blobField ?? 'image_b64'] = result.blob.toString('base64');
       ctx.status = 200;

@@ -23,6 +23,8 @@ export interface AgentConfig {
   dataDir: string;
   tlsCert: string | undefined;
   tlsKey: string | undefined;
+  /** PLANE_WARM_POOL: warm items kept ready (0: none). */
+  warmPool: number;
 }
 
 export function isLoopback(host: string): boolean {
@@ -46,7 +48,9 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): AgentConfig
     dataDir: resolve(env.PLANE_DATA_DIR || resolve(tmpdir(), 'runplane-plane')),
     tlsCert: env.PLANE_TLS_CERT || undefined,
     tlsKey: env.PLANE_TLS_KEY || undefined,
+    warmPool: Number(env.PLANE_WARM_POOL || 0),
   };
+  if (!Number.isInteger(cfg.warmPool) || cfg.warmPool < 0 || cfg.warmPool > 8) throw new Error('PLANE_WARM_POOL must be an integer in [0, 8]');
   if (!cfg.secret && !isLoopback(cfg.host)) {
     throw new Error(`refusing to bind ${cfg.host} without PLANE_AGENT_SECRET; set a secret or use a loopback host`);
   }
@@ -66,6 +70,7 @@ export async function startAgent(factory: PlaneFactory, cfg: AgentConfig): Promi
   const logFn = (msg: string, fields?: Record<string, unknown>): void => log.warn(fields ?? {}, msg);
   mkdirSync(cfg.dataDir, { recursive: true });
   const core = new PlaneCore(factory, cfg.dataDir);
+  if (cfg.warmPool > 0) factory.startPool?.(cfg.warmPool, logFn);
   const tls = cfg.tlsCert && cfg.tlsKey ? { cert: readFileSync(cfg.tlsCert), key: readFileSync(cfg.tlsKey) } : undefined;
 
   const app = httpApp(core, { secret: cfg.secret, log: logFn });
@@ -86,6 +91,7 @@ export async function startAgent(factory: PlaneFactory, cfg: AgentConfig): Promi
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
       await core.close().catch((err: unknown) => logFn('session close failed', { err: String(err) }));
+      await factory.stopPool?.().catch((err: unknown) => logFn('warm pool close failed', { err: String(err) }));
       gsrv.forceShutdown();
       http.closeAllConnections();
       await new Promise<void>((r) => http.close(() => r()));
@@ -106,7 +112,7 @@ export async function runAgentMain(factory: PlaneFactory): Promise<void> {
   }
   const agent = await startAgent(factory, cfg);
   process.stdout.write(
-    `${JSON.stringify({ event: 'listening', backend: factory.backend, host: cfg.host, http_port: agent.httpPort, grpc_port: agent.grpcPort, tls: Boolean(cfg.tlsCert), pid: process.pid })}\n`,
+    `${JSON.stringify({ event: 'listening', backend: factory.backend, host: cfg.host, http_port: agent.httpPort, grpc_port: agent.grpcPort, tls: Boolean(cfg.tlsCert), warm_pool: cfg.warmPool, pid: process.pid })}\n`,
   );
   const onSignal = (sig: NodeJS.Signals): void => {
     // A second signal while closing forces the exit.

@@ -18,6 +18,10 @@ export interface SessionInitRequest {
   viewport: [number, number];
   /** Optional client declaration: true when the caller needs DOM-aware routes. */
   require_dom_aware: boolean;
+  /** Our extension: let the browser reach private networks (else PLANE_ALLOW_PRIVATE_NETWORKS decides). */
+  allow_private_networks: boolean;
+  /** Our extension: false runs on a throwaway profile (deleted on close; may come from the warm pool). */
+  persist_profile: boolean;
 }
 
 export interface SessionInitResponse {
@@ -25,6 +29,8 @@ export interface SessionInitResponse {
   chrome_pid: number | null;
   xvfb_display: string;
   capabilities: Capabilities;
+  /** Our extension: true when the session started from the warm pool. */
+  warm: boolean;
 }
 
 /** What an operation returns; `blob` carries image bytes (base64 on HTTP, raw on gRPC). */
@@ -32,6 +38,8 @@ export interface OpResult {
   body: Record<string, unknown>;
   blob?: Buffer;
   blobField?: string;
+  /** HTTP sends the blob itself with this content type instead of JSON with base64. */
+  rawContentType?: string;
 }
 
 export interface OpSpec {
@@ -47,8 +55,14 @@ export interface PlaneSessionImpl {
   readonly display: string;
   readonly capabilities: Capabilities;
   readonly ops: Readonly<Record<string, OpSpec>>;
+  /** True when display/browser came from the warm pool. */
+  readonly warm?: boolean;
+  /** The WebM file the session records into, finalized by close(). */
+  readonly recordingFile?: string;
   /** Kills everything the session started and waits until it is gone. */
   close(): Promise<void>;
+  /** Fields merged into GET /health while the session is bound (egress guard, recording). */
+  health?(): Record<string, unknown>;
 }
 
 export interface PlaneFactory {
@@ -57,4 +71,9 @@ export interface PlaneFactory {
   /** Routes this plane serves (for 404 vs 401 before any session exists). */
   readonly routes: Readonly<Record<string, 'GET' | 'POST'>>;
   start(init: SessionInitRequest, dataDir: string): Promise<PlaneSessionImpl>;
+  /** Keeps `size` warm items (PLANE_WARM_POOL) from now on; stopPool disposes of them. */
+  startPool?(size: number, log: (msg: string, fields?: Record<string, unknown>) => void): void;
+  stopPool?(): Promise<void>;
+  /** Ready warm items, for GET /health. */
+  poolReady?(): number;
 }

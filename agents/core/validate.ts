@@ -73,8 +73,10 @@ export function profileDir(dataDir: string, tenantId: string, profileId: string)
   return dir;
 }
 
-// Flags that would hand the browser to someone else or break isolation are refused.
-const FORBIDDEN_FLAG = /^--(user-data-dir|remote-debugging-port|remote-debugging-address|remote-debugging-pipe|proxy-server)(=|$)/;
+// Flags that would hand the browser to someone else, break isolation or route traffic
+// around the egress guard are refused.
+const FORBIDDEN_FLAG =
+  /^--(user-data-dir|remote-debugging-port|remote-debugging-address|remote-debugging-pipe|proxy-server|no-proxy-server|proxy-bypass-list|proxy-pac-url|proxy-auto-detect|winhttp-proxy-resolver|host-resolver-rules|host-rules|force-webrtc-ip-handling-policy)(=|$)/;
 
 export function parseInit(raw: unknown): SessionInitRequest {
   const b = asBody(raw);
@@ -92,8 +94,10 @@ export function parseInit(raw: unknown): SessionInitRequest {
     viewport = [v[0] as number, v[1] as number];
   }
   const proxy = optStr(b, 'proxy_server');
-  if (proxy !== undefined && proxy !== '' && !/^(https?|socks[45]?):\/\/[^\s]+$|^[A-Za-z0-9.-]+:\d{1,5}$/.test(proxy)) {
-    throw badRequest('proxy_server must be scheme://host:port or host:port');
+  // The browser's traffic leaves through the agent's egress guard, which chains to an
+  // HTTP proxy; SOCKS upstreams cannot be chained and are refused up front.
+  if (proxy !== undefined && proxy !== '' && !/^http:\/\/[^\s/]+(:\d{1,5})?\/?$|^[A-Za-z0-9.-]+:\d{1,5}$/.test(proxy)) {
+    throw badRequest('proxy_server must be http://[user:pass@]host:port or host:port (an HTTP proxy)');
   }
   return {
     tenant_id: id(b, 'tenant_id'),
@@ -104,5 +108,7 @@ export function parseInit(raw: unknown): SessionInitRequest {
     enable_cdp: optBool(b, 'enable_cdp') ?? false,
     viewport,
     require_dom_aware: optBool(b, 'require_dom_aware') ?? false,
+    allow_private_networks: optBool(b, 'allow_private_networks') ?? false,
+    persist_profile: optBool(b, 'persist_profile') ?? true,
   };
 }

@@ -1,9 +1,14 @@
 // dom_plane: puppeteer-core on the system Chromium (headless). Structured dispatch plus
-// the DOM-aware extensions of the spec; one session per process.
-import type { Browser, Page } from 'puppeteer-core';
+// the DOM-aware extensions of the spec; one session per process. The browser sits
+// behind the session's egress guard; the active tab is recorded to WebM.
+import type { Page } from 'puppeteer-core';
 import type { KeyInput } from 'puppeteer-core';
-import { closeChromium, launchChromium } from '../core/chromium.ts';
-import { badRequest, notFound, unprocessable } from '../core/errors.ts';
+import { closeLaunched, launchChromium, recordingPath, withEgress, type Launched } from '../core/chromium.ts';
+import { badRequest, forbidden, notFound, unprocessable } from '../core/errors.ts';
+import { sessionEgress } from '../core/egress-proxy.ts';
+import { WarmPool } from '../core/pool.ts';
+import { recordingEnabled, recordingFps } from '../core/recording.ts';
+import { ScreencastRecorder } from './screencast.ts';
 import { cdpEvaluate, scrollY } from '../core/pages.ts';
 import { optNum, optStr, profileDir, str, type Body } from '../core/validate.ts';
 import type { OpResult, OpSpec, PlaneFactory, PlaneSessionImpl, SessionInitRequest } from '../core/types.ts';
@@ -82,15 +87,30 @@ async function dispatch(page: Page, b: Body): Promise<Record<string, unknown>> {
       // Extension verb: the runner's navigate step needs a way to load a URL.
       const url = str(b, 'url');
       if (!/^https?:\/\//.test(url)) throw badRequest('navigate url must be http(s)');
-      await page.goto(url, { waitUntil: 'domcontentloaded', timeout: NAV_WAIT_MS }).catch((err: unknown) => {
+      const res = await page.goto(url, { waitUntil: 'domcontentloaded', timeout: NAV_WAIT_MS }).catch((err: unknown) => {
         throw unprocessable(`navigation failed: ${err instanceof Error ? err.message.split('\n')[0]?.slice(0, 200) : ''}`);
       });
+      if (res?.headers()['x-runplane-egress'] === 'blocked') throw egressBlocked(new URL(url).hostname);
       break;
     }
     default:
       throw badRequest('verb must be click, key, type, scroll or navigate');
   }
   return { ok: true, verb, url: page.url() };
+}
+
+/** 403 for a navigation the egress guard refused; the runner reports it as navigation_blocked. */
+function egressBlocked(host: string): Error {
+  return forbidden(`navigation blocked by the egress guard: ${host.slice(0, 200)} is or resolves to a private, loopback, link-local or metadata address`);
+}
+
+// Warm pool: fresh headless browsers on throwaway profiles, for sessions that ask for
+// no persisted profile, no extra flags and the default viewport.
+const POOL_VIEWPORT: [number, number] = [1280, 720];
+let pool: WarmPool<Launched> | undefined;
+
+function launchHeadless(dir: string, egress: Launched['egress'], viewport: [number, number], flags: string[]) {
+  return launchChromium({ userDataDir: dir, headless: true, viewport, egress, extraFlags: flags });
 }
 
 /** Waits for a fresh tab to leave about:blank (popups start there). */
@@ -101,23 +121,30 @@ async function settled(p: Page): Promise<void> {
 }
 
 async function startDom(init: SessionInitRequest, dataDir: string): Promise<PlaneSessionImpl> {
-  let browser: Browser | undefined;
+  const fits = !init.persist_profile && init.chrome_flags.length === 0 && init.viewport[0] === POOL_VIEWPORT[0] && init.viewport[1] === POOL_VIEWPORT[1];
+  const warm = fits ? pool?.take() : undefined;
+  let launched: Launched | undefined = warm;
   let tabs: Tabs;
+  let recorder: ScreencastRecorder | undefined;
   try {
-    browser = await launchChromium({
-      userDataDir: profileDir(dataDir, init.tenant_id, init.profile_id),
-      headless: true,
-      viewport: init.viewport,
-      proxyServer: init.proxy_server,
-      extraFlags: init.chrome_flags,
-    });
-    tabs = new Tabs(browser);
+    if (launched) launched.egress.configure(sessionEgress(init));
+    else {
+      const userDataDir = init.persist_profile ? profileDir(dataDir, init.tenant_id, init.profile_id) : undefined;
+      launched = await withEgress(init, userDataDir, (dir, egress) => launchHeadless(dir, egress, init.viewport, init.chrome_flags));
+    }
+    tabs = new Tabs(launched.browser);
     await tabs.init();
+    if (recordingEnabled()) {
+      recorder = new ScreencastRecorder(tabs, recordingPath(dataDir, init.tenant_id, init.run_id), recordingFps(), init.viewport);
+      recorder.start();
+    }
   } catch (err) {
-    await closeChromium(browser);
+    await recorder?.stop();
+    await closeLaunched(launched);
     throw err;
   }
-  const b = browser;
+  const l = launched;
+  const b = l.browser;
   const [width, height] = init.viewport;
   const op = (http: 'GET' | 'POST', idempotent: boolean, run: (body: Body) => Promise<Record<string, unknown>>): OpSpec => ({
     http,
@@ -190,7 +217,11 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
       if (url) {
         if (!/^(https?:|about:blank$)/.test(url)) throw badRequest('url must be http(s)');
         page = await b.newPage();
-        await page.goto(url, { waitUntil: 'domcontentloaded', timeout: NAV_WAIT_MS }).catch(() => undefined);
+        const res = await page.goto(url, { waitUntil: 'domcontentloaded', timeout: NAV_WAIT_MS }).catch(() => undefined);
+        if (res?.headers()['x-runplane-egress'] === 'blocked') {
+          await page.close().catch(() => undefined);
+          throw egressBlocked(new URL(url).hostname);
+        }
       } else {
         const opener = await tabs.current();
         const popup = tabs.waitPopup(opener, NAV_WAIT_MS);
@@ -245,7 +276,13 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
     display: '',
     capabilities: { dom_aware: true, stealth: false, supports_cdp: true, backend: 'dom_plane' },
     ops,
-    close: () => closeChromium(b),
+    warm: warm !== undefined,
+    recordingFile: recorder?.file,
+    health: () => ({ egress: l.egress.status(), recording: recorder !== undefined }),
+    close: async () => {
+      await recorder?.stop();
+      await closeLaunched(l);
+    },
   };
 }
 
@@ -254,4 +291,13 @@ export const domPlane: PlaneFactory = {
   domAware: true,
   routes: ROUTES,
   start: startDom,
+  startPool(size, log) {
+    pool ??= new WarmPool(size, () => withEgress(undefined, undefined, (dir, egress) => launchHeadless(dir, egress, POOL_VIEWPORT, [])), closeLaunched, log);
+    pool.fill();
+  },
+  async stopPool() {
+    await pool?.close();
+    pool = undefined;
+  },
+  poolReady: () => pool?.readyCount ?? 0,
 };

@@ -22,6 +22,11 @@ export class HttpTransport implements PlaneTransport {
   async call(method: string, body: Record<string, unknown>, o: CallOptions): Promise<CallReply> {
     const payload = o.verb === 'POST' ? JSON.stringify(o.stepId ? { ...body, step_id: o.stepId } : body) : undefined;
     const out = await this.send(o.verb, `/${method}`, payload, o.sessionToken, o.deadlineMs);
+    if (Buffer.isBuffer(out.raw)) {
+      const blob = out.raw;
+      delete out.raw;
+      return { body: out, blob };
+    }
     if (typeof out.image_b64 === 'string') {
       const blob = Buffer.from(out.image_b64, 'base64');
       delete out.image_b64;
@@ -65,6 +70,13 @@ export class HttpTransport implements PlaneTransport {
         });
         res.once('end', () => {
           clearTimeout(timer);
+          const status = res.statusCode ?? 500;
+          const type = String(res.headers['content-type'] ?? '');
+          // Binary answers (the recording) come as themselves, not as JSON.
+          if (status === 200 && !type.startsWith('application/json')) {
+            resolve({ raw: Buffer.concat(chunks), content_type: type });
+            return;
+          }
           let parsed: Record<string, unknown> = {};
           try {
             parsed = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
@@ -72,7 +84,6 @@ export class HttpTransport implements PlaneTransport {
             reject(new PlaneCallError(res.statusCode ?? 502, 'plane agent sent a non-JSON reply', 'internal'));
             return;
           }
-          const status = res.statusCode ?? 500;
           if (status === 200) resolve(parsed);
           else reject(new PlaneCallError(status, typeof parsed.detail === 'string' ? parsed.detail : `HTTP ${status}`));
         });

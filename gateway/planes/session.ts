@@ -16,6 +16,7 @@ import {
   type PeekTarget,
   type PlaneHealth,
   type PlaneTransport,
+  type Recording,
   type SafeBackResponse,
   type Screenshot,
   type SessionInitRequest,
@@ -50,6 +51,8 @@ export function transportFor(o: ConnectOptions): PlaneTransport {
 
 export class PlaneSession {
   token: string | undefined;
+  /** The token of the session this client closed last (it still fetches the recording). */
+  closedToken: string | undefined;
   capabilities: SessionInitResponse['capabilities'] | undefined;
   private readonly deadlineMs: number;
   private readonly initDeadlineMs: number;
@@ -95,6 +98,7 @@ export class PlaneSession {
 
   async close(o: StepOptions = {}): Promise<void> {
     await this.call('session/close', 'POST', {}, o);
+    this.closedToken = this.token;
     this.token = undefined;
   }
 
@@ -156,6 +160,23 @@ export class PlaneSession {
 
   async peekTarget(by: { selector: string } | { bbox: [number, number, number, number] }): Promise<PeekTarget> {
     return (await this.call('links/peek_target', 'POST', { ...by })).body as unknown as PeekTarget;
+  }
+
+  /**
+   * The session's WebM recording, available once close() has finalized it (the token is
+   * kept for this call). 409 while the session is still bound, 404 when there is none.
+   */
+  async recording(o: StepOptions = {}): Promise<Recording> {
+    const token = this.token ?? this.closedToken;
+    if (!token) throw new PlaneCallError(404, 'this client never had a session, so there is no recording', 'not_found');
+    const r = await this.transport.call('recording', {}, { verb: 'GET', sessionToken: token, deadlineMs: o.deadlineMs ?? this.deadlineMs });
+    if (!r.blob) throw new PlaneCallError(502, 'recording reply without video', 'internal');
+    return { contentType: typeof r.body.content_type === 'string' ? r.body.content_type : 'video/webm', video: r.blob };
+  }
+
+  /** The agent's full health body through the session's transport (egress guard, pool, recording). */
+  async status(o: StepOptions = {}): Promise<PlaneHealth> {
+    return (await this.call('health', 'GET', {}, o)).body as unknown as PlaneHealth;
   }
 
   health(o: StepOptions = {}): Promise<PlaneHealth> {

@@ -19,6 +19,10 @@ export interface SessionInitRequest {
   viewport?: [number, number];
   /** Declare DOM-aware use: a screenshot-only plane refuses it at init (422). */
   require_dom_aware?: boolean;
+  /** Let the browser reach private networks (the agent's egress guard is on otherwise, unless PLANE_ALLOW_PRIVATE_NETWORKS). */
+  allow_private_networks?: boolean;
+  /** false: a throwaway profile, deleted on close; such a session may start from the agent's warm pool. */
+  persist_profile?: boolean;
 }
 
 export interface SessionInitResponse {
@@ -26,6 +30,8 @@ export interface SessionInitResponse {
   chrome_pid: number | null;
   xvfb_display: string;
   capabilities: Capabilities;
+  /** true when the agent started the session from its warm pool. */
+  warm?: boolean;
 }
 
 export interface Screenshot {
@@ -35,6 +41,11 @@ export interface Screenshot {
   height: number;
   scroll_y: number;
   captured_at_ms: number;
+}
+
+export interface Recording {
+  contentType: string;
+  video: Buffer;
 }
 
 export interface XdotoolResponse {
@@ -119,6 +130,10 @@ export interface PlaneHealth {
   session_bound: boolean;
   last_action_ms: number | null;
   uptime_ms: number;
+  /** Warm items ready on the agent (PlaneSession.status(); the unary gRPC Health carries the base fields). */
+  pool_ready?: number;
+  /** The bound session's egress guard (PlaneSession.status()). */
+  egress?: { allow_private: boolean; chained: boolean; blocked_count: number; last_blocked: { host: string; address: string; at_ms: number } | null };
 }
 
 export type PlaneErrorKind =

@@ -7,11 +7,13 @@
 //    time each.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { connectPlane, type PlaneSession } from '../planes/index.ts';
 import type { Backend } from '../plugins/contract.ts';
 import type { Logger } from '../log.ts';
-import type { RunRecord } from '../runs/records.ts';
+import { runDir, type RunRecord } from '../runs/records.ts';
 import { adaptPlane } from './plane-adapter.ts';
 import { PlaneUnavailable, type PlaneLease, type PlaneProvider } from './planes.ts';
 
@@ -33,6 +35,9 @@ function initRequest(run: RunRecord, backend: Backend) {
     profile_id: profile,
     run_id: run.run_id,
     proxy_server: null,
+    // A run without a profile_id gets a throwaway browser profile (deleted on close,
+    // and eligible for the agent's warm pool) instead of a per-run directory forever.
+    persist_profile: run.profile_id !== null,
     chrome_flags: [],
     enable_cdp: backend === 'dom_plane',
     viewport: VIEWPORT,
@@ -40,7 +45,22 @@ function initRequest(run: RunRecord, backend: Backend) {
   };
 }
 
-async function lease(session: PlaneSession, run: RunRecord, backend: Backend, lost: Promise<string>, release: () => Promise<void>): Promise<PlaneLease> {
+/** The agents' egress guard follows the gateway's SERVICE_ALLOW_PRIVATE_NETWORKS. */
+function allowPrivateFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
+  const v = env.SERVICE_ALLOW_PRIVATE_NETWORKS;
+  return v !== undefined && v !== '' && !['0', 'false', 'no', 'off'].includes(v.trim().toLowerCase());
+}
+
+/** Keeps the session's recording as the run's video.webm (GET /v1/runs/{id}/video). */
+async function keepRecording(session: PlaneSession, file: string | undefined): Promise<void> {
+  if (!file) return;
+  const rec = await session.recording({ deadlineMs: 15_000 }).catch(() => undefined);
+  if (!rec) return;
+  await mkdir(path.dirname(file), { recursive: true });
+  await writeFile(file, rec.video);
+}
+
+async function lease(session: PlaneSession, run: RunRecord, backend: Backend, lost: Promise<string>, release: () => Promise<void>, videoFile?: string): Promise<PlaneLease> {
   const init = await session.init(initRequest(run, backend));
   const plane = adaptPlane(session, init.capabilities);
   let closed = false;
@@ -51,6 +71,7 @@ async function lease(session: PlaneSession, run: RunRecord, backend: Backend, lo
       closed = true;
       try {
         await session.close({ deadlineMs: 15_000 });
+        await keepRecording(session, videoFile);
       } finally {
         await release();
       }
@@ -63,10 +84,15 @@ export class LocalAgentPlanes implements PlaneProvider {
   private readonly running = new Set<Agent>();
   private closed = false;
 
+  private readonly allowPrivateNetworks: boolean;
+
   constructor(
     private readonly dataDir: string,
     private readonly log: Logger,
-  ) {}
+    opts: { allowPrivateNetworks?: boolean } = {},
+  ) {
+    this.allowPrivateNetworks = opts.allowPrivateNetworks ?? allowPrivateFromEnv();
+  }
 
   private spawnAgent(backend: Backend): Promise<Agent> {
     const secret = randomBytes(32).toString('hex');
@@ -79,6 +105,7 @@ export class LocalAgentPlanes implements PlaneProvider {
         PLANE_GRPC_PORT: '0',
         PLANE_AGENT_SECRET: secret,
         PLANE_DATA_DIR: path.join(this.dataDir, 'planes', backend),
+        PLANE_ALLOW_PRIVATE_NETWORKS: this.allowPrivateNetworks ? '1' : '0',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -148,7 +175,7 @@ export class LocalAgentPlanes implements PlaneProvider {
     };
     try {
       const session = connectPlane({ url: agent.url, secret: agent.secret, initDeadlineMs: 60_000 });
-      return await lease(session, run, backend, agent.exited, stop);
+      return await lease(session, run, backend, agent.exited, stop, path.join(runDir(this.dataDir, run), 'video.webm'));
     } catch (err) {
       await stop();
       throw new PlaneUnavailable(`${backend} session could not start: ${(err as Error).message}`);
@@ -175,11 +202,16 @@ async function stopAgent(a: Agent): Promise<void> {
 /** Agents named in SERVICE_PLANES (`dom_plane=grpc://h:p,computer_plane=grpcs://h:p`). */
 export class RemoteAgentPlanes implements PlaneProvider {
   private readonly busy = new Set<Backend>();
+  private readonly ca: Buffer | undefined;
 
+  /** `ca`: PEM trusted for grpcs:// and https:// agents; default the file named by SERVICE_PLANE_CA. */
   constructor(
     private readonly urls: Partial<Record<Backend, string>>,
     private readonly secret: string | undefined,
-  ) {}
+    ca: Buffer | string | undefined = process.env.SERVICE_PLANE_CA,
+  ) {
+    this.ca = typeof ca === 'string' && ca !== '' ? readFileSync(ca) : Buffer.isBuffer(ca) ? ca : undefined;
+  }
 
   async open(run: RunRecord): Promise<PlaneLease> {
     const backend = run.runtime.compute_backend;
@@ -188,7 +220,7 @@ export class RemoteAgentPlanes implements PlaneProvider {
     if (this.busy.has(backend)) throw new PlaneUnavailable(`the ${backend} agent is busy with another run`);
     this.busy.add(backend);
     try {
-      const session = connectPlane({ url, secret: this.secret });
+      const session = connectPlane({ url, secret: this.secret, ca: this.ca });
       return await lease(session, run, backend, new Promise<string>(() => {}), async () => {
         this.busy.delete(backend);
       });

@@ -188,7 +188,8 @@ describe('dom_plane agent', function () {
     const proxy = await startRecordingProxy();
     const s = connectPlane({ url: `grpc://127.0.0.1:${agent.grpcPort}` });
     try {
-      await s.init({ tenant_id: 'acme', profile_id: 'proxied', run_id: 'run-proxy', proxy_server: proxy.url, chrome_flags: ['--proxy-bypass-list=<-loopback>'] });
+      // The agent's egress guard chains to the proxy and keeps loopback on it (no bypass).
+      await s.init({ tenant_id: 'acme', profile_id: 'proxied', run_id: 'run-proxy', proxy_server: proxy.url });
       await s.dispatch({ verb: 'navigate', url: `${site.url}/page2?via=proxy` });
       expect(proxy.seen).to.include(`GET ${site.url}/page2?via=proxy`);
       expect((await s.currentUrl()).url).to.equal(`${site.url}/page2?via=proxy`);

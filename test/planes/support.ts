@@ -22,7 +22,8 @@ export interface AgentProc {
 export async function startAgentProcess(plane: 'computer' | 'dom', env: Record<string, string> = {}): Promise<AgentProc> {
   const dataDir = mkdtempSync(join(tmpdir(), `plane-${plane}-`));
   const child = spawn(process.execPath, ['--import', 'tsx', `agents/${plane}/main.ts`], {
-    env: { ...process.env, PLANE_HTTP_PORT: '0', PLANE_GRPC_PORT: '0', PLANE_DATA_DIR: dataDir, PLANE_GRAB_FPS: '15', ...env },
+    // The fixtures are on loopback: the egress guard is off unless a test turns it on.
+    env: { ...process.env, PLANE_HTTP_PORT: '0', PLANE_GRPC_PORT: '0', PLANE_DATA_DIR: dataDir, PLANE_GRAB_FPS: '15', PLANE_ALLOW_PRIVATE_NETWORKS: '1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let err = '';

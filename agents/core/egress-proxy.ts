@@ -1,0 +1,225 @@
+// The agent's egress guard: an in-process forwarding proxy (plain HTTP and CONNECT)
+// that the session's Chromium is launched with, so every request the browser makes
+// (navigations, redirects, subresources, popups) leaves through one checkpoint. Each
+// target name is resolved once, refused when any answer is private, loopback,
+// link-local or metadata (shared/egress.ts), and the connection goes to the checked
+// address, so a DNS answer that changes in between (rebinding) cannot slip past. When
+// the session has an upstream proxy_server, the connection is chained to it instead.
+import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { once } from 'node:events';
+import { EgressRefused, resolvePublic } from '../../shared/egress.ts';
+import { flag } from './flags.ts';
+
+export interface EgressBlock {
+  host: string;
+  address: string;
+  at_ms: number;
+}
+
+export interface EgressSettings {
+  /** true: private networks are reachable (tests with loopback fixtures, trusted setups). */
+  allowPrivate: boolean;
+  /** The session's proxy_server (http://[user:pass@]host:port or host:port), or null. */
+  upstream: string | null;
+}
+
+interface Upstream {
+  host: string;
+  port: number;
+  auth: string | undefined;
+}
+
+function parseUpstream(raw: string | null): Upstream | undefined {
+  if (!raw) return undefined;
+  const u = new URL(/^[a-z0-9+.-]+:\/\//i.test(raw) ? raw : `http://${raw}`);
+  if (u.protocol !== 'http:') throw new Error('only http:// upstream proxies can be chained behind the egress guard');
+  const auth = u.username ? `Basic ${Buffer.from(`${decodeURIComponent(u.username)}:${decodeURIComponent(u.password)}`).toString('base64')}` : undefined;
+  return { host: u.hostname.replace(/^\[|\]$/g, ''), port: Number(u.port || 80), auth };
+}
+
+const HOP_HEADERS = ['proxy-connection', 'proxy-authorization', 'connection', 'keep-alive', 'te', 'trailer', 'upgrade'];
+
+function blockedPage(host: string, address: string): string {
+  const esc = (s: string): string => s.replace(/[<>&"]/g, (c) => `&#${c.charCodeAt(0)};`);
+  return `<!doctype html><html><head><meta charset="utf-8"><title>Blocked by the egress guard</title></head>
+<body><h1>Blocked by the egress guard</h1><p>${esc(host)} (${esc(address)}) is a private, loopback, link-local or metadata address.
+This plane agent does not reach private networks (PLANE_ALLOW_PRIVATE_NETWORKS / allow_private_networks).</p></body></html>`;
+}
+
+export class EgressProxy {
+  private server: Server | undefined;
+  private readonly sockets = new Set<Duplex>();
+  private settings: EgressSettings = { allowPrivate: false, upstream: null };
+  private upstream: Upstream | undefined;
+  port = 0;
+  lastBlocked: EgressBlock | null = null;
+  blockedCount = 0;
+
+  /** What GET /health shows while the session is bound. */
+  status(): Record<string, unknown> {
+    return { allow_private: this.settings.allowPrivate, chained: Boolean(this.upstream), blocked_count: this.blockedCount, last_blocked: this.lastBlocked };
+  }
+
+  /** Sets the policy of the session the proxy serves (a pooled proxy gets it at init). */
+  configure(s: EgressSettings): void {
+    this.upstream = parseUpstream(s.upstream);
+    this.settings = s;
+    this.lastBlocked = null;
+    this.blockedCount = 0;
+  }
+
+  /** Chromium flags that send all of the browser's traffic, loopback included, through here. */
+  chromeFlags(): string[] {
+    return [`--proxy-server=http://127.0.0.1:${this.port}`, '--proxy-bypass-list=<-loopback>', '--force-webrtc-ip-handling-policy=disable_non_proxied_udp'];
+  }
+
+  async start(): Promise<void> {
+    const server = createServer((req, res) => void this.onRequest(req, res));
+    server.on('connect', (req: IncomingMessage, sock: Duplex, head: Buffer) => void this.onConnect(req, sock, head));
+    server.on('connection', (s: Socket) => this.track(s));
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const addr = server.address();
+    this.port = typeof addr === 'object' && addr ? addr.port : 0;
+    this.server = server;
+  }
+
+  async stop(): Promise<void> {
+    const server = this.server;
+    this.server = undefined;
+    for (const s of this.sockets) s.destroy();
+    if (server) await new Promise<void>((r) => server.close(() => r()));
+  }
+
+  private track(s: Duplex): void {
+    this.sockets.add(s);
+    s.once('close', () => this.sockets.delete(s));
+    s.on('error', () => undefined);
+  }
+
+  /** The address to connect to, or undefined when refused (the refusal is recorded). */
+  private async check(host: string): Promise<{ address: string; family: number } | 'refused' | 'unresolved'> {
+    try {
+      return await resolvePublic(host, this.settings.allowPrivate);
+    } catch (err) {
+      if (err instanceof EgressRefused) {
+        const address = /\(([^)]*)\)/.exec(err.message)?.[1] ?? '';
+        this.lastBlocked = { host, address, at_ms: Date.now() };
+        this.blockedCount += 1;
+        return 'refused';
+      }
+      return 'unresolved';
+    }
+  }
+
+  private async onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    let target: URL;
+    try {
+      target = new URL(req.url ?? '');
+      if (target.protocol !== 'http:') throw new Error('scheme');
+    } catch {
+      res.writeHead(400, { 'content-type': 'text/plain' }).end('egress proxy: absolute http:// URL expected');
+      return;
+    }
+    const host = target.hostname.replace(/^\[|\]$/g, '');
+    const checked = await this.check(host);
+    if (checked === 'refused') {
+      res.writeHead(403, { 'content-type': 'text/html; charset=utf-8', 'x-runplane-egress': 'blocked', 'cache-control': 'no-store' });
+      res.end(blockedPage(host, this.lastBlocked?.address ?? ''));
+      return;
+    }
+    if (checked === 'unresolved' && !this.upstream) {
+      res.writeHead(502, { 'content-type': 'text/plain' }).end(`egress proxy: ${host} did not resolve`);
+      return;
+    }
+    const headers = { ...req.headers };
+    for (const h of HOP_HEADERS) delete headers[h];
+    const up = this.upstream;
+    // Chained: the upstream gets the absolute URL (its exit resolves the name, so geo
+    // DNS stays right); direct: connect to the checked address with the original Host.
+    const options = up
+      ? { host: up.host, port: up.port, path: target.href, headers: up.auth ? { ...headers, 'proxy-authorization': up.auth } : headers }
+      : { host: (checked as { address: string }).address, port: Number(target.port || 80), path: `${target.pathname}${target.search}`, headers };
+    const out = httpRequest({ ...options, method: req.method }, (ur) => {
+      res.writeHead(ur.statusCode ?? 502, ur.headers);
+      ur.pipe(res);
+    });
+    out.on('error', () => {
+      if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' }).end('egress proxy: upstream connection failed');
+      else res.destroy();
+    });
+    req.pipe(out);
+  }
+
+  private async onConnect(req: IncomingMessage, sock: Duplex, head: Buffer): Promise<void> {
+    this.track(sock);
+    const m = /^\[?([^\]]+?)\]?:(\d{1,5})$/.exec(req.url ?? '');
+    const host = m?.[1];
+    const port = Number(m?.[2]);
+    if (!host || !port || port > 65535) {
+      sock.end('HTTP/1.1 400 Bad Request\r\n\r\n');
+      return;
+    }
+    const checked = await this.check(host);
+    if (checked === 'refused') {
+      sock.end('HTTP/1.1 403 Forbidden\r\nX-Runplane-Egress: blocked\r\nContent-Length: 0\r\n\r\n');
+      return;
+    }
+    if (checked === 'unresolved' && !this.upstream) {
+      sock.end('HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n');
+      return;
+    }
+    const up = this.upstream;
+    const remote = up ? connect(up.port, up.host) : connect(port, (checked as { address: string }).address);
+    this.track(remote);
+    remote.once('error', () => sock.destroy());
+    sock.once('close', () => remote.destroy());
+    remote.once('close', () => sock.destroy());
+    remote.once('connect', () => {
+      if (up) {
+        // Ask the upstream for the tunnel, then splice once it answers 200.
+        const auth = up.auth ? `Proxy-Authorization: ${up.auth}\r\n` : '';
+        remote.write(`CONNECT ${host.includes(':') ? `[${host}]` : host}:${port} HTTP/1.1\r\nHost: ${host}:${port}\r\n${auth}\r\n`);
+        let buf = Buffer.alloc(0);
+        const onData = (d: Buffer): void => {
+          buf = Buffer.concat([buf, d]);
+          const end = buf.indexOf('\r\n\r\n');
+          if (end < 0) return;
+          remote.off('data', onData);
+          const ok = /^HTTP\/1\.[01] 2\d\d/.test(buf.subarray(0, end).toString('latin1'));
+          if (!ok) {
+            sock.end('HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n');
+            return;
+          }
+          sock.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+          const rest = buf.subarray(end + 4);
+          if (rest.length) sock.write(rest);
+          if (head.length) remote.write(head);
+          remote.pipe(sock);
+          sock.pipe(remote);
+        };
+        remote.on('data', onData);
+        return;
+      }
+      sock.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      if (head.length) remote.write(head);
+      remote.pipe(sock);
+      sock.pipe(remote);
+    });
+  }
+}
+
+/** The guard's policy for a session: the init's allow_private_networks, else PLANE_ALLOW_PRIVATE_NETWORKS. */
+export function sessionEgress(init: { allow_private_networks: boolean; proxy_server: string | null }, env: NodeJS.ProcessEnv = process.env): EgressSettings {
+  return { allowPrivate: init.allow_private_networks || flag(env.PLANE_ALLOW_PRIVATE_NETWORKS, false), upstream: init.proxy_server };
+}
+
+/** A started guard for one session (or a pooled browser, configured when it is taken). */
+export async function startEgress(settings?: EgressSettings): Promise<EgressProxy> {
+  const p = new EgressProxy();
+  await p.start();
+  if (settings) p.configure(settings);
+  return p;
+}

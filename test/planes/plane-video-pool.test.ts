@@ -1,0 +1,116 @@
+// Session video (WebM/VP8, checked with ffprobe, fetched after close over both
+// transports) and the warm pool (a pooled init is the fast path and carries nothing of
+// the session before it), on both planes.
+import { expect } from 'chai';
+import { execFileSync } from 'node:child_process';
+import { writeFileSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connectPlane, PlaneCallError, type PlaneSession } from '../../gateway/planes/index.ts';
+import { descendants, startAgentProcess, startFixture, stillPresent, waitFor, type Fixture } from './support.ts';
+
+interface Probe {
+  streams: { codec_name: string; width: number; height: number }[];
+  format: { format_name: string; duration: string };
+}
+
+function ffprobe(video: Buffer): Probe {
+  const file = join(mkdtempSync(join(tmpdir(), 'plane-video-')), 'v.webm');
+  writeFileSync(file, video);
+  return JSON.parse(execFileSync('ffprobe', ['-v', 'error', '-show_streams', '-show_format', '-of', 'json', file], { encoding: 'utf8' })) as Probe;
+}
+
+async function status(p: Promise<unknown>): Promise<number> {
+  try {
+    await p;
+    return 200;
+  } catch (err) {
+    expect(err).to.be.instanceOf(PlaneCallError);
+    return (err as PlaneCallError).status;
+  }
+}
+
+async function evalJson<T>(s: PlaneSession, expr: string): Promise<T> {
+  const r = await s.cdp(expr, { awaitPromise: true });
+  expect(r.returncode, r.result_json).to.equal(0);
+  return JSON.parse(r.result_json) as T;
+}
+
+async function load(s: PlaneSession, url: string): Promise<void> {
+  await s.cdp(`location.href = ${JSON.stringify(url)}; true`);
+  await waitFor(async () => ((await evalJson<string>(s, 'location.href + " " + document.readyState')) === `${url} complete` ? true : undefined), 10_000, `load ${url}`);
+}
+
+describe('plane agents: video and warm pool', function () {
+  this.timeout(60_000);
+  let site: Fixture;
+
+  before(async () => {
+    site = await startFixture();
+  });
+  after(async () => {
+    await site?.close();
+  });
+
+  for (const plane of ['dom', 'computer'] as const) {
+    it(`${plane}_plane: a pooled init is the fast path, isolated from the session before it; the session video is a WebM/VP8 file`, async () => {
+      const agent = await startAgentProcess(plane, { PLANE_WARM_POOL: '1', PLANE_RECORD_FPS: '5', SERVICE_BEHAVIORAL_JITTER: '0' });
+      const grpc = connectPlane({ url: `grpc://127.0.0.1:${agent.grpcPort}`, deadlineMs: 20_000 });
+      const http = connectPlane({ url: `http://127.0.0.1:${agent.httpPort}`, deadlineMs: 20_000 });
+      try {
+        await waitFor(async () => ((await grpc.status()).pool_ready === 1 ? true : undefined), 20_000, 'a warm item');
+        const first = await grpc.init({ tenant_id: 'acme', profile_id: 'a', run_id: 'run-a', enable_cdp: true, persist_profile: false });
+        expect(first.warm).to.equal(true);
+        await load(grpc, `${site.url}/counter`);
+        await evalJson(grpc, `(document.cookie = 'tenant=acme; max-age=3600', localStorage.setItem('k', 'acme-secret'), true)`);
+        expect(await evalJson<string>(grpc, 'document.cookie')).to.equal('tenant=acme');
+        await new Promise((r) => setTimeout(r, 1500));
+        // Not before close: the file is finalized by close.
+        expect(await status(grpc.recording())).to.equal(409);
+        await grpc.close();
+
+        // The video of run-a, over gRPC (blob) and over HTTP (raw video/webm), same bytes.
+        const viaGrpc = await grpc.recording();
+        http.closedToken = first.session_token;
+        const viaHttp = await http.recording();
+        expect(viaHttp.contentType).to.equal('video/webm');
+        expect(viaHttp.video.equals(viaGrpc.video)).to.equal(true);
+        const probe = ffprobe(viaGrpc.video);
+        expect(probe.format.format_name).to.match(/webm/);
+        expect(probe.streams[0]).to.include({ codec_name: 'vp8', width: 1280, height: 720 });
+        expect(Number(probe.format.duration)).to.be.greaterThan(1);
+
+        // The next pooled session: another browser, no cookie, no storage of run-a.
+        await waitFor(async () => ((await grpc.status()).pool_ready === 1 ? true : undefined), 20_000, 'the pool refilled');
+        const second = await grpc.init({ tenant_id: 'other', profile_id: 'b', run_id: 'run-b', enable_cdp: true, persist_profile: false });
+        expect(second.warm).to.equal(true);
+        expect(second.chrome_pid).to.not.equal(first.chrome_pid);
+        await load(grpc, `${site.url}/counter`);
+        expect(await evalJson<string>(grpc, 'document.cookie')).to.equal('');
+        expect(await evalJson<string | null>(grpc, `localStorage.getItem('k')`)).to.equal(null);
+        await grpc.close();
+
+        // A persisted profile is never served by a pooled browser.
+        const third = await grpc.init({ tenant_id: 'acme', profile_id: 'kept', run_id: 'run-c', enable_cdp: true });
+        if (plane === 'dom') expect(third.warm).to.equal(false);
+        expect(third.chrome_pid).to.not.equal(second.chrome_pid);
+        await grpc.close();
+
+        const unknown = connectPlane({ url: `http://127.0.0.1:${agent.httpPort}`, retries: 0 });
+        unknown.closedToken = '0'.repeat(64);
+        expect(await status(unknown.recording())).to.equal(404);
+        unknown.disconnect();
+
+        // Stopping the agent disposes of the warm items too: nothing is left running.
+        const kids = descendants(agent.pid);
+        expect(kids.length).to.be.greaterThan(2);
+        await agent.stop();
+        expect(stillPresent(kids)).to.deep.equal([]);
+      } finally {
+        grpc.disconnect();
+        http.disconnect();
+        await agent.stop();
+      }
+    });
+  }
+});
