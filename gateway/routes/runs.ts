@@ -1,7 +1,8 @@
 // /v1/runs/{run_id} and its sub-routes. Another tenant's run is 404, never 403.
 import { notFound } from '../errors.ts';
 import { requireScope } from '../http/auth.ts';
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
 import path from 'node:path';
 import { lifecycleBody, resultBody, runDir, statusBody } from '../runs/records.ts';
 import { lastEventId, streamRunEvents } from './sse.ts';
@@ -13,22 +14,6 @@ import { param, type RouteSpec } from './route.ts';
 const runId = (ctx: Ctx): string => param(ctx, 'run_id');
 
 const BUNDLE_TYPES: Record<string, string> = { '.json': 'application/json', '.jsonl': 'application/x-ndjson', '.png': 'image/png', '.log': 'text/plain; charset=utf-8' };
-
-/** A sub-resource the runner produces: the run must be the tenant's, and until the artefact exists it is 404. */
-function artefactRoute(path: string, summary: string, scope: 'logs' | 'result', missing: string): RouteSpec {
-  return {
-    method: 'GET',
-    path,
-    summary,
-    tags: ['runs'],
-    auth: true,
-    scope,
-    async handler(ctx, s) {
-      await s.runs.get(ctx.state.tenant!, runId(ctx));
-      throw notFound(missing);
-    },
-  };
-}
 
 export const runRoutes: RouteSpec[] = [
   {
@@ -138,7 +123,23 @@ export const runRoutes: RouteSpec[] = [
       ctx.body = text;
     },
   },
-  artefactRoute('/v1/runs/:run_id/video', 'Screen recording of a run; 404 if none', 'result', 'this run has no video recording'),
+  {
+    method: 'GET',
+    path: '/v1/runs/:run_id/video',
+    summary: "The plane's screen recording of a run (WebM, VP8); 404 if none",
+    tags: ['runs'],
+    auth: true,
+    scope: 'result',
+    async handler(ctx, s) {
+      const run = await s.runs.get(ctx.state.tenant!, runId(ctx));
+      const file = path.join(runDir(s.config.dataDir, run), 'video.webm');
+      const info = await stat(file).catch(() => undefined);
+      if (!info?.isFile()) throw notFound('this run has no video recording');
+      ctx.type = 'video/webm';
+      ctx.length = info.size;
+      ctx.body = createReadStream(file);
+    },
+  },
   {
     method: 'POST',
     path: '/v1/runs/:run_id/cancel',

@@ -259,6 +259,16 @@ describe('runs end to end on dom_plane (real agent, real Chromium)', function ()
     const steps = (await gw.req('GET', `/trace/api/v1/runs/${r.run_id}/trace.json`, { headers: { cookie } })).body.steps;
     expect(steps).to.have.length(3);
 
+    // the plane's recording is the run's video: WebM that ffprobe reads
+    const video = await fetch(`${gw.url}/v1/runs/${r.run_id}/video`, { headers: { 'X-Service-Token': token } });
+    expect(video.status).to.equal(200);
+    expect(video.headers.get('content-type')).to.equal('video/webm');
+    const webm = Buffer.from(await video.arrayBuffer());
+    expect(webm.subarray(0, 4).toString('hex')).to.equal('1a45dfa3');
+    const probe = await run('ffprobe', ['-v', 'error', '-show_entries', 'stream=codec_name', '-of', 'csv=p=0', path.join(gw.dir, 'runs', 'e2e', r.run_id, 'video.webm')]);
+    expect(probe.stdout.trim()).to.match(/^vp[89]$/);
+    expect((await gw.req('GET', `/v1/runs/${r.run_id}/video`, { token: otherToken })).status).to.equal(404);
+
     // another tenant's trace is 404; a path out of the bundle is 404
     expect((await gw.req('GET', `/v1/runs/${r.run_id}/trace`, { token: otherToken })).status).to.equal(404);
     expect((await gw.req('GET', `/v1/runs/${r.run_id}/trace/trace.json`, { token: otherToken })).status).to.equal(404);
