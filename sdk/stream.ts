@@ -161,6 +161,9 @@ export class Streamer {
     let n = 1;
     if (!first.image && this.batchMax > 1) {
       while (n < this.queue.length && n < this.batchMax && !this.queue[n]!.image) n++;
+    } else if (first.image) {
+      // screenshots are independent files: up to 4 go out side by side
+      while (n < this.queue.length && n < 4 && this.queue[n]!.image) n++;
     }
     const jobs = this.queue.splice(0, n);
     for (const j of jobs) if (j.key && this.byKey.get(j.key) === j) this.byKey.delete(j.key);
@@ -173,6 +176,7 @@ export class Streamer {
       if (!jobs.length) continue;
       try {
         if (jobs.length === 1) await this.sendOne(jobs[0]!);
+        else if (jobs[0]!.image) await Promise.all(jobs.map((j) => this.sendOne(j).catch((err: Error) => this.log.debug('trace stream error', { error: err.message }))));
         else await this.sendBatch(jobs);
       } catch (err) {
         // never let a streaming failure escape
