@@ -1,0 +1,85 @@
+import { expect } from 'chai';
+import { spawn } from 'node:child_process';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { PLUGIN_API_VERSION, type PluginHost } from '../../gateway/plugins/contract.ts';
+import plugin, { ingestInstance } from '../../plugins/trace-ingest/index.ts';
+import { tempDir } from '../support/trace.ts';
+
+const root = path.resolve(import.meta.dirname, '../..');
+const noop = () => undefined;
+
+function fakeHost(extra: Record<string, unknown>): PluginHost {
+  return {
+    apiVersion: PLUGIN_API_VERSION,
+    log: { info: noop, warn: noop, error: noop },
+    stepHandler: noop,
+    brain: noop,
+    recipe: noop,
+    hostTool: noop,
+    traceSink: noop,
+    routes: noop,
+    ...extra,
+  } as PluginHost;
+}
+
+describe('trace-ingest plugin and npm run ingest', () => {
+  const saved = { ...process.env };
+  afterEach(async () => {
+    await ingestInstance()?.close();
+    process.env = { ...saved };
+  });
+
+  it('declares itself and mounts the app under /trace when the host can mount HTTP handlers', async () => {
+    expect(plugin).to.include({ name: 'trace-ingest', apiVersion: PLUGIN_API_VERSION });
+    process.env.TRACE_DATA_DIR = await tempDir();
+    let mounted: { prefix: string; handler: http.RequestListener } | undefined;
+    await plugin.register(fakeHost({ mountHttp: (prefix: string, handler: http.RequestListener) => (mounted = { prefix, handler }) }));
+    expect(mounted!.prefix).to.equal('/trace');
+    const server = http.createServer(mounted!.handler);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      expect((await fetch(`${base}/trace/api/v1/healthz`)).status).to.equal(200);
+      const doc = (await (await fetch(`${base}/trace/api/v1/openapi.json`)).json()) as { servers: Array<{ url: string }> };
+      expect(doc.servers[0]!.url).to.equal('/trace/api/v1');
+      expect((await fetch(`${base}/trace/api/v1/runs`)).status).to.equal(401);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+
+  it('listens on its own port when the host cannot mount HTTP handlers', async () => {
+    process.env.TRACE_DATA_DIR = await tempDir();
+    process.env.TRACE_INGEST_PORT = '0';
+    await plugin.register(fakeHost({}));
+    const url = await ingestInstance()!.listen(0);
+    expect((await fetch(`${url}/healthz`)).status).to.equal(200);
+  });
+
+  it('npm run ingest serves on its own and stops cleanly on SIGTERM', async function () {
+    this.timeout(60_000);
+    const child = spawn(process.execPath, ['--import', 'tsx', 'plugins/trace-ingest/main.ts'], {
+      cwd: root,
+      env: { ...process.env, TRACE_INGEST_PORT: '0', TRACE_DATA_DIR: await tempDir() },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    const url = await new Promise<string>((resolve, reject) => {
+      let err = '';
+      child.stderr.on('data', (d: Buffer) => {
+        err += d.toString();
+        const m = /listening on (http:\/\/\S+)/.exec(err);
+        if (m) resolve(m[1]!);
+      });
+      child.once('exit', (c) => reject(new Error(`exited ${c}: ${err}`)));
+    });
+    expect((await (await fetch(`${url}/healthz`)).json())).to.deep.include({ status: 'ok' });
+    const code = await new Promise<number | null>((r) => {
+      child.once('exit', (c) => r(c));
+      child.kill('SIGTERM');
+    });
+    expect(code).to.equal(0);
+  });
+});
