@@ -467,11 +467,12 @@ export class DebugSession {
     this.patchStep(stepIndex, (s) => {
       s.observation = { ...(s.observation ?? {}), [kind]: rel };
     });
-    if (kind === 'post' || kind === 'pre') {
+    if (kind === 'post') {
+      // observation.hashes.phash_64 describes the state after the step (decoding costs a few ms, so only the post image)
       this.track(
         phash64(bytes).then((hash) =>
           this.patchStep(stepIndex, (s) => {
-            if (kind === 'post' || !s.observation?.post) s.observation = { ...(s.observation ?? {}), hashes: { ...(s.observation?.hashes ?? {}), phash_64: hash } };
+            s.observation = { ...(s.observation ?? {}), hashes: { ...(s.observation?.hashes ?? {}), phash_64: hash } };
           }),
         ),
       ).catch(() => undefined);
