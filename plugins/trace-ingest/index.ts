@@ -3,11 +3,13 @@
 // (mountHttp, an optional host capability) the service is served under the
 // gateway at TRACE_MOUNT_PREFIX (default /trace); otherwise it listens on its
 // own port (TRACE_INGEST_PORT). `npm run ingest` runs the same app alone.
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type http from 'node:http';
 import { PLUGIN_API_VERSION, type PluginDefinition, type PluginHost } from '../../gateway/plugins/contract.ts';
 import { ObjectStore } from '../../sdk/store.ts';
 import { createIngestApp, type IngestApp } from './app.ts';
+import { hashKey } from './auth.ts';
 import type { IngestOptions } from './service.ts';
 
 export { createIngestApp };
@@ -66,3 +68,28 @@ const plugin: PluginDefinition = {
 export const ingestInstance = (): IngestApp | null => running;
 
 export default plugin;
+
+/**
+ * The DSN an embedded gateway streams its own runs with: read from `file`
+ * (mode 0600) when present and still valid, else the tenant is created (model
+ * io enabled) if missing, a DSN minted, and written to `file`.
+ */
+export async function embeddedDsn(ingest: IngestApp, opts: { tenantId: string; baseUrl: string; file: string }): Promise<string> {
+  const svc = ingest.service;
+  const saved = (await readFile(opts.file, 'utf8').catch(() => '')).trim();
+  if (saved) {
+    const key = decodeURIComponent(new URL(saved).username);
+    if (Object.values(svc.meta.data.dsns).some((d) => d.key_hash === hashKey(key) && d.tenant_id === opts.tenantId && !d.revoked_at)) return saved;
+  }
+  if (!svc.meta.data.tenants[opts.tenantId]) await svc.createTenant(opts.tenantId, { modelioEnabled: true });
+  const minted = await svc.mintDsn(opts.tenantId, 'embedded-runner', opts.baseUrl);
+  await mkdir(path.dirname(opts.file), { recursive: true });
+  await writeFile(opts.file, `${minted.dsn}\n`, { mode: 0o600 });
+  return minted.dsn;
+}
+
+/** Links of a run's trace on the ingest service (what GET /v1/runs/{id}/trace can answer with). */
+export function runTraceLinks(ingestBaseUrl: string, runId: string): { manifest: string; trace: string; files: string; findings: string } {
+  const base = `${ingestBaseUrl.replace(/\/+$/, '').replace(/\/api\/v1$/, '')}/api/v1/runs/${encodeURIComponent(runId)}`;
+  return { manifest: `${base}/manifest.json`, trace: `${base}/trace.json`, files: `${base}/files`, findings: `${base}/diagnostics/findings.json` };
+}

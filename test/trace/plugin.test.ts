@@ -4,7 +4,10 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { PLUGIN_API_VERSION, type PluginHost } from '../../gateway/plugins/contract.ts';
-import plugin, { ingestInstance } from '../../plugins/trace-ingest/index.ts';
+import plugin, { embeddedDsn, ingestInstance, runTraceLinks } from '../../plugins/trace-ingest/index.ts';
+import { createIngestApp } from '../../plugins/trace-ingest/app.ts';
+import { DebugSession } from '../../sdk/index.ts';
+import { readFile, stat } from 'node:fs/promises';
 import { tempDir } from '../support/trace.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
@@ -57,6 +60,31 @@ describe('trace-ingest plugin and npm run ingest', () => {
     await plugin.register(fakeHost({}));
     const url = await ingestInstance()!.listen(0);
     expect((await fetch(`${url}/healthz`)).status).to.equal(200);
+  });
+
+  it('embeddedDsn mints once, keeps the DSN in a 0600 file, and the runner streams with it; runTraceLinks points at the run', async () => {
+    const dir = await tempDir();
+    const ingest = await createIngestApp({ dataDir: dir, mountPrefix: '/trace' });
+    try {
+      const url = await ingest.listen(0);
+      const file = path.join(dir, 'embedded.dsn');
+      const dsn = await embeddedDsn(ingest, { tenantId: 'local', baseUrl: url, file });
+      expect(await embeddedDsn(ingest, { tenantId: 'local', baseUrl: url, file })).to.equal(dsn);
+      expect((await stat(file)).mode & 0o777).to.equal(0o600);
+      expect((await readFile(file, 'utf8')).trim()).to.equal(dsn);
+      expect(Object.keys(ingest.service.meta.data.dsns)).to.have.length(1);
+      const s = new DebugSession({ runId: 'emb-1', clientName: 'runner', outDir: path.join(dir, 'b'), dsn, logger: { warn: noop, debug: noop } });
+      s.recordStep({ step_index: 0, step_id: 'a' });
+      await s.recordModelio({ request: { model: 'm' }, response: { text: 'x' } }, { stepIndex: 0, layer: 'planner' });
+      await s.close();
+      expect(s.streamStats!.modelio_latched).to.equal(false);
+      const links = runTraceLinks(url, 'emb-1');
+      expect(links.trace).to.equal(`${url}/api/v1/runs/emb-1/trace.json`);
+      expect(url).to.match(/\/trace$/);
+      expect((await ingest.service.list(ingest.service.readableRun('local', 'emb-1')))).to.include('modelio/0000-planner-0.json');
+    } finally {
+      await ingest.close();
+    }
   });
 
   it('npm run ingest serves on its own and stops cleanly on SIGTERM', async function () {
