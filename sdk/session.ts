@@ -358,8 +358,9 @@ export class DebugSession {
     await writeBytes(store, relpath, data);
   }
 
+  /** Background work close() waits for; a failure is logged (validate_bundle then names the missing file). */
   private track<T>(p: Promise<T>): Promise<T> {
-    this.writes.push(p.catch(() => undefined));
+    this.writes.push(p.catch((err: Error) => this.log.warn(`bundle write failed: ${err.message}`)));
     return p;
   }
 
@@ -461,13 +462,21 @@ export class DebugSession {
     if (!isPng(png)) throw new ValueError('attachObservation: the bytes are not a PNG image');
     const rel = `screenshots/${pad4(stepIndex)}_${kind}.png`;
     const bytes = Buffer.from(png);
-    await this.track(this.putFile(rel, bytes));
-    let hash: string | null = null;
-    if (kind === 'post' || kind === 'pre') hash = await phash64(bytes).catch(() => null);
+    // the file write and the perceptual hash run in the background (close waits for them)
+    this.track(this.putFile(rel, bytes)).catch(() => undefined);
     this.patchStep(stepIndex, (s) => {
       s.observation = { ...(s.observation ?? {}), [kind]: rel };
-      if (hash && (kind === 'post' || !s.observation.post)) s.observation.hashes = { ...(s.observation.hashes ?? {}), phash_64: hash };
     });
+    if (kind === 'post') {
+      // observation.hashes.phash_64 describes the state after the step (decoding costs a few ms, so only the post image)
+      this.track(
+        phash64(bytes).then((hash) =>
+          this.patchStep(stepIndex, (s) => {
+            s.observation = { ...(s.observation ?? {}), hashes: { ...(s.observation?.hashes ?? {}), phash_64: hash } };
+          }),
+        ),
+      ).catch(() => undefined);
+    }
     this.post({ kind: 'screenshot', method: 'POST', path: `${this.runPath}/screenshots/${stepIndex}/${kind}`, image: bytes });
     return rel;
   }
@@ -719,8 +728,7 @@ export class DebugSession {
     const name = `${stepKey}-${layer}-${seq}.json`;
     const rel = `modelio/${name}`;
     this.modelioByHash.set(rec.prompt_hash, rel);
-    const text = bundleJson(redacted);
-    await this.track(this.putFile(rel, text));
+    this.track(this.putFile(rel, bundleJson(redacted))).catch(() => undefined);
     if (stepIndex !== null) {
       const model = typeof redacted.request?.model === 'string' ? redacted.request.model : undefined;
       this.patchStep(stepIndex, (s) => {
@@ -1031,7 +1039,7 @@ export class DebugSession {
       if ((s.group_id === undefined || s.group_id === null) && this.session.group_id) s.group_id = this.session.group_id;
       if (this.streamer && this.sentSteps.get(`step:${s.step_index}:${s.step_id}`) !== bundleJson(s)) this.streamStep(s);
     }
-    await Promise.all(this.writes);
+    while (this.writes.length) await Promise.all(this.writes.splice(0));
     const staged = await this.stagedStore();
     try {
       const trace = this.traceDocument();

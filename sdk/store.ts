@@ -85,12 +85,15 @@ export async function atomicWriteFile(file: string, data: string | Uint8Array): 
 
 export class FileStore implements Store {
   readonly root: string;
-  /** fsync each file (off inside a staging directory: the directory is synced as a whole before rename) */
+  /** each file written by temp file + fsync + rename (off inside a staging directory) */
   private readonly durable: boolean;
+  /** fsync a staged bundle's files before the rename (power-loss durability; a killed process never leaves half a bundle either way) */
+  private readonly fsync: boolean;
 
-  constructor(root: string, opts: { durable?: boolean } = {}) {
+  constructor(root: string, opts: { durable?: boolean; fsync?: boolean } = {}) {
     this.root = path.resolve(root);
     this.durable = opts.durable ?? true;
+    this.fsync = opts.fsync ?? process.env.TRACE_FSYNC === '1';
   }
 
   get rootUri(): string {
@@ -157,10 +160,11 @@ export class FileStore implements Store {
     await mkdir(dir, { recursive: true });
     const staged = new FileStore(dir, { durable: false });
     const root = this.root;
+    const fsync = this.fsync;
     return {
       store: staged,
       async commit() {
-        await syncTree(dir);
+        if (fsync) await syncTree(dir);
         // a previous bundle at the final path is replaced whole: move it aside first
         const old = `${root}.old-${randomBytes(6).toString('hex')}`;
         const hadOld = await rename(root, old).then(

@@ -156,30 +156,49 @@ export class Streamer {
     });
   }
 
-  private take(): Pending[] {
-    const first = this.queue[0]!;
-    let n = 1;
-    if (!first.image && this.batchMax > 1) {
-      while (n < this.queue.length && n < this.batchMax && !this.queue[n]!.image) n++;
+  /** Takes up to `max` queued jobs of one lane (images or JSON records), keeping their order. */
+  private take(images: boolean, max: number): Pending[] {
+    const jobs: Pending[] = [];
+    for (let i = 0; i < this.queue.length && jobs.length < max; ) {
+      const j = this.queue[i]!;
+      if (Boolean(j.image) === images && !(j.kind === 'modelio' && this.modelioLatched)) {
+        this.queue.splice(i, 1);
+        if (j.key && this.byKey.get(j.key) === j) this.byKey.delete(j.key);
+        jobs.push(j);
+      } else if (j.kind === 'modelio' && this.modelioLatched) {
+        this.queue.splice(i, 1);
+        if (j.key && this.byKey.get(j.key) === j) this.byKey.delete(j.key);
+      } else i++;
     }
-    const jobs = this.queue.splice(0, n);
-    for (const j of jobs) if (j.key && this.byKey.get(j.key) === j) this.byKey.delete(j.key);
     return jobs;
   }
 
+  /**
+   * Two lanes drain side by side: JSON records (in order, together through the
+   * batch route when more than one waits) and screenshots (independent files,
+   * up to four uploads at a time). Order matters only among JSON records.
+   */
   private async drain(): Promise<void> {
-    while (this.queue.length && !this.abort.signal.aborted) {
-      const jobs = this.take().filter((j) => !(j.kind === 'modelio' && this.modelioLatched));
-      if (!jobs.length) continue;
-      try {
-        if (jobs.length === 1) await this.sendOne(jobs[0]!);
-        else await this.sendBatch(jobs);
-      } catch (err) {
-        // never let a streaming failure escape
-        this.stats.failed += jobs.length;
-        this.log.debug('trace stream error', { error: (err as Error).message });
+    const lane = async (images: boolean) => {
+      while (!this.abort.signal.aborted) {
+        const jobs = this.take(images, images ? 4 : this.batchMax);
+        if (!jobs.length) return;
+        try {
+          if (images) await Promise.all(jobs.map((j) => this.sendOne(j).catch((err: Error) => this.fail(1, err))));
+          else if (jobs.length === 1) await this.sendOne(jobs[0]!);
+          else await this.sendBatch(jobs);
+        } catch (err) {
+          // never let a streaming failure escape
+          this.fail(jobs.length, err as Error);
+        }
       }
-    }
+    };
+    await Promise.all([lane(false), lane(true)]);
+  }
+
+  private fail(n: number, err: Error): void {
+    this.stats.failed += n;
+    this.log.debug('trace stream error', { error: err.message });
   }
 
   private bodyOf(job: Pending): unknown {

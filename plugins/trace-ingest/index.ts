@@ -3,11 +3,12 @@
 // (mountHttp, an optional host capability) the service is served under the
 // gateway at TRACE_MOUNT_PREFIX (default /trace); otherwise it listens on its
 // own port (TRACE_INGEST_PORT). `npm run ingest` runs the same app alone.
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { PLUGIN_API_VERSION, type PluginDefinition, type PluginHost } from '../../gateway/plugins/contract.ts';
 import { ObjectStore } from '../../sdk/store.ts';
 import { createIngestApp, type IngestApp } from './app.ts';
+import { hashKey } from './auth.ts';
 import type { IngestOptions } from './service.ts';
 
 export { createIngestApp };
@@ -38,46 +39,24 @@ export function optionsFromEnv(env: Record<string, string | undefined>): IngestO
 
 let running: IngestApp | null = null;
 
-/** DSNs the gateway's recorder streams with, one per gateway tenant; the plaintext is kept 0600 in the plugin's data dir. */
+/** One DSN per gateway tenant for the gateway's run recorder (embeddedDsn each, kept 0600 in the plugin's data dir). */
 class GatewayDsns {
   private readonly cache = new Map<string, Promise<string>>();
 
   constructor(
     private readonly ingest: IngestApp,
-    private readonly file: string,
+    private readonly dir: string,
     private readonly prefix: string,
   ) {}
 
   dsnFor(tenantId: string, gatewayUrl: string): Promise<string> {
     let p = this.cache.get(tenantId);
     if (!p) {
-      p = this.mint(tenantId, gatewayUrl);
+      p = embeddedDsn(this.ingest, { tenantId, baseUrl: `${gatewayUrl}${this.prefix}`, file: path.join(this.dir, `${tenantId}.dsn`) });
       p.catch(() => this.cache.delete(tenantId));
       this.cache.set(tenantId, p);
     }
     return p;
-  }
-
-  private async mint(tenantId: string, gatewayUrl: string): Promise<string> {
-    const saved = await readJson(this.file);
-    const svc = this.ingest.service;
-    const known = saved[tenantId];
-    if (known && Object.values(svc.meta.data.dsns).some((d) => d.dsn_id === known.dsn_id && !d.revoked_at)) return known.dsn;
-    if (!svc.meta.data.tenants[tenantId]) await svc.createTenant(tenantId, { name: `${tenantId} (gateway)` });
-    const minted = await svc.mintDsn(tenantId, 'gateway run recorder', `${gatewayUrl}${this.prefix}`);
-    const next = { ...(await readJson(this.file)), [tenantId]: { dsn_id: minted.record.dsn_id, dsn: minted.dsn } };
-    await mkdir(path.dirname(this.file), { recursive: true });
-    await writeFile(`${this.file}.tmp`, JSON.stringify(next, null, 2), { mode: 0o600 });
-    await rename(`${this.file}.tmp`, this.file);
-    return minted.dsn;
-  }
-}
-
-async function readJson(file: string): Promise<Record<string, { dsn_id: string; dsn: string }>> {
-  try {
-    return JSON.parse(await readFile(file, 'utf8')) as Record<string, { dsn_id: string; dsn: string }>;
-  } catch {
-    return {};
   }
 }
 
@@ -97,10 +76,13 @@ const plugin: PluginDefinition = {
       const app = await createIngestApp({ ...base, dataDir, mountPrefix: prefix, logger: host.log });
       running = app;
       host.mountHttp(prefix, app.callback(), () => app.close());
-      const dsns = new GatewayDsns(app, path.join(host.dataDir, 'gateway-dsns.json'), prefix);
+      const dsns = new GatewayDsns(app, path.join(host.dataDir, 'dsns'), prefix);
       host.traceDestination?.({
         dsnFor: (tenantId, gatewayUrl) => dsns.dsnFor(tenantId, gatewayUrl),
-        links: (runId) => ({ manifest_url: `${prefix}/api/v1/runs/${encodeURIComponent(runId)}/manifest.json`, trace_url: `${prefix}/api/v1/runs/${encodeURIComponent(runId)}/trace.json` }),
+        links: (runId) => {
+          const l = runTraceLinks(prefix, runId);
+          return { manifest_url: l.manifest, trace_url: l.trace };
+        },
       });
       host.log.info('trace ingest mounted', { prefix: `${prefix}/api/v1` });
     } else {
@@ -116,3 +98,28 @@ const plugin: PluginDefinition = {
 export const ingestInstance = (): IngestApp | null => running;
 
 export default plugin;
+
+/**
+ * The DSN an embedded gateway streams its own runs with: read from `file`
+ * (mode 0600) when present and still valid, else the tenant is created (model
+ * io enabled) if missing, a DSN minted, and written to `file`.
+ */
+export async function embeddedDsn(ingest: IngestApp, opts: { tenantId: string; baseUrl: string; file: string }): Promise<string> {
+  const svc = ingest.service;
+  const saved = (await readFile(opts.file, 'utf8').catch(() => '')).trim();
+  if (saved) {
+    const key = decodeURIComponent(new URL(saved).username);
+    if (Object.values(svc.meta.data.dsns).some((d) => d.key_hash === hashKey(key) && d.tenant_id === opts.tenantId && !d.revoked_at)) return saved;
+  }
+  if (!svc.meta.data.tenants[opts.tenantId]) await svc.createTenant(opts.tenantId, { modelioEnabled: true });
+  const minted = await svc.mintDsn(opts.tenantId, 'embedded-runner', opts.baseUrl);
+  await mkdir(path.dirname(opts.file), { recursive: true });
+  await writeFile(opts.file, `${minted.dsn}\n`, { mode: 0o600 });
+  return minted.dsn;
+}
+
+/** Links of a run's trace on the ingest service (what GET /v1/runs/{id}/trace can answer with). */
+export function runTraceLinks(ingestBaseUrl: string, runId: string): { manifest: string; trace: string; files: string; findings: string } {
+  const base = `${ingestBaseUrl.replace(/\/+$/, '').replace(/\/api\/v1$/, '')}/api/v1/runs/${encodeURIComponent(runId)}`;
+  return { manifest: `${base}/manifest.json`, trace: `${base}/trace.json`, files: `${base}/files`, findings: `${base}/diagnostics/findings.json` };
+}

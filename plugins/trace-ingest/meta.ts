@@ -134,8 +134,8 @@ export class MetaStore {
     const st = await stat(this.file).catch(() => null);
     if (!st || st.mtimeMs === this.mtimeMs) return;
     const text = await readFile(this.file, 'utf8');
-    const parsed = JSON.parse(text) as MetaData;
-    this.data = { ...empty(), ...parsed };
+    const parsed = { ...empty(), ...(JSON.parse(text) as MetaData) };
+    this.data = this.mtimeMs ? merge(this.data, parsed) : parsed;
     this.mtimeMs = st.mtimeMs;
   }
 
@@ -146,6 +146,9 @@ export class MetaStore {
       this.timer = null;
     }
     this.writing = this.writing.then(async () => {
+      // another process (the operator CLI) wrote since we read: fold its changes in first
+      const st = await stat(this.file).catch(() => null);
+      if (st && st.mtimeMs !== this.mtimeMs) await this.reload(true);
       await atomicWriteFile(this.file, `${JSON.stringify(this.data, null, 1)}\n`);
       this.mtimeMs = (await stat(this.file)).mtimeMs;
     });
@@ -166,4 +169,30 @@ export class MetaStore {
     if (this.timer) await this.save();
     await this.writing;
   }
+}
+
+/**
+ * Folds the file on disk into the in-memory state. Accounts (tenants, users,
+ * DSNs) are written by the CLI and the admin routes: the disk's version of an
+ * entry wins (a DSN keeps the later last_used_at). Runs, commands, connections
+ * and preferences are the service's own: memory wins, the disk adds what is missing.
+ */
+export function merge(memory: MetaData, disk: MetaData): MetaData {
+  const dsns: Record<string, Dsn> = { ...memory.dsns, ...disk.dsns };
+  for (const [id, d] of Object.entries(dsns)) {
+    const m = memory.dsns[id]?.last_used_at ?? null;
+    if (m && (!d.last_used_at || m > d.last_used_at)) dsns[id] = { ...d, last_used_at: m };
+  }
+  const prefIds = new Set(memory.preferences.map((p) => p.preference_id));
+  return {
+    version: 1,
+    cookie_secret: disk.cookie_secret || memory.cookie_secret,
+    tenants: { ...memory.tenants, ...disk.tenants },
+    users: { ...memory.users, ...disk.users },
+    dsns,
+    runs: { ...disk.runs, ...memory.runs },
+    commands: { ...disk.commands, ...memory.commands },
+    connections: { ...disk.connections, ...memory.connections },
+    preferences: [...memory.preferences, ...disk.preferences.filter((p) => !prefIds.has(p.preference_id))],
+  };
 }

@@ -1,6 +1,6 @@
 // Helpers of the trace SDK and ingest tests: PNG fixtures, temp dirs, a
 // collecting logger.
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
@@ -12,7 +12,21 @@ export async function png(seed: number, width = 64, height = 48): Promise<Buffer
   return sharp(raw, { raw: { width, height, channels: 3 } }).png().toBuffer();
 }
 
-export const tempDir = (prefix = 'trace-'): Promise<string> => mkdtemp(path.join(tmpdir(), prefix));
+const made: string[] = [];
+
+/** A fresh directory under the OS temp dir, removed after the whole test run. */
+export async function tempDir(prefix = 'trace-'): Promise<string> {
+  const dir = await mkdtemp(path.join(tmpdir(), prefix));
+  made.push(dir);
+  return dir;
+}
+
+// a root-level hook when loaded by mocha (child-process fixtures import this module too)
+if (typeof globalThis.after === 'function') {
+  after(async () => {
+    await Promise.all(made.splice(0).map((d) => rm(d, { recursive: true, force: true })));
+  });
+}
 
 export interface CollectingLogger extends SdkLogger {
   warnings: string[];

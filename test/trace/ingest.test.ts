@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { DebugSession } from '../../sdk/index.ts';
@@ -313,6 +314,12 @@ describe('trace ingest service: queue, restart, CLI', () => {
       await s.close();
       const cookie = await ing.login({ email: 'op@cli.test', password: 'correct horse battery' });
       expect((await ing.get('/runs/cli-run/steps/0000.json', cookie)).status).to.equal(200);
+      // the CLI writes again while the service holds unsaved run state: neither loses the other's changes
+      await cli('tenant', 'create', 'cli-late');
+      await ing.ingest.service.meta.save();
+      const disk = JSON.parse(await readFile(path.join(ing.dir, 'meta.json'), 'utf8'));
+      expect(Object.keys(disk.tenants)).to.include.members(['cli-t', 'cli-late']);
+      expect(disk.runs['cli-run'].tenant_id).to.equal('cli-t');
     } finally {
       await ing.close();
     }

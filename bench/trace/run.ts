@@ -1,0 +1,93 @@
+// bench/trace: on loopback, with the ingest service in its own process,
+//   (a) ingest throughput: step records/s and screenshots/s with 1 and 8
+//       concurrent SDK sessions streaming (each step: a step record, a pre and
+//       a post screenshot, two decision events, step costs), counted from
+//       session start until every session closed and flushed;
+//   (b) SDK overhead per recorded step (the same calls, close excluded) with
+//       streaming off and on, side by side.
+// Usage: npm run bench:trace [-- --steps 200 --width 640 --height 400]
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import sharp from 'sharp';
+import { DebugSession } from '../../sdk/index.ts';
+
+const args = process.argv.slice(2);
+const opt = (name: string, dflt: number) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? Number(args[i + 1]) : dflt;
+};
+const STEPS = opt('steps', 200);
+const W = opt('width', 640);
+const H = opt('height', 400);
+
+async function screenshot(seed: number): Promise<Buffer> {
+  // a page-like image: flat bands with some text-like noise, so PNG sizes are realistic
+  const raw = Buffer.alloc(W * H * 3);
+  for (let y = 0; y < H; y++) {
+    for (let x = 0; x < W; x++) {
+      const i = (y * W + x) * 3;
+      const band = Math.floor(y / 40) % 3;
+      const ink = (x * 7 + y * 13 + seed) % 97 < 6 && y % 40 > 10 && y % 40 < 30;
+      const v = ink ? 30 : 235 - band * 20;
+      raw[i] = v;
+      raw[i + 1] = v;
+      raw[i + 2] = ink ? 30 : 245;
+    }
+  }
+  return sharp(raw, { raw: { width: W, height: H, channels: 3 } }).png().toBuffer();
+}
+
+const quiet = { warn: () => undefined, debug: () => undefined };
+
+async function recordSession(runId: string, dsn: string | null, shots: Buffer[], out: string): Promise<{ perStepMs: number; closeMs: number; dropped: number }> {
+  const s = new DebugSession({ runId, clientName: 'bench', outDir: path.join(out, runId), dsn, logger: quiet, stream: { flushTimeoutMs: 120_000 } });
+  const t0 = performance.now();
+  for (let i = 0; i < STEPS; i++) {
+    s.recordStep({ step_index: i, step_id: `${runId}-${i}`, status: 'passed', action: { type: 'CLICK', params: { x: i, y: i } } });
+    await s.attachObservation(i, 'pre', shots[i % shots.length]!);
+    await s.attachObservation(i, 'post', shots[(i + 1) % shots.length]!);
+    s.recordEvent({ layer: 'planner', kind: 'propose', step_index: i, payload: { n: i } });
+    s.recordEvent({ layer: 'verifier', kind: 'check', step_index: i });
+    s.setStepCosts(i, { total_usd: 0.001, tokens_in: 1000, tokens_out: 20 });
+  }
+  const t1 = performance.now();
+  await s.close();
+  const t2 = performance.now();
+  return { perStepMs: (t1 - t0) / STEPS, closeMs: t2 - t1, dropped: s.streamStats?.dropped ?? 0 };
+}
+
+const server = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, 'server.ts')], { stdio: ['ignore', 'pipe', 'inherit'] });
+const [url, dsn] = await new Promise<string[]>((resolve, reject) => {
+  server.stdout.once('data', (d: Buffer) => resolve(d.toString().trim().split(' ')));
+  server.once('exit', (c) => reject(new Error(`ingest server exited ${c}`)));
+});
+const out = await mkdtemp(path.join(tmpdir(), 'bench-trace-'));
+try {
+  const shots = await Promise.all([0, 1, 2, 3].map(screenshot));
+  const avgPng = Math.round(shots.reduce((a, b) => a + b.length, 0) / shots.length / 1024);
+  process.stdout.write(`ingest ${url}; ${STEPS} steps per session, 2 screenshots per step (${W}x${H} PNG, ~${avgPng} KiB)\n\n`);
+  await recordSession('warmup', dsn!, shots, out);
+
+  process.stdout.write('ingest throughput (streaming, end to end incl. close and flush)\n');
+  process.stdout.write('| sessions | steps | step records/s | screenshots/s | dropped |\n|---:|---:|---:|---:|---:|\n');
+  for (const n of [1, 8]) {
+    const t0 = performance.now();
+    const results = await Promise.all(Array.from({ length: n }, (_, k) => recordSession(`tp-${n}-${k}`, dsn!, shots, out)));
+    const sec = (performance.now() - t0) / 1000;
+    const steps = n * STEPS;
+    const dropped = results.reduce((a, r) => a + r.dropped, 0);
+    process.stdout.write(`| ${n} | ${steps} | ${(steps / sec).toFixed(0)} | ${((2 * steps) / sec).toFixed(0)} | ${dropped} |\n`);
+  }
+
+  process.stdout.write('\nSDK overhead per recorded step (record_step + 2 screenshots + 2 events + step costs; close separate)\n');
+  process.stdout.write('| streaming | ms per step | close ms |\n|---|---:|---:|\n');
+  for (const [label, d] of [['off', null], ['on', dsn!]] as const) {
+    const runs = await Promise.all([0].map(() => recordSession(`oh-${label}`, d, shots, out)));
+    process.stdout.write(`| ${label} | ${runs[0]!.perStepMs.toFixed(3)} | ${runs[0]!.closeMs.toFixed(0)} |\n`);
+  }
+} finally {
+  server.kill('SIGTERM');
+  await rm(out, { recursive: true, force: true });
+}
