@@ -5,6 +5,7 @@
 // brain_loop_exhausted. An unreachable or refusing upstream halts the run with
 // model_provider_unreachable; a malformed answer fails the step (classified).
 import { createHash } from 'node:crypto';
+import { modelExtract } from './model-extract.ts';
 import { isBrainError, type Action, type Brain, type Screenshot, type StepContext, type StepHandler, type StepResult } from '../../gateway/plugins/contract.ts';
 
 export const DEFAULT_MAX_STEPS = 15;
@@ -81,4 +82,17 @@ export const brainStep: StepHandler = {
   description: "the run's brain carries out step.intent (with hint), one action per turn, up to max_steps (legacy budget); also serves unknown step types",
   needs: { brain: true },
   run: (ctx) => runBrainLoop(ctx, ctx.brain!),
+};
+
+/** hosted-api: the hosted model (with the tenant's key) drives the step. */
+export const hostedStep: StepHandler = {
+  types: ['hosted-api'],
+  description: 'the hosted model (brain hosted-api, with the tenant key) carries out step.intent, one action per turn; with an extract block it reads the rows instead',
+  checks: { rows: true },
+  async run(ctx) {
+    const brain = ctx.brainFor?.('hosted-api');
+    if (!brain) return { success: false, failure_class: 'unknown', data: "brain 'hosted-api' is not configured on this deployment", retryable: false };
+    if (ctx.step.extract) return (await modelExtract({ ...ctx, brain, step: { ...ctx.step, hosted_only: true } }, ctx.step.extract)) ?? { success: false, failure_class: 'extractor_error', data: "brain 'hosted-api' cannot read a screen in text" };
+    return runBrainLoop(ctx, brain);
+  },
 };
