@@ -105,6 +105,29 @@ describe('brain steps in real runs on dom_plane (fake model server, real agent, 
     expect(fake.requests[0]!.body.model).to.equal('fake-compact');
   });
 
+  it('computer_plane: the brain acts through xdotool (a click at the pointer\'s resting place included)', async () => {
+    fake.requests.length = 0;
+    const before = site.hits.get('/hit') ?? 0;
+    const r = await run(
+      [
+        { intent: 'open the counter', type: 'navigate', url: `${site.url}/counter`, required: true },
+        { intent: 'press the hit button', type: 'default-cua', max_steps: 3, required: true },
+        // Xvfb starts with the pointer in the middle of the screen: a click there must not hang;
+        // the screen settles after the first clicks (focus, hover), then the same click repeats on it
+        { intent: 'click, stuck', type: 'default-cua', max_steps: 8 },
+      ],
+      { compute_backend: 'computer_plane' },
+    );
+    const steps = r.steps as Body[];
+    expect(steps.map((s) => [s.type, s.success, s.failure_class ?? null]), JSON.stringify(steps)).to.deep.equal([
+      ['navigate', true, null],
+      ['default-cua', true, null],
+      ['default-cua', false, 'brain_loop_exhausted'],
+    ]);
+    expect(site.hits.get('/hit')).to.equal(before + 1);
+    expect(steps[2]!.data).to.match(/loop detected/);
+  });
+
   it('halts with model_provider_unreachable when the upstream is down, after backoff', async () => {
     const r = await run([{ intent: 'press the hit button', type: 'default-cua' }], { cua_model: 'mid-cua-8b' });
     expect(r.life).to.include({ status: 'failed', halt_class: 'model_provider_unreachable' });
