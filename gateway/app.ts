@@ -21,9 +21,10 @@ import { recipeRoutes } from './routes/recipes.ts';
 import { wsRoutes } from './routes/ws.ts';
 import { pluginListRoutes } from './routes/plugins.ts';
 import { brainRoutes } from './routes/brains.ts';
+import { diagnoseRoutes } from './routes/diagnose.ts';
 
 /** The gateway's own routes; the routes plugins declare are added by createGateway. */
-export const ALL_ROUTES: RouteSpec[] = [...opsRoutes, ...predictRoutes, ...runRoutes, ...recipeRoutes, ...wsRoutes, ...pluginListRoutes, ...brainRoutes];
+export const ALL_ROUTES: RouteSpec[] = [...opsRoutes, ...predictRoutes, ...runRoutes, ...recipeRoutes, ...wsRoutes, ...pluginListRoutes, ...brainRoutes, ...diagnoseRoutes];
 
 function routeChain(route: RouteSpec, s: Services) {
   const chain: Array<(ctx: Ctx, next: Next) => Promise<unknown>> = [];

@@ -24,6 +24,8 @@ export interface GatewayConfig {
   maxBodyBytes: number;
   /** SERVICE_MAX_BRAIN_BODY_BYTES: body cap of the brain routes, which carry screenshots */
   maxBrainBodyBytes: number;
+  /** SERVICE_DIAGNOSTIC_URL: the fingerprint diagnostic's default target (unset: the gateway's own test page) */
+  diagnosticUrl?: string;
   maxPlanSteps: number;
   maxJsonDepth: number;
   maxRecipesPerTenant: number;
@@ -107,6 +109,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Gateway
     singleModel: envStr(env, 'SERVICE_MODEL'),
     enableDocsUi: envFlag(env.SERVICE_ENABLE_DOCS_UI, false),
     maxBodyBytes: envInt(env, 'SERVICE_MAX_BODY_BYTES', 1024 * 1024, 1024),
+    diagnosticUrl: envStr(env, 'SERVICE_DIAGNOSTIC_URL'),
     maxBrainBodyBytes: envInt(env, 'SERVICE_MAX_BRAIN_BODY_BYTES', 8 * 1024 * 1024, 1024),
     maxPlanSteps: envInt(env, 'SERVICE_MAX_PLAN_STEPS', 500, 1),
     maxJsonDepth: envInt(env, 'SERVICE_MAX_JSON_DEPTH', 64, 8, 1000),

@@ -1642,3 +1642,20 @@ url: string
 }
 [k: string]: unknown
 }
+
+/**
+ * Body of POST /v1/diagnose/fingerprint: a run that opens a bot-detection test page and extracts its rows (test, result).
+ */
+
+export interface DiagnoseFingerprintRequest {
+/**
+ * The test page; must begin with http:// or https://. Default: SERVICE_DIAGNOSTIC_URL, else the gateway's own page /v1/diagnose/fingerprint/page.
+ */
+target_url?: string
+cua_model?: ("default-cua" | "hosted-api")
+/**
+ * Our addition: the plane to check (default: the tenant's default, else computer_plane).
+ */
+compute_backend?: ("computer_plane" | "dom_plane")
+[k: string]: unknown
+}

@@ -250,8 +250,8 @@ export interface StepContext {
   readonly plane: Plane;
   /** the run's brain, when the handler declared needs.brain (bound to the run's tenant: its key and prompts) */
   readonly brain?: Brain;
-  /** another registered brain by id (e.g. hosted-api for gates and extraction), bound to the run's tenant; undefined when none serves the id */
-  brainFor?(id: string): Brain | undefined;
+  /** a registered brain by id (e.g. hosted-api for gates and extraction; no id: the run's brain), bound to the run's tenant; undefined when none serves it */
+  brainFor?(id?: string): Brain | undefined;
   readonly signal: AbortSignal;
   recipe(name: string): Promise<Record<string, unknown>>;
   callTool(name: string, args: Record<string, unknown>): Promise<unknown>;

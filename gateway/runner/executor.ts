@@ -16,6 +16,7 @@ import { checkRows, toCsv } from './extraction.ts';
 import { averageHash } from './fingerprint.ts';
 import { DriftGuard, LoopStuckGuard } from './guards.ts';
 import type { RunRecorder, RunRecording } from './recording.ts';
+import { judgeGate } from './gates.ts';
 import { RETRIES, backoffMs, haltClassFor, runErrorFor } from './outcome.ts';
 import type { PlaneLease, PlaneProvider } from './planes.ts';
 
@@ -399,7 +400,7 @@ class Walker {
       path: p,
       plane: this.plane,
       brain,
-      brainFor: (id) => this.d.brain(id, this.run.tenant_id),
+      brainFor: (id) => this.d.brain(id ?? this.run.cua_model, this.run.tenant_id),
       signal: this.signal,
       recipe: (name) => this.d.recipe(this.run.tenant_id, name),
       callTool: (name, args) => this.d.callTool(name, args, { runId: this.run.run_id, tenantId: this.run.tenant_id, signal: this.signal }),
@@ -519,10 +520,11 @@ class Walker {
     const watchState = handler.checks?.stateChange === true;
     const before = watchState ? await this.stateSnapshot() : undefined;
     let result: StepResult;
+    const ctx = this.context(step, p, brain);
     try {
       const timeout = AbortSignal.timeout(this.d.stepTimeoutMs);
       const signal = AbortSignal.any([this.signal, timeout]);
-      result = await raceAbort(handler.run(this.context(step, p, brain)), signal).catch((err: unknown) => {
+      result = await raceAbort(handler.run(ctx), signal).catch((err: unknown) => {
         if (this.signal.aborted) throw this.signal.reason;
         if (timeout.aborted) throw new Halt('halt_timeout', `step ${p} (${step.type}) took longer than ${this.d.stepTimeoutMs} ms`);
         throw err;
@@ -533,6 +535,10 @@ class Walker {
       return { success: false, failure_class: 'unknown', data: `handler error: ${(err as Error).message}`.slice(0, 500) };
     }
     if (!result.success) return result;
+    if (step.gate && step.verify) {
+      const verdict = await judgeGate(ctx, ctx.brainFor?.('hosted-api'), step.verify);
+      if (verdict && !verdict.success) return verdict;
+    }
     const hints = step.hints ?? {};
     if (handler.checks?.successContract && this.plane.dom) {
       const url = await this.plane.dom.currentUrl().catch(() => '');

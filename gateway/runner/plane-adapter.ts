@@ -12,20 +12,20 @@ const px = (n: number) => String(Math.round(n));
 export function xdotoolArgv(a: Action): string[][] {
   switch (a.type) {
     case 'CLICK':
-      return [['mousemove', '--sync', px(a.x), px(a.y), 'click', '1']];
+      return [['mousemove', px(a.x), px(a.y), 'click', '1']];
     case 'DOUBLE_CLICK':
-      return [['mousemove', '--sync', px(a.x), px(a.y), 'click', '--repeat', '2', '--delay', '80', '1']];
+      return [['mousemove', px(a.x), px(a.y), 'click', '--repeat', '2', '--delay', '80', '1']];
     case 'RIGHT_CLICK':
-      return [['mousemove', '--sync', px(a.x), px(a.y), 'click', '3']];
+      return [['mousemove', px(a.x), px(a.y), 'click', '3']];
     case 'DRAG':
-      return [['mousemove', '--sync', px(a.x), px(a.y), 'mousedown', '1', 'mousemove', '--sync', px(a.to_x), px(a.to_y), 'mouseup', '1']];
+      return [['mousemove', px(a.x), px(a.y), 'mousedown', '1', 'mousemove', px(a.to_x), px(a.to_y), 'mouseup', '1']];
     case 'TYPE':
       return [['type', '--delay', '8', '--', a.text]];
     case 'KEY_PRESS':
       return [['key', '--clearmodifiers', ...a.keys.split(/\s+/).filter(Boolean)]];
     case 'SCROLL': {
       const button = { up: '4', down: '5', left: '6', right: '7' }[a.direction];
-      const move = a.x !== undefined && a.y !== undefined ? ['mousemove', '--sync', px(a.x), px(a.y)] : [];
+      const move = a.x !== undefined && a.y !== undefined ? ['mousemove', px(a.x), px(a.y)] : [];
       return [[...move, 'click', '--repeat', String(Math.max(1, Math.round(a.amount))), '--delay', '20', button]];
     }
     case 'NAVIGATE':

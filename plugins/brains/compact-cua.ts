@@ -110,8 +110,9 @@ export class CompactCuaBrain extends ChatBrain {
   }
 
   protected override async imageOf(frame: Frame): Promise<Record<string, unknown>> {
-    const png = await sharp(frame.screenshot.image).resize(this.input.width, this.input.height, { fit: 'fill' }).png({ compressionLevel: 1 }).toBuffer();
-    return imagePart(frame, png, 'png');
+    // JPEG: a quarter of the bytes of a fast PNG at this size, and quicker to encode
+    const jpeg = await sharp(frame.screenshot.image).resize(this.input.width, this.input.height, { fit: 'fill' }).jpeg({ quality: 85 }).toBuffer();
+    return imagePart(frame, jpeg, 'jpeg');
   }
 
   /** History in the model's own coordinates, so it sees one space. */

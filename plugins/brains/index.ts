@@ -1,15 +1,15 @@
 // Built-in plugin: the brain backends of SERVICE_BRAINS_PATH (default
-// config/brains.json), one brain per model id, and the step handlers that
-// drive them: default-cua (and unknown step types) with the run's brain,
-// hosted-api with the hosted model. Settings come from host.env.
+// config/brains.json), one brain per model id. The step handlers that drive
+// brains (default-cua, hosted-api, unknown types, model extraction) are
+// steps-core's: they see brains through the contract only, so an operator can
+// replace the backends without losing them. Settings come from host.env.
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { PLUGIN_API_VERSION, type Brain, type PluginDefinition, type StepHandler } from '../../gateway/plugins/contract.ts';
+import { PLUGIN_API_VERSION, type Brain, type PluginDefinition } from '../../gateway/plugins/contract.ts';
 import { describeError, validator } from '../../schemas/index.ts';
 import type { BrainBackend, BrainsConfig } from '../../schemas/types.gen.ts';
 import { ChatBrain, type BrainEnv } from './chat-brain.ts';
 import { CompactCuaBrain, parseWH } from './compact-cua.ts';
-import { brainStep, runBrainLoop } from './loop.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const validate = validator<BrainsConfig>('brains.schema.json');
@@ -52,21 +52,11 @@ export async function readBrainsConfig(env: Env, cwd = process.cwd()): Promise<{
   return { file, config: raw };
 }
 
-const hostedStep: StepHandler = {
-  types: ['hosted-api'],
-  description: 'the hosted model (brain hosted-api, with the tenant key) carries out step.intent, one action per turn',
-  async run(ctx) {
-    const brain = ctx.brainFor?.('hosted-api');
-    if (!brain) return { success: false, failure_class: 'unknown', data: "brain 'hosted-api' is not configured on this deployment", retryable: false };
-    return runBrainLoop(ctx, brain);
-  },
-};
-
 const plugin: PluginDefinition = {
   name: 'brains',
   version: '0.1.0',
   apiVersion: PLUGIN_API_VERSION,
-  description: 'Brain backends (openai-chat, compact-cua, hosted-api) from SERVICE_BRAINS_PATH, and the brain loop for default-cua, hosted-api and unknown step types',
+  description: 'Brain backends (openai-chat, compact-cua, hosted-api) from SERVICE_BRAINS_PATH',
   async register(host) {
     const env = host.env ?? process.env;
     const compactInput = parseWH(val(env, 'SERVICE_COMPACT_INPUT_WH'), 'SERVICE_COMPACT_INPUT_WH');
@@ -74,8 +64,6 @@ const plugin: PluginDefinition = {
     const benv = brainEnv(env);
     const ids = Object.keys(config?.brains ?? {});
     for (const id of ids) host.brain(makeBrain(id, config!.brains[id]!, benv, compactInput));
-    host.stepHandler(brainStep);
-    host.stepHandler(hostedStep);
     if (ids.length === 0) host.log.warn('no brain backends configured; brain steps fail until SERVICE_BRAINS_PATH names a backends file', { file });
     else host.log.info('brain backends', { file, brains: ids.map((id) => `${id}=${config!.brains[id]!.protocol}`) });
   },

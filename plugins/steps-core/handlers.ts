@@ -1,9 +1,11 @@
-// Mechanical step handlers: every step type a plane can carry out without a
-// brain. Targets come from params.selector (CSS), then params.label with
+// Step handlers: every step type a plane can carry out without a brain, and
+// (brain-loop.ts) the brain-driven ones. Targets come from params.selector (CSS), then params.label with
 // aliases, then target_role through the step's recipe; on a plane without a
 // DOM, params.x/params.y. A target none of these find is a selector_miss (the
 // brains plugin grounds it from a screenshot instead, when one is configured).
 import { isHostToolError, type Action, type Plane, type Step, type StepContext, type StepHandler, type StepResult } from '../../gateway/plugins/contract.ts';
+import { brainStep, hostedStep } from './brain-loop.ts';
+import { modelExtract } from './model-extract.ts';
 import { CLEAR_FOCUSED, extractRows, locateLabel, locateSelector, READ_LOCATION, selectOption, type FieldSpec } from './page-scripts.ts';
 
 type Params = Record<string, unknown>;
@@ -282,25 +284,29 @@ async function readItems(ctx: StepContext): Promise<StepResult | undefined> {
   return { success: true, rows: r.rows, data: `${r.rows.length} of ${r.total} items read` };
 }
 
-const NO_MECHANICAL: StepResult = { success: false, failure_class: 'extractor_error', data: 'mechanical extraction needs dom_plane and extract.item_selector with field selectors; model extraction needs a brain' };
+const NO_MECHANICAL: StepResult = { success: false, failure_class: 'extractor_error', data: 'mechanical extraction needs dom_plane and extract.item_selector with field selectors; model extraction needs a brain that reads screens (hosted-api for hosted_only)' };
 
 export const extractData: StepHandler = {
   types: ['extract_data'],
-  description: 'mechanical extraction on DOM planes: extract.item_selector plus field selectors (the extract block or a _recipe)',
+  description: 'mechanical extraction on DOM planes (extract.item_selector plus field selectors), else the brain reads the rows from the screenshot (hosted_only: the hosted model)',
   needs: { recipe: true },
   checks: { rows: true },
   haltClass: 'extract_data_failed',
   async run(ctx) {
-    return (await readItems(ctx)) ?? NO_MECHANICAL;
+    if (ctx.step.hosted_only) return (await modelExtract(ctx, ctx.step.extract!)) ?? NO_MECHANICAL;
+    return (await readItems(ctx)) ?? (await modelExtract(ctx, ctx.step.extract!)) ?? NO_MECHANICAL;
   },
 };
 
+const URL_FIELDS: NonNullable<Step['extract']> = { fields: [{ name: 'url', type: 'str', required: true }, { name: 'title', type: 'str' }] };
+
 export const extractUrl: StepHandler = {
   types: ['extract_url'],
-  description: 'the current URL and title on DOM planes (or item selectors, when the step has an extract block with item_selector)',
+  description: 'the current URL and title on DOM planes (or item selectors, when the step has an extract block with item_selector); elsewhere, or hosted_only, the model reads them',
   checks: { rows: true },
   haltClass: 'extract_data_failed',
   async run(ctx) {
+    if (ctx.step.hosted_only) return (await modelExtract(ctx, ctx.step.extract ?? URL_FIELDS)) ?? NO_MECHANICAL;
     const items = await readItems(ctx);
     if (items) return items;
     const dom = ctx.plane.dom;
@@ -308,7 +314,7 @@ export const extractUrl: StepHandler = {
       const loc = await dom.evaluate<{ url: string; title: string }>(READ_LOCATION);
       return { success: true, rows: [{ url: loc.url, title: loc.title }] };
     }
-    return NO_MECHANICAL;
+    return (await modelExtract(ctx, ctx.step.extract ?? URL_FIELDS)) ?? NO_MECHANICAL;
   },
 };
 
@@ -389,4 +395,6 @@ export const ALL_HANDLERS: StepHandler[] = [
   captureLinkInNewTab,
   toolCall,
   done,
+  brainStep,
+  hostedStep,
 ];

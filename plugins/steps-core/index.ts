@@ -6,7 +6,7 @@ const plugin: PluginDefinition = {
   name: 'steps-core',
   version: '0.1.0',
   apiVersion: PLUGIN_API_VERSION,
-  description: 'Mechanical step handlers: navigate, clicks, typing, forms, pagination, extraction, tabs, tools, done',
+  description: 'Step handlers: navigate, clicks, typing, forms, pagination, extraction, tabs, tools, done, and the brain loop (default-cua, hosted-api, unknown types)',
   register(host) {
     for (const h of ALL_HANDLERS) host.stepHandler(h);
   },

@@ -94,22 +94,22 @@ describe('brain backends (plugins/brains) against a fake model server', function
 
   it('compact-cua resizes the screenshot to its input and scales the click back at a non-default viewport', async () => {
     const brain = new CompactCuaBrain('compact-cua', { protocol: 'compact-cua', base_url: fake.url, model: 'compact-1' }, env(), { width: 1000, height: 800 });
-    // the fake clicks a fifth of the way into the image it receives: (200, 160) in input space
+    // the fake clicks a fifth across and a third down the image it receives: (200, 267) in input space
     const out = await brain.think([await frame(800, 600)], 'press the hit button', [], { width: 800, height: 600 });
     expect(fake.requests[0]!.seen.image).to.deep.equal({ width: 1000, height: 800 });
     expect(fake.requests[0]!.body.tools[0].function.name).to.equal('computer_use');
-    expect(out.action).to.deep.equal({ type: 'CLICK', x: 160, y: 120 });
+    expect(out.action).to.deep.equal({ type: 'CLICK', x: 160, y: 200 });
     // history goes back to the model in its own coordinate space
-    const prev: Action[] = [{ type: 'CLICK', x: 160, y: 120 }];
+    const prev: Action[] = [{ type: 'CLICK', x: 160, y: 200 }];
     const next = await brain.think([await frame(800, 600)], 'press the hit button', prev, { width: 800, height: 600 });
-    expect(fake.requests[1]!.seen.text).to.include('CLICK {"x":200,"y":160}');
+    expect(fake.requests[1]!.seen.text).to.include('CLICK {"x":200,"y":267}');
     expect(next.action).to.deep.equal({ type: 'DONE', success: true });
   });
 
   it('openai-chat reads the act tool call, or an action as JSON in the text, and prices the usage', async () => {
     const brain = new ChatBrain('default-cua', { protocol: 'openai-chat', base_url: fake.url, model: 'ui-tars', price_per_mtok_in: 2, price_per_mtok_out: 10 }, env());
     const out = await brain.think([await frame(640, 400)], 'press the hit button', [], { width: 640, height: 400 });
-    expect(out.action).to.deep.equal({ type: 'CLICK', x: 128, y: 80 });
+    expect(out.action).to.deep.equal({ type: 'CLICK', x: 128, y: 133 });
     expect(out.usage).to.deep.equal({ tokens_in: 1000, tokens_out: 50, cost_usd: (1000 * 2 + 50 * 10) / 1e6 });
     const req = fake.requests[0]!;
     expect(req.body.model).to.equal('ui-tars');

@@ -63,7 +63,7 @@ describe('brain routes: POST /v1/cua and POST /v1/chat/completions (fake model s
     it('answers one mapped service action with usage and the brain id', async () => {
       const r = await cua(multi, { screenshot: shot, task: 'press the hit button' });
       expect(r.status, r.text).to.equal(200);
-      expect(r.body).to.deep.include({ action: { type: 'CLICK', x: 160, y: 100 }, model: 'default-cua' });
+      expect(r.body).to.deep.include({ action: { type: 'CLICK', x: 160, y: 167 }, model: 'default-cua' });
       expect(r.body.usage).to.deep.equal({ tokens_in: 1000, tokens_out: 50, cost_usd: 0.001 });
       expect(fake.requests[0]!.seen.image).to.deep.equal({ width: 800, height: 500 });
     });
@@ -71,8 +71,8 @@ describe('brain routes: POST /v1/cua and POST /v1/chat/completions (fake model s
     it('passes action_history and maps a compact-cua click to screen_size', async () => {
       const r = await cua(multi, { screenshot: shot, task: 'press the hit button', cua_model: 'compact-cua', screen_size: { width: 1600, height: 1000 } });
       expect(r.status, r.text).to.equal(200);
-      // the fake clicks a fifth into its 1428x896 input: (286, 179) -> scaled to 1600x1000
-      expect(r.body.action).to.deep.equal({ type: 'CLICK', x: Math.round((286 * 1600) / 1428), y: Math.round((179 * 1000) / 896) });
+      // the fake clicks a fifth across and a third down its 1428x896 input: (286, 299) -> scaled to 1600x1000
+      expect(r.body.action).to.deep.equal({ type: 'CLICK', x: Math.round((286 * 1600) / 1428), y: Math.round((299 * 1000) / 896) });
       const again = await cua(multi, { screenshot: shot, task: 'press the hit button', cua_model: 'compact-cua', action_history: [r.body.action] });
       expect(again.body.action).to.deep.equal({ type: 'DONE', success: true });
       expect(fake.requests[1]!.seen.actions).to.equal(1);
@@ -166,12 +166,12 @@ describe('brain routes: POST /v1/cua and POST /v1/chat/completions (fake model s
       expect(choice.message.role).to.equal('assistant');
       expect(choice.message.tool_calls[0]).to.deep.include({ type: 'function' });
       expect(choice.message.tool_calls[0].function.name).to.equal('act');
-      expect(JSON.parse(choice.message.tool_calls[0].function.arguments)).to.deep.equal({ action: 'CLICK', x: 160, y: 100 });
+      expect(JSON.parse(choice.message.tool_calls[0].function.arguments)).to.deep.equal({ action: 'CLICK', x: 160, y: 167 });
       expect(r.body.usage).to.deep.equal({ prompt_tokens: 1000, completion_tokens: 50, total_tokens: 1050 });
     });
 
     it('reads earlier act tool calls as the action history (a caller-run loop)', async () => {
-      const prev = { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'act', arguments: '{"action":"CLICK","x":160,"y":100}' } }] };
+      const prev = { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'act', arguments: '{"action":"CLICK","x":160,"y":167}' } }] };
       const r = await multi.req('POST', '/production/sync/v1/chat/completions', { token, body: { messages: messages([{ role: 'user', content: 'earlier turn' }, prev, { role: 'tool', tool_call_id: 'call_1', content: 'ok' }]) } });
       expect(r.status, r.text).to.equal(200);
       expect(fake.requests[0]!.seen.actions).to.equal(1);
@@ -189,7 +189,7 @@ describe('brain routes: POST /v1/cua and POST /v1/chat/completions (fake model s
       expect(chunks[0].choices[0].delta.role).to.equal('assistant');
       const call = chunks[1].choices[0].delta.tool_calls[0];
       expect(call).to.include({ index: 0, type: 'function' });
-      expect(JSON.parse(call.function.arguments)).to.deep.equal({ action: 'CLICK', x: 160, y: 100 });
+      expect(JSON.parse(call.function.arguments)).to.deep.equal({ action: 'CLICK', x: 160, y: 167 });
       expect(chunks.at(-1).choices[0].finish_reason).to.equal('tool_calls');
     });
 

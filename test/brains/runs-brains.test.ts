@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { RUNNER_ENV, startGateway, newToken, type TestGateway } from '../support/gateway.ts';
@@ -20,6 +20,8 @@ describe('brain steps in real runs on dom_plane (fake model server, real agent, 
     const dead = await deadUrl();
     const dir = await mkdtemp(path.join(tmpdir(), 'runplane-brains-'));
     const file = path.join(dir, 'brains.json');
+    await mkdir(path.join(dir, 'secrets'));
+    await writeFile(path.join(dir, 'secrets', 'model_provider_api_key'), 'sk-brainy');
     await writeFile(
       file,
       JSON.stringify({
@@ -28,6 +30,7 @@ describe('brain steps in real runs on dom_plane (fake model server, real agent, 
           'compact-cua': { protocol: 'compact-cua', base_url: fake.url, model: 'fake-compact' },
           'mid-cua-8b': { protocol: 'openai-chat', base_url: dead, model: 'nobody', max_retries: 2, backoff_ms: 20 },
           'large-cua-72b': { protocol: 'openai-chat', base_url: fake.url, model: 'pricey', price_per_mtok_in: 30 },
+          'hosted-api': { protocol: 'hosted-api', base_url: fake.url, model: 'fake-hosted' },
         },
       }),
     );
@@ -102,11 +105,81 @@ describe('brain steps in real runs on dom_plane (fake model server, real agent, 
     expect(fake.requests[0]!.body.model).to.equal('fake-compact');
   });
 
+  it('computer_plane: the brain acts through xdotool (a click at the pointer\'s resting place included)', async () => {
+    fake.requests.length = 0;
+    const before = site.hits.get('/hit') ?? 0;
+    const r = await run(
+      [
+        { intent: 'open the counter', type: 'navigate', url: `${site.url}/counter`, required: true },
+        { intent: 'press the hit button', type: 'default-cua', max_steps: 3, required: true },
+        // Xvfb starts with the pointer in the middle of the screen: a click there must not hang;
+        // the screen settles after the first clicks (focus, hover), then the same click repeats on it
+        { intent: 'click, stuck', type: 'default-cua', max_steps: 8 },
+      ],
+      { compute_backend: 'computer_plane' },
+    );
+    const steps = r.steps as Body[];
+    expect(steps.map((s) => [s.type, s.success, s.failure_class ?? null]), JSON.stringify(steps)).to.deep.equal([
+      ['navigate', true, null],
+      ['default-cua', true, null],
+      ['default-cua', false, 'brain_loop_exhausted'],
+    ]);
+    expect(site.hits.get('/hit')).to.equal(before + 1);
+    expect(steps[2]!.data).to.match(/loop detected/);
+  });
+
   it('halts with model_provider_unreachable when the upstream is down, after backoff', async () => {
     const r = await run([{ intent: 'press the hit button', type: 'default-cua' }], { cua_model: 'mid-cua-8b' });
     expect(r.life).to.include({ status: 'failed', halt_class: 'model_provider_unreachable' });
     expect(r.summary).to.match(/unreachable \(ECONNREFUSED\); gave up after 3 attempts/);
     expect(r.life.failure_help.halt_class).to.equal('model_provider_unreachable');
+  });
+
+  it('extracts rows with the model (an invalid first answer repaired on retry) and halts on a gate the hosted model judges false', async () => {
+    fake.requests.length = 0;
+    let extractions = 0;
+    fake.script = (seen) => {
+      if (seen.text.includes('"rows"')) {
+        extractions++;
+        // first answer: a title that is not a string; the repair prompt carries the validation error
+        if (extractions === 1) return { text: '{"rows": [{"title": 1, "price": 100.5}]}' };
+        return { text: '```json\n{"rows": [{"title": "Flat 1", "price": 100.5}, {"title": "Flat 2", "price": 200.5}, {"title": "<UNKNOWN>", "price": null}]}\n```' };
+      }
+      if (seen.text.includes('Does this hold')) return { text: seen.text.includes('Flat 99') ? '{"holds": false, "reason": "only flats 1 to 3"}' : '{"holds": true, "reason": "listed"}' };
+      return { text: 'no' };
+    };
+    try {
+      const r = await run([
+        { intent: 'open the listings', type: 'navigate', url: `${site.url}/list?page=1`, required: true },
+        { intent: 'read the flats', type: 'extract_data', extract: { schema_name: 'flats', max_items: 5, fields: [{ name: 'title', type: 'str', required: true }, { name: 'price', type: 'float' }] } },
+        { intent: 'check the first flat', type: 'wait', seconds: 0, gate: true, verify: 'the page lists Flat 1', section: 'check' },
+        { intent: 'check a flat that is not there', type: 'wait', seconds: 0, gate: true, verify: 'the page lists Flat 99', section: 'check' },
+        { intent: 'never reached', type: 'done' },
+      ]);
+      const steps = r.steps as Body[];
+      expect(steps[1], JSON.stringify(steps[1])).to.include({ success: true, rows: 3 });
+      expect(steps[1]!.data).to.match(/3 row\(s\) read by default-cua after one repair/);
+      const repair = fake.requests.filter((q) => q.seen.text.includes('"rows"'))[1]!;
+      expect(repair.seen.text).to.match(/Your previous answer was invalid: answer\/rows\/0\/title must be string/);
+      const rows = (await gw.req('GET', `/v1/runs/${r.run_id}/artifacts/extracted_rows.json`, { token })).body;
+      expect(rows.slice(0, 2)).to.deep.equal([
+        { title: 'Flat 1', price: 100.5 },
+        { title: 'Flat 2', price: 200.5 },
+      ]);
+      expect(r.extraction_quality.unknown_placeholder_row_count).to.equal(1);
+      expect(steps[2]).to.include({ success: true });
+      expect(r.life).to.include({ status: 'failed', halt_class: 'gate_failed' });
+      expect(r.error).to.equal('gate_failed');
+      expect(r.summary).to.match(/verify does not hold \(hosted-api\)/);
+      // gates are judged by the hosted model with the tenant's key
+      const judged = fake.requests.filter((q) => q.seen.text.includes('Does this hold'));
+      expect(judged.map((q) => [q.body.model, q.headers.authorization])).to.deep.equal([
+        ['fake-hosted', 'Bearer sk-brainy'],
+        ['fake-hosted', 'Bearer sk-brainy'],
+      ]);
+    } finally {
+      fake.script = undefined;
+    }
   });
 
   it('halts with budget_cap when model tokens pass max_cost', async () => {

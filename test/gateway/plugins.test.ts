@@ -129,7 +129,8 @@ describe('plugin host', () => {
       expect(notes.registered.trace_sinks).to.deep.equal(['memory', 'always-fails']);
       expect(notes.registered.routes).to.deep.include({ method: 'POST', path: '/notes' });
       expect(list[4]!.registered).to.deep.include({ host_tools: ['stamp'], step_types: ['stamp_step'] });
-      expect(list[0]!.registered.step_types).to.deep.equal(['default-cua', '*', 'hosted-api']);
+      expect(list[0]!.registered.step_types).to.deep.equal([]);
+      expect(list[2]!.registered.step_types).to.include.members(['default-cua', '*', 'hosted-api']);
       expect(list[1]!.registered.recipes).to.deep.equal(['listing-cards']);
       expect(list[2]!.registered.step_types).to.include.members(['navigate', 'click', 'extract_data', 'tool_call', 'done']);
       const handlers = list[2]!.registered.step_handlers as Array<{ types: string[] }>;
@@ -143,7 +144,7 @@ describe('plugin host', () => {
       const p = gw.gateway.services.plugins;
       expect(p.stepHandler('navigate')!.types).to.deep.equal(['navigate']);
       expect(p.stepHandler('stamp_step')!.description).to.equal('stamps the step');
-      // the built-in brains plugin serves unknown types with the run's brain
+      // steps-core serves unknown types with the run's brain
       expect(p.stepHandler('frobnicate')!.types).to.include('*');
       expect(p.recipe('listing-cards')!.schema.schema_name).to.equal('listing_cards');
       expect(p.recipe('nope')).to.equal(undefined);

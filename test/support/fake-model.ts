@@ -71,7 +71,7 @@ async function read(body: Json): Promise<Seen> {
 
 /**
  * The default policy. Tasks with "hit": click the big button at the top left
- * (a fifth of the screen in), then done. "stuck": the same click forever.
+ * (a fifth across, a third down), then done. "stuck": the same click forever.
  * "give up": fail. "wander": scroll forever. "garble": an unknown action.
  * Anything else: done.
  */
@@ -87,7 +87,7 @@ export function decide(seen: Seen): Reply {
   if (t.includes('wander')) return { call: compact ? { action: 'scroll', scroll_direction: 'down', scroll_amount: 1 } : { action: 'SCROLL', direction: 'down', amount: 1 } };
   if (t.includes('give up')) return { call: done(false) };
   if (t.includes('garble')) return { call: { action: compact ? 'teleport' : 'TELEPORT' } };
-  if (t.includes('hit') && seen.actions === 0) return { call: click(Math.round(w / 5), Math.round(h / 5)) };
+  if (t.includes('hit') && seen.actions === 0) return { call: click(Math.round(w / 5), Math.round(h / 3)) };
   return { call: done(true) };
 }
 

@@ -5,6 +5,8 @@
 // brain_loop_exhausted. An unreachable or refusing upstream halts the run with
 // model_provider_unreachable; a malformed answer fails the step (classified).
 import { createHash } from 'node:crypto';
+import sharp from 'sharp';
+import { modelExtract } from './model-extract.ts';
 import { isBrainError, type Action, type Brain, type Screenshot, type StepContext, type StepHandler, type StepResult } from '../../gateway/plugins/contract.ts';
 
 export const DEFAULT_MAX_STEPS = 15;
@@ -24,7 +26,15 @@ export function environmentAction(a: Action): Action {
   return a.type === 'TYPE' && URL_LIKE.test(a.text.trim()) ? { type: 'NAVIGATE', url: a.text.trim() } : a;
 }
 
-const shotKey = (s: Screenshot) => createHash('sha1').update(s.image).digest('hex');
+/**
+ * What "an unchanged screen" compares: a 32x18 grayscale thumbnail at 16
+ * levels, so a blinking caret, the pointer or antialiasing noise on a real
+ * display do not count as change, while any real page change does.
+ */
+async function screenKey(s: Screenshot): Promise<string> {
+  const px = await sharp(s.image).resize(32, 18, { fit: 'fill' }).grayscale().raw().toBuffer();
+  return createHash('sha1').update(px.map((v) => v >> 4)).digest('hex');
+}
 
 /** What a failed model call means for the step. */
 export function brainFailure(err: unknown, ctx: StepContext): StepResult | undefined {
@@ -60,7 +70,7 @@ export async function runBrainLoop(ctx: StepContext, brain: Brain): Promise<Step
         ? { success: true, data: `${brain.id} done after ${history.length} action(s)`, last_action: last }
         : { success: false, failure_class: 'brain_loop_exhausted', data: `${brain.id} gave up: ${out.reasoning.slice(0, 300)}`, last_action: last, retryable: false };
     }
-    const key = `${shotKey(shot)}|${JSON.stringify(out.action)}`;
+    const key = `${await screenKey(shot)}|${JSON.stringify(out.action)}`;
     const n = (seen.get(key) ?? 0) + 1;
     seen.set(key, n);
     if (n >= REPEAT_LIMIT) return { success: false, failure_class: 'brain_loop_exhausted', data: `loop detected: ${type} repeated ${n} times on an unchanged screen`, last_action: last };
@@ -81,4 +91,17 @@ export const brainStep: StepHandler = {
   description: "the run's brain carries out step.intent (with hint), one action per turn, up to max_steps (legacy budget); also serves unknown step types",
   needs: { brain: true },
   run: (ctx) => runBrainLoop(ctx, ctx.brain!),
+};
+
+/** hosted-api: the hosted model (with the tenant's key) drives the step. */
+export const hostedStep: StepHandler = {
+  types: ['hosted-api'],
+  description: 'the hosted model (brain hosted-api, with the tenant key) carries out step.intent, one action per turn; with an extract block it reads the rows instead',
+  checks: { rows: true },
+  async run(ctx) {
+    const brain = ctx.brainFor?.('hosted-api');
+    if (!brain) return { success: false, failure_class: 'unknown', data: "brain 'hosted-api' is not configured on this deployment", retryable: false };
+    if (ctx.step.extract) return (await modelExtract({ ...ctx, brain, step: { ...ctx.step, hosted_only: true } }, ctx.step.extract)) ?? { success: false, failure_class: 'extractor_error', data: "brain 'hosted-api' cannot read a screen in text" };
+    return runBrainLoop(ctx, brain);
+  },
 };

@@ -1,0 +1,74 @@
+// bench/brains: the gateway's overhead of one brain turn (screenshot, resize,
+// encode, request, parse, act) against the fake model server answering at
+// once, per plane and per protocol, on a real agent with real Chromium.
+// Phases: screenshot (plane), think (resize + base64 + JSON + HTTP round trip
+// on loopback + parse), act (plane). p50/p99 over --turns turns.
+// Usage: npm run bench:brains [-- --turns 60]
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { pino } from 'pino';
+import { LocalAgentPlanes } from '../../gateway/runner/agent-planes.ts';
+import type { RunRecord } from '../../gateway/runs/records.ts';
+import type { Action, Backend, Brain } from '../../gateway/plugins/contract.ts';
+import { makeBrain } from '../../plugins/brains/index.ts';
+import { startSite } from '../../test/support/site.ts';
+import { startFakeModel } from '../../test/support/fake-model.ts';
+
+const arg = (name: string, dflt: number) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : dflt;
+};
+const TURNS = arg('turns', 60);
+const pct = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
+};
+
+const [site, fake] = await Promise.all([startSite(), startFakeModel()]);
+const dir = await mkdtemp(path.join(tmpdir(), 'runplane-bench-brains-'));
+const env = { secretsDir: path.join(dir, 'secrets') };
+const brains: Brain[] = [
+  makeBrain('default-cua', { protocol: 'openai-chat', base_url: fake.url, model: 'fake' }, env),
+  makeBrain('compact-cua', { protocol: 'compact-cua', base_url: fake.url, model: 'fake' }, env),
+];
+const planes = new LocalAgentPlanes(path.join(dir, 'planes'), pino({ level: 'silent' }));
+const rows: string[] = [];
+
+for (const backend of (process.env.BENCH_PLANES ?? 'dom_plane,computer_plane').split(',') as Backend[]) {
+  const run = { run_id: randomUUID(), tenant_id: 'bench', profile_id: null, runtime: { compute_backend: backend } } as unknown as RunRecord;
+  const lease = await planes.open(run);
+  await lease.plane.act({ type: 'NAVIGATE', url: `${site.url}/static` });
+  await new Promise((r) => setTimeout(r, 1500));
+  for (const brain of brains) {
+    const total: number[] = [];
+    const shotMs: number[] = [];
+    const thinkMs: number[] = [];
+    const actMs: number[] = [];
+    const history: Action[] = [];
+    for (let i = 0; i < TURNS + 5; i++) {
+      const t0 = performance.now();
+      const shot = await lease.plane.screenshot();
+      const t1 = performance.now();
+      // "stuck": the fake clicks the middle of a page where nothing changes
+      const out = await brain.think([{ screenshot: shot }], 'click, stuck', history.slice(-5), { width: shot.width, height: shot.height });
+      const t2 = performance.now();
+      await lease.plane.act(out.action);
+      const t3 = performance.now();
+      if (i < 5) continue; // warm-up
+      shotMs.push(t1 - t0);
+      thinkMs.push(t2 - t1);
+      actMs.push(t3 - t2);
+      total.push(t3 - t0);
+      history.push(out.action);
+    }
+    const line = (name: string, xs: number[]) => `${name} p50 ${pct(xs, 50).toFixed(1)} / p99 ${pct(xs, 99).toFixed(1)} ms`;
+    rows.push(`${backend.padEnd(15)} ${brain.id.padEnd(12)} turn ${line('', total)} | screenshot${line('', shotMs)} | think${line('', thinkMs)} | act${line('', actMs)}`);
+  }
+  await lease.close();
+}
+await planes.close();
+await Promise.all([site.close(), fake.close()]);
+console.log(`bench/brains: ${TURNS} turns per row against an instant fake model (loopback), 1280x720 screenshots`);
+for (const r of rows) console.log(r);
