@@ -21,6 +21,7 @@ import { RecipeStore } from './recipes/store.ts';
 import type { RunRecord } from './runs/records.ts';
 import { readVersionInfo } from './version.ts';
 import { SdkRunRecorder } from './trace/recorder.ts';
+import { FrameHub } from './runs/frames.ts';
 import { buildOpenApi } from './openapi.ts';
 import { ALL_ROUTES, buildApp } from './app.ts';
 import { attachWebSockets } from './routes/ws.ts';
@@ -98,6 +99,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     version,
     runs,
     watchers: new Set(),
+    frames: new FrameHub(),
     idempotency: new Idempotency(state.atomic, config.idempotencyTtlSeconds * 1000),
     recipes: new RecipeStore(state, plugins, config.maxRecipesPerTenant),
     plugins,
@@ -121,6 +123,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     owner: `${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
     maxLoopIterations: config.maxLoopIterations,
     stepTimeoutMs: config.stepTimeoutMs,
+    frames: services.frames,
     recorder: new SdkRunRecorder({
       dataDir: config.dataDir,
       captureMode: config.traceCaptureMode,

@@ -10,6 +10,7 @@ import type { RecipeStore } from './recipes/store.ts';
 import type { PluginRegistry } from './plugins/registry.ts';
 import type { StateBackend } from './state/backend.ts';
 import type { VersionInfo } from './version.ts';
+import type { FrameHub } from './runs/frames.ts';
 import type { BrainDirectory } from './brains/directory.ts';
 
 export interface Services {
@@ -27,6 +28,8 @@ export interface Services {
   brains: BrainDirectory;
   state: StateBackend;
   version: VersionInfo;
+  /** live screenshot frames for WebSocket watchers that ask for them (?frames=1) */
+  frames: FrameHub;
   /** live watcher streams, ended on shutdown */
   watchers: Set<() => void>;
   /** where a run's trace reads back on the ingest service (cookie auth), or null when runs do not stream to one */

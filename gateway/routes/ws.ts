@@ -16,6 +16,7 @@ import type { RouteSpec } from './route.ts';
 
 const TICKET_TTL_MS = 30_000;
 const MAX_BUFFERED = 1024 * 1024;
+const MAX_FRAME_BACKLOG = 256 * 1024;
 const PROTOCOL = 'runplane.v1';
 const TICKET_PREFIX = 'runplane.ticket.';
 
@@ -83,6 +84,8 @@ export function attachWebSockets(server: Server, s: Services): void {
       return;
     }
     const after = Number(url.searchParams.get('after') ?? 0);
+    // ?frames=1 on a run's socket: live screenshot frames besides the events
+    const wantsFrames = runMatch !== null && ['1', 'true', 'on', 'yes'].includes((url.searchParams.get('frames') ?? '').toLowerCase());
     void (async () => {
       const tenant = await authenticate(req, s);
       if (!tenant.scopes.includes('logs')) throw new ServiceError('forbidden', "this token lacks the 'logs' scope");
@@ -90,21 +93,30 @@ export function attachWebSockets(server: Server, s: Services): void {
       if (runId) await s.runs.get(tenant, runId);
       wss.handleUpgrade(req, socket, head, (ws: WebSocket) => {
         let w: { stop(): void } | undefined;
+        let unframe: (() => void) | undefined;
         // replayed history may queue up before the client reads; only live events can be 'slow'
         let live = false;
         const stop = () => {
           w?.stop();
+          unframe?.();
           s.watchers.delete(stop);
           if (ws.readyState === ws.OPEN) ws.close(1001, 'gateway shutting down');
         };
         s.watchers.add(stop);
         ws.on('close', () => {
           w?.stop();
+          unframe?.();
           s.watchers.delete(stop);
         });
         ws.on('message', () => {
           /* watchers only listen */
         });
+        if (wantsFrames && runId) {
+          unframe = s.frames.watch(runId, (f) => {
+            // a frame is worth dropping, never waiting for: a busy socket skips it
+            if (ws.readyState === ws.OPEN && ws.bufferedAmount < MAX_FRAME_BACKLOG) ws.send(JSON.stringify(f));
+          });
+        }
         void watch(s.runs, {
           topic: runId ? `run:${runId}` : `tenant:${tenant.tenant_id}`,
           runId,

@@ -16,6 +16,7 @@ import { checkRows, toCsv } from './extraction.ts';
 import { averageHash } from './fingerprint.ts';
 import { DriftGuard, LoopStuckGuard } from './guards.ts';
 import type { RunRecorder, RunRecording } from './recording.ts';
+import type { FrameHub } from '../runs/frames.ts';
 import { judgeGate } from './gates.ts';
 import { RETRIES, backoffMs, haltClassFor, runErrorFor } from './outcome.ts';
 import type { PlaneLease, PlaneProvider } from './planes.ts';
@@ -49,6 +50,8 @@ export interface RunnerDeps {
   stepTimeoutMs: number;
   /** records each run as a trace; absent: runs are not recorded */
   recorder?: RunRecorder;
+  /** live frames for watchers who asked for them */
+  frames?: FrameHub;
 }
 
 export class Halt extends Error {
@@ -339,6 +342,15 @@ class Walker {
     return { ...step, extract: { ...(schema as Extract), ...(step.extract ?? {}) } };
   }
 
+  /** A live frame after a step, only when a watcher of this run asked for frames. */
+  private async frame(p: string, png: Buffer | undefined): Promise<void> {
+    const hub = this.d.frames;
+    if (!hub?.wants(this.run.run_id)) return;
+    const shot = png ? { image: png, format: 'png' as const } : await this.plane.screenshot('jpeg').then((s) => ({ image: s.image, format: 'jpeg' as const }), () => undefined);
+    if (!shot) return;
+    hub.publish({ type: 'frame', run_id: this.run.run_id, path: p, ts: new Date().toISOString(), format: shot.format, image_b64: shot.image.toString('base64') });
+  }
+
   private async png(): Promise<Buffer | undefined> {
     return (await this.plane.screenshot().catch(() => undefined))?.image;
   }
@@ -503,6 +515,7 @@ class Walker {
     if (!result.success && post) entry.screenshot_b64 = post.toString('base64');
     this.st.steps.push(entry);
     if (rec) await this.record(rec, ti, step, entry, result, { startedAt, costBefore, effect, pre, post });
+    await this.frame(p, post);
     await this.log(`${p} ${step.type} ${result.success ? 'ok' : `failed (${result.failure_class ?? 'unknown'})`}${result.data ? `: ${result.data.slice(0, 200)}` : ''}`);
     const { screenshot_b64: _shot, ...eventEntry } = entry;
     await this.emit('step.finished', { ...eventEntry, cost_usd: this.st.cost });

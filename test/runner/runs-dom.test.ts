@@ -4,6 +4,7 @@ import path from 'node:path';
 import { startGateway, newToken, sleep, type TestGateway } from '../support/gateway.ts';
 import { startSite, type Site } from '../support/site.ts';
 import { validateBundle } from '../../sdk/index.ts';
+import { WebSocket } from 'ws';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 
@@ -274,6 +275,24 @@ describe('runs end to end on dom_plane (real agent, real Chromium)', function ()
     expect((await gw.req('GET', `/v1/runs/${r.run_id}/trace/trace.json`, { token: otherToken })).status).to.equal(404);
     expect((await gw.req('GET', `/v1/runs/${r.run_id}/trace/..%2F..%2Fextracted_rows.json`, { token })).status).to.equal(404);
     expect((await gw.req('GET', `/v1/runs/${r.run_id}/trace/steps/..%2F..%2F..%2Fsecrets`, { token })).status).to.equal(404);
+  });
+
+  it('sends live screenshot frames to a WebSocket watcher that asks for them, beside the ordered events', async () => {
+    const r = await gw.req('POST', '/v1/predict', { token, body: { plan: [{ intent: 'open', type: 'navigate', url: `${site.url}/static` }, { intent: 'then the counter', type: 'navigate', url: `${site.url}/counter` }] } });
+    const ws = new WebSocket(`${gw.url.replace('http', 'ws')}/v1/runs/${r.body.run_id}/ws?frames=1`, ['runplane.v1'], { headers: { 'X-Service-Token': token } });
+    const messages: Body[] = [];
+    ws.on('message', (m) => messages.push(JSON.parse(String(m)) as Body));
+    await new Promise<void>((resolve) => ws.on('close', () => resolve()));
+    const frames = messages.filter((m) => m.type === 'frame');
+    const events = messages.filter((m) => m.type !== 'frame');
+    expect(frames.map((f) => f.path)).to.include.members(['steps[0]', 'steps[1]']);
+    for (const f of frames) {
+      const img = Buffer.from(f.image_b64, 'base64');
+      expect(f.run_id).to.equal(r.body.run_id);
+      expect(img.subarray(1, 4).toString() === 'PNG' || img.subarray(0, 2).toString('hex') === 'ffd8', f.format).to.equal(true);
+    }
+    expect(events.map((e) => e.seq)).to.deep.equal(events.map((_e, i) => i + 1));
+    expect(events.at(-1)!.type).to.equal('run.ended');
   });
 
   it('resumes a halted run at the step where it stopped, not from the start', async () => {
