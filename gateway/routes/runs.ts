@@ -13,6 +13,15 @@ import { param, type RouteSpec } from './route.ts';
 
 const runId = (ctx: Ctx): string => param(ctx, 'run_id');
 
+/** Streams a file the runner wrote for a run, or 404 with `missing` while there is none. */
+async function sendFile(ctx: Ctx, file: string, type: string, missing: string): Promise<void> {
+  const info = await stat(file).catch(() => undefined);
+  if (!info?.isFile()) throw notFound(missing);
+  ctx.type = type;
+  ctx.length = info.size;
+  ctx.body = createReadStream(file);
+}
+
 const BUNDLE_TYPES: Record<string, string> = { '.json': 'application/json', '.jsonl': 'application/x-ndjson', '.png': 'image/png', '.log': 'text/plain; charset=utf-8' };
 
 export const runRoutes: RouteSpec[] = [
@@ -101,10 +110,7 @@ export const runRoutes: RouteSpec[] = [
       } catch {
         throw notFound('no such file in this trace');
       }
-      const bytes = await readFile(path.join(traceDir(s.config.dataDir, run), safe)).catch(() => undefined);
-      if (bytes === undefined) throw notFound('no such file in this trace');
-      ctx.type = BUNDLE_TYPES[path.extname(safe)] ?? 'application/octet-stream';
-      ctx.body = bytes;
+      await sendFile(ctx, path.join(traceDir(s.config.dataDir, run), safe), BUNDLE_TYPES[path.extname(safe)] ?? 'application/octet-stream', 'no such file in this trace');
     },
   },
   {
@@ -116,11 +122,7 @@ export const runRoutes: RouteSpec[] = [
     scope: 'result',
     async handler(ctx, s) {
       const run = await s.runs.get(ctx.state.tenant!, runId(ctx));
-      const file = path.join(runDir(s.config.dataDir, run), 'extracted_rows.json');
-      const text = await readFile(file, 'utf8').catch(() => undefined);
-      if (text === undefined) throw notFound('this run has no extracted rows');
-      ctx.type = 'application/json';
-      ctx.body = text;
+      await sendFile(ctx, path.join(runDir(s.config.dataDir, run), 'extracted_rows.json'), 'application/json', 'this run has no extracted rows');
     },
   },
   {
@@ -132,12 +134,7 @@ export const runRoutes: RouteSpec[] = [
     scope: 'result',
     async handler(ctx, s) {
       const run = await s.runs.get(ctx.state.tenant!, runId(ctx));
-      const file = path.join(runDir(s.config.dataDir, run), 'video.webm');
-      const info = await stat(file).catch(() => undefined);
-      if (!info?.isFile()) throw notFound('this run has no video recording');
-      ctx.type = 'video/webm';
-      ctx.length = info.size;
-      ctx.body = createReadStream(file);
+      await sendFile(ctx, path.join(runDir(s.config.dataDir, run), 'video.webm'), 'video/webm', 'this run has no video recording');
     },
   },
   {
