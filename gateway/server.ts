@@ -22,6 +22,7 @@ import type { RunRecord } from './runs/records.ts';
 import { readVersionInfo } from './version.ts';
 import { SdkRunRecorder } from './trace/recorder.ts';
 import { FrameHub } from './runs/frames.ts';
+import { MemoryRunQueue, RedisRunQueue, type RunQueue } from './runs/run-queue.ts';
 import { buildOpenApi } from './openapi.ts';
 import { ALL_ROUTES, buildApp } from './app.ts';
 import { attachWebSockets } from './routes/ws.ts';
@@ -137,7 +138,9 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     }),
   });
   const scheduler = config.runnerEnabled ? new RunScheduler(executor, config.maxActiveRuns, namedLogger(log, 'gateway.runner')) : undefined;
-  if (scheduler) runs.onAccepted((id) => scheduler.submit(id));
+  const queue: RunQueue = config.redisUrl ? await new RedisRunQueue(config.redisUrl, (err) => log.error({ err: err.message }, 'run queue')).open() : new MemoryRunQueue();
+  runs.onAccepted((id) => void queue.push(id).catch((err: Error) => log.error({ run_id: id, err: err.message }, 'run could not be queued')));
+  if (scheduler) queue.consume((id) => scheduler.submit(id), () => scheduler.hasRoom());
   const app = buildApp(services, routes);
   let server: Server | undefined;
   let selfUrl: string | undefined;
@@ -175,6 +178,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
         clearInterval(sweeper);
         clearTimeout(timer);
       }
+      await queue.close();
       await scheduler?.close();
       await planes.close();
       await plugins.close();

@@ -67,7 +67,7 @@ const host: PluginHost = {
   routes() {},
 };
 await stepsCore.register(host);
-const planes = new LocalAgentPlanes(path.join(dir, 'direct'), pino({ level: 'silent' }));
+const planes = new LocalAgentPlanes(path.join(dir, 'direct'), pino({ level: 'silent' }), { allowPrivateNetworks: true });
 const direct: number[] = [];
 for (let rep = 0; rep < 2; rep++) {
   const run = { run_id: randomUUID(), tenant_id: 'bench', profile_id: null, runtime: { compute_backend: 'dom_plane' } } as unknown as RunRecord;

@@ -19,6 +19,11 @@ export class RunScheduler {
     return this.active.size;
   }
 
+  /** Whether one more run would start now rather than wait. */
+  hasRoom(): boolean {
+    return !this.closed && this.active.size + this.waiting.length < this.maxActive;
+  }
+
   submit(runId: string): void {
     if (this.closed) return;
     this.waiting.push(runId);
