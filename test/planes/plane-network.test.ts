@@ -11,18 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectPlane, PlaneCallError, type PlaneSession } from '../../gateway/planes/index.ts';
 import { isPrivateAddress } from '../../shared/egress.ts';
-import { startAgentProcess, startFixture, startRecordingProxy, waitFor, type AgentProc, type Fixture } from './support.ts';
-
-async function expectPlaneError(p: Promise<unknown>, status: number): Promise<PlaneCallError> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).to.be.instanceOf(PlaneCallError);
-    expect((err as PlaneCallError).status, (err as PlaneCallError).detail).to.equal(status);
-    return err as PlaneCallError;
-  }
-  throw new Error(`expected a ${status} refusal`);
-}
+import { expectPlaneError, startAgentProcess, startFixture, startRecordingProxy, type AgentProc, type Fixture, waitFor } from './support.ts';
 
 /** A second loopback server whose /go answers 302 to the fixture (a redirect into a private address). */
 async function startRedirector(to: string): Promise<{ url: string; close(): Promise<void> }> {
