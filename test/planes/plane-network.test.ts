@@ -145,6 +145,11 @@ describe('plane agents: TLS, egress guard and upstream proxy', function () {
 
       it('blocks names that resolve to loopback and IPv4-mapped IPv6 literals', async () => {
         const before = site.hits.length;
+        if (plane === 'dom') {
+          // https:// goes through CONNECT: refused the same way, reported as the same 403.
+          const e = await expectPlaneError(s.dispatch({ verb: 'navigate', url: `https://localhost:${site.port}/tls` }), 403);
+          expect(e.detail).to.match(/egress guard: localhost/);
+        }
         for (const url of [`${site.altUrl}/page2?name=1`, `http://[::ffff:127.0.0.1]:${site.port}/page2?mapped=1`]) {
           await open(url).catch((e: unknown) => expect((e as PlaneCallError).status).to.equal(403));
           await waitFor(async () => ((await pageText()).includes('Blocked by the egress guard') ? true : undefined), 10_000, `blocked page for ${url}`);
