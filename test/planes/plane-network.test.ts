@@ -185,7 +185,8 @@ describe('plane agents: TLS, egress guard and upstream proxy', function () {
       await s.init({ tenant_id: 'acme', profile_id: 'proxied', run_id: 'run-proxy', proxy_server: proxy.url, enable_cdp: true, persist_profile: false });
       await s.cdp(`location.href = ${JSON.stringify(`${site.url}/page2?via=computer-proxy`)}; true`);
       await waitFor(() => (proxy.seen.includes(`GET ${site.url}/page2?via=computer-proxy`) ? true : undefined), 10_000, 'request through the proxy');
-      expect(site.hits).to.include('/page2?via=computer-proxy');
+      // The proxy records the request before forwarding it: the fixture sees it a moment later.
+      await waitFor(() => (site.hits.includes('/page2?via=computer-proxy') ? true : undefined), 10_000, 'the request at the fixture');
       expect((await s.status()).egress?.chained).to.equal(true);
       // A SOCKS upstream cannot be chained behind the guard: refused at init with a detail.
       const other = connectPlane({ url: `http://127.0.0.1:${agent.httpPort}`, retries: 0 });
