@@ -11,6 +11,8 @@ declare -A NEEDS=(
   [xdotool]=xdotool
   [ffmpeg]=ffmpeg
   [ffprobe]=ffmpeg
+  # the plane tests make a self-signed certificate for TLS
+  [openssl]=openssl
 )
 
 missing=()

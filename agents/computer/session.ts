@@ -149,8 +149,11 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
   const d = screen.display;
   const egress = launched.egress;
   const jitter = switches.behavioral_jitter;
-  /** When the last input finished: a screenshot shows a frame captured after it. */
-  let lastInputAt = Date.now();
+  /**
+   * When the last input finished: a screenshot shows a frame captured after it. A pooled
+   * browser has long been on screen, so any frame will do; a cold one must be painted.
+   */
+  let lastInputAt = launched === warm?.launched ? 0 : Date.now();
 
   const ops = {
     screenshot: {

@@ -102,6 +102,7 @@ export class PlaneCore {
     if (input.verb && input.verb !== verb) throw methodNotAllowed(`/${input.method} takes ${verb}`);
     if (input.method === 'health') return { body: { ...this.health() } };
     if (input.method === 'session/init') return { body: { ...(await this.init(input.body)) } };
+    // No verb means the gRPC transport, whose reply carries the file in one message.
     if (input.method === 'recording') return this.recording(input.sessionToken, input.verb === undefined);
     const bound = this.requireSession(input.sessionToken);
     if (input.method === 'session/close') {
@@ -163,7 +164,7 @@ export class PlaneCore {
     if (size === 0) throw notFound('this session produced no recording');
     if (grpc && size > MAX_GRPC_RECORDING_BYTES) throw unprocessable(`recording is ${size} bytes; fetch it over HTTP`);
     const blob = await readFile(found.file);
-    return { body: { run_id: found.runId, content_type: RECORDING_CONTENT_TYPE, bytes: blob.length }, blob, blobField: 'video_b64', rawContentType: RECORDING_CONTENT_TYPE };
+    return { body: { run_id: found.runId, content_type: RECORDING_CONTENT_TYPE, bytes: blob.length }, blob, rawContentType: RECORDING_CONTENT_TYPE };
   }
 
   private requireSession(token: string | undefined): Bound {

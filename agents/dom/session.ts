@@ -5,7 +5,7 @@ import type { Page } from 'puppeteer-core';
 import type { KeyInput } from 'puppeteer-core';
 import { closeLaunched, launchChromium, recordingPath, withEgress, type Launched } from '../core/chromium.ts';
 import { badRequest, forbidden, notFound, unprocessable } from '../core/errors.ts';
-import { sessionEgress } from '../core/egress-proxy.ts';
+import { sessionEgress, type EgressProxy } from '../core/egress-proxy.ts';
 import { WarmPool } from '../core/pool.ts';
 import { recordingEnabled, recordingFps } from '../core/recording.ts';
 import { ScreencastRecorder } from './screencast.ts';
@@ -59,7 +59,7 @@ async function clickTarget(page: Page, b: Body): Promise<void> {
   }
 }
 
-async function dispatch(page: Page, b: Body): Promise<Record<string, unknown>> {
+async function dispatch(page: Page, b: Body, egress: EgressProxy): Promise<Record<string, unknown>> {
   const verb = str(b, 'verb');
   switch (verb) {
     case 'click':
@@ -87,10 +87,13 @@ async function dispatch(page: Page, b: Body): Promise<Record<string, unknown>> {
       // Extension verb: the runner's navigate step needs a way to load a URL.
       const url = str(b, 'url');
       if (!/^https?:\/\//.test(url)) throw badRequest('navigate url must be http(s)');
+      const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
       const res = await page.goto(url, { waitUntil: 'domcontentloaded', timeout: NAV_WAIT_MS }).catch((err: unknown) => {
+        // An https:// target refused by the guard fails as a tunnel error.
+        if (egress.lastBlocked?.host === host && String(err).includes('ERR_TUNNEL_CONNECTION_FAILED')) throw egressBlocked(host);
         throw unprocessable(`navigation failed: ${err instanceof Error ? err.message.split('\n')[0]?.slice(0, 200) : ''}`);
       });
-      if (res?.headers()['x-runplane-egress'] === 'blocked') throw egressBlocked(new URL(url).hostname);
+      if (res?.headers()['x-runplane-egress'] === 'blocked') throw egressBlocked(host);
       break;
     }
     default:
@@ -164,7 +167,7 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
         return { body: { width, height, scroll_y: await scrollY(page), captured_at_ms: Date.now(), format }, blob: image };
       },
     },
-    dispatch: op('POST', true, async (body) => dispatch(await tabs.current(), body)),
+    dispatch: op('POST', true, async (body) => dispatch(await tabs.current(), body, l.egress)),
     cdp: op('POST', true, async (body) => cdpEvaluate(await tabs.current(), body)),
     'state/current_url': op('GET', false, async () => {
       const p = await tabs.current();

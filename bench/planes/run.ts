@@ -113,15 +113,16 @@ async function waitPool(s: PlaneSession): Promise<void> {
   for (let i = 0; i < 400 && (await s.status()).pool_ready !== 1; i++) await new Promise((r) => setTimeout(r, 50));
 }
 
-async function initToShot(url: string, persist: boolean, i: number): Promise<{ ms: number; warm: boolean }> {
+async function initToShot(url: string, persist: boolean, i: number): Promise<{ ms: number; initMs: number; warm: boolean }> {
   const s = connectPlane({ url, deadlineMs: 30_000 });
   const t0 = performance.now();
   const r = await s.init({ tenant_id: 'bench', profile_id: `p${i}`, run_id: `init-${persist}-${i}`, persist_profile: persist });
+  const initMs = performance.now() - t0;
   await s.screenshot();
   const ms = performance.now() - t0;
   await s.close();
   s.disconnect();
-  return { ms, warm: r.warm === true };
+  return { ms, initMs, warm: r.warm === true };
 }
 
 async function benchPlane(plane: Plane): Promise<void> {
@@ -132,16 +133,19 @@ async function benchPlane(plane: Plane): Promise<void> {
     const probe = connectPlane({ url: agent.grpc });
     const cold: number[] = [];
     const warm: number[] = [];
+    const warmInit: number[] = [];
     for (let i = 0; i < 3; i++) {
       cold.push((await initToShot(agent.grpc, true, i)).ms);
       await waitPool(probe);
       const w = await initToShot(agent.grpc, false, i);
       if (!w.warm) throw new Error('expected a pooled init');
       warm.push(w.ms);
+      warmInit.push(w.initMs);
       await waitPool(probe);
     }
     const beforeMiB = pssMiB(agent.child.pid!);
     rows.push({ plane, what: 'init -> first screenshot, cold', transport: 'grpc', p50_ms: +pct(cold, 50).toFixed(1), p99_ms: +Math.max(...cold).toFixed(1), n: 3 });
+    rows.push({ plane, what: 'init alone, warm pool', transport: 'grpc', p50_ms: +pct(warmInit, 50).toFixed(1), p99_ms: +Math.max(...warmInit).toFixed(1), n: 3 });
     rows.push({ plane, what: 'init -> first screenshot, warm pool', transport: 'grpc', p50_ms: +pct(warm, 50).toFixed(1), p99_ms: +Math.max(...warm).toFixed(1), n: 3 });
 
     const g = connectPlane({ url: agent.grpc, deadlineMs: 30_000 });

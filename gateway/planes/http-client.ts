@@ -2,6 +2,7 @@
 // `Authorization: Bearer <agent secret>`, a hard deadline per call.
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { isIP } from 'node:net';
 import { PlaneCallError, type CallOptions, type CallReply, type PlaneHealth, type PlaneTransport, type TransportOptions } from './types.ts';
 
 export class HttpTransport implements PlaneTransport {
@@ -51,7 +52,9 @@ export class HttpTransport implements PlaneTransport {
     }
     if (token) headers['x-service-session'] = token;
     if (this.opts.secret) headers.authorization = `Bearer ${this.opts.secret}`;
-    const req = (this.https ? httpsRequest : httpRequest)(new URL(path, this.base), { method: verb, headers, agent: this.agent });
+    // SNI carries host names only (RFC 6066); an IP address is checked against the certificate's IP SAN.
+    const sni = this.https && isIP(this.base.hostname.replace(/^\[|\]$/g, '')) ? { servername: '' } : {};
+    const req = (this.https ? httpsRequest : httpRequest)(new URL(path, this.base), { method: verb, headers, agent: this.agent, ...sni });
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         req.destroy();

@@ -3,19 +3,8 @@
 // page and to find where an element sits on screen.
 import { expect } from 'chai';
 import { once } from 'node:events';
-import { connectPlane, PlaneCallError, type PlaneSession } from '../../gateway/planes/index.ts';
-import { descendants, processesMentioning, startAgentProcess, startFixture, stillPresent, waitFor, type AgentProc, type Fixture } from './support.ts';
-
-async function expectPlaneError(p: Promise<unknown>, status: number): Promise<PlaneCallError> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).to.be.instanceOf(PlaneCallError);
-    expect((err as PlaneCallError).status, (err as PlaneCallError).detail).to.equal(status);
-    return err as PlaneCallError;
-  }
-  throw new Error(`expected a ${status} refusal`);
-}
+import { connectPlane, type PlaneSession } from '../../gateway/planes/index.ts';
+import { descendants, expectPlaneError, processesMentioning, startAgentProcess, startFixture, stillPresent, type AgentProc, type Fixture, waitFor } from './support.ts';
 
 async function evalJson<T>(s: PlaneSession, expr: string): Promise<T> {
   const r = await s.cdp(expr);

@@ -1,19 +1,8 @@
 // dom_plane over both transports: the same behavioural suite over the gRPC stream and
 // the HTTP wire contract, against a real headless Chromium and local fixture pages.
 import { expect } from 'chai';
-import { connectPlane, PlaneCallError, type PlaneSession } from '../../gateway/planes/index.ts';
-import { descendants, processesMentioning, startAgentProcess, startFixture, startRecordingProxy, stillPresent, type AgentProc, type Fixture } from './support.ts';
-
-async function expectPlaneError(p: Promise<unknown>, status: number): Promise<PlaneCallError> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).to.be.instanceOf(PlaneCallError);
-    expect((err as PlaneCallError).status, (err as PlaneCallError).detail).to.equal(status);
-    return err as PlaneCallError;
-  }
-  throw new Error(`expected a ${status} refusal`);
-}
+import { connectPlane, type PlaneSession } from '../../gateway/planes/index.ts';
+import { descendants, expectPlaneError, processesMentioning, startAgentProcess, startFixture, startRecordingProxy, stillPresent, type AgentProc, type Fixture } from './support.ts';
 
 async function evalJson<T>(s: PlaneSession, expr: string): Promise<T> {
   const r = await s.cdp(expr);

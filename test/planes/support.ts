@@ -6,6 +6,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import { connect } from 'node:net';
 import { mkdtempSync } from 'node:fs';
+import { expect } from 'chai';
+import { PlaneCallError } from '../../gateway/planes/index.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -226,4 +228,16 @@ export async function waitFor<T>(fn: () => Promise<T | undefined> | T | undefine
     if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/** Awaits a plane call that must be refused with `status`; returns the error. */
+export async function expectPlaneError(p: Promise<unknown>, status: number): Promise<PlaneCallError> {
+  try {
+    await p;
+  } catch (err) {
+    expect(err).to.be.instanceOf(PlaneCallError);
+    expect((err as PlaneCallError).status, (err as PlaneCallError).detail).to.equal(status);
+    return err as PlaneCallError;
+  }
+  throw new Error(`expected a ${status} refusal`);
 }
