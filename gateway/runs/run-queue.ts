@@ -78,8 +78,8 @@ export class RedisRunQueue implements RunQueue {
 
   async close(): Promise<void> {
     this.closed = true;
+    // close() does not wait for a Redis that went away (quit() would); the pop loop ends within its 1 s block
+    for (const c of [this.popper, this.pusher]) if (c?.isOpen) await c.close().catch(() => undefined);
     await this.loop;
-    await this.popper?.quit().catch(() => undefined);
-    await this.pusher.quit().catch(() => undefined);
   }
 }
