@@ -111,6 +111,9 @@ describe('brain steps in real runs on dom_plane (fake model server, real agent, 
     const r = await run(
       [
         { intent: 'open the counter', type: 'navigate', url: `${site.url}/counter`, required: true },
+        // no selector, no DOM: the brain grounds the click on the screenshot (first, while the
+        // pointer still rests mid-screen: the runner's state-change check sees the hover appear)
+        { intent: 'press the hit button', type: 'click' },
         { intent: 'press the hit button', type: 'default-cua', max_steps: 3, required: true },
         // Xvfb starts with the pointer in the middle of the screen: a click there must not hang;
         // the screen settles after the first clicks (focus, hover), then the same click repeats on it
@@ -121,11 +124,14 @@ describe('brain steps in real runs on dom_plane (fake model server, real agent, 
     const steps = r.steps as Body[];
     expect(steps.map((s) => [s.type, s.success, s.failure_class ?? null]), JSON.stringify(steps)).to.deep.equal([
       ['navigate', true, null],
+      ['click', true, null],
       ['default-cua', true, null],
       ['default-cua', false, 'brain_loop_exhausted'],
     ]);
-    expect(site.hits.get('/hit')).to.equal(before + 1);
-    expect(steps[2]!.data).to.match(/loop detected/);
+    expect(steps[1]).to.include({ attempts: 1 });
+    expect(steps[1]!.last_action.reasoning).to.equal('click via grounding by default-cua');
+    expect(site.hits.get('/hit')).to.equal(before + 2);
+    expect(steps[3]!.data).to.match(/loop detected/);
   });
 
   it('halts with model_provider_unreachable when the upstream is down, after backoff', async () => {
