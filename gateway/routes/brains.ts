@@ -17,7 +17,10 @@ import type { Ctx } from '../context.ts';
 import type { Services } from '../services.ts';
 import type { RouteSpec } from './route.ts';
 
-/** A screenshot from base64 (or a data: URL); 400 when it is not an image sharp can read. */
+/** Largest screenshot the brain routes decode (pixels): a small file may declare a huge image. */
+const MAX_PIXELS = 40_000_000;
+
+/** A screenshot from base64 (or a data: URL); 400 when it is not a whole image sharp can decode. */
 export async function frameOf(field: string, data: string, url?: string): Promise<Frame> {
   const b64 = data.startsWith('data:') ? data.slice(data.indexOf(',') + 1) : data;
   if (!/^[A-Za-z0-9+/=\s]+$/.test(b64)) throw badRequest(`${field}: is not base64`);
@@ -26,6 +29,17 @@ export async function frameOf(field: string, data: string, url?: string): Promis
     .metadata()
     .catch(() => undefined);
   if (!meta?.width || !meta.height || !['png', 'jpeg', 'webp'].includes(meta.format ?? '')) throw badRequest(`${field}: is not a PNG, JPEG or WebP image`);
+  if (meta.width * meta.height > MAX_PIXELS) throw badRequest(`${field}: ${meta.width}x${meta.height} is larger than ${MAX_PIXELS} pixels`);
+  // decode it once (shrinking as it loads): a truncated or corrupt body is the caller's 400, not a brain's crash
+  const whole = await sharp(image, { limitInputPixels: MAX_PIXELS })
+    .resize(8, 8, { fit: 'fill' })
+    .raw()
+    .toBuffer()
+    .then(
+      () => true,
+      () => false,
+    );
+  if (!whole) throw badRequest(`${field}: the image data is truncated or corrupt`);
   return { screenshot: { image, format: meta.format as 'png' | 'jpeg' | 'webp', width: meta.width, height: meta.height, scroll_y: 0, captured_at_ms: Date.now() }, ...(url ? { url } : {}) };
 }
 

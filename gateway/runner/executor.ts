@@ -13,7 +13,7 @@ import type { RunOutcome } from '../runs/runs-service.ts';
 import type { EventListener } from '../runs/events.ts';
 import type { Extract } from '../../schemas/types.gen.ts';
 import { checkRows, toCsv } from './extraction.ts';
-import { averageHash } from './fingerprint.ts';
+import { averageHash, frameDigest } from './fingerprint.ts';
 import { DriftGuard, LoopStuckGuard } from './guards.ts';
 import type { RunRecorder, RunRecording } from './recording.ts';
 import type { FrameHub } from '../runs/frames.ts';
@@ -587,7 +587,7 @@ class Walker {
     }
     const shot = await this.plane.screenshot('jpeg').catch(() => undefined);
     const url = this.plane.dom ? await this.plane.dom.currentUrl().catch(() => '') : '';
-    return `${url}|${shot ? await averageHash(shot.image) : ''}|${shot?.scroll_y ?? ''}`;
+    return `${url}|${shot ? await frameDigest(shot.image) : ''}|${shot?.scroll_y ?? ''}`;
   }
 }
 

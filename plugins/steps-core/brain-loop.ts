@@ -85,6 +85,30 @@ export async function runBrainLoop(ctx: StepContext, brain: Brain): Promise<Step
   return { success: false, failure_class: 'brain_loop_exhausted', data: `no DONE within ${maxSteps} actions`, ...(last ? { last_action: last } : {}) };
 }
 
+/**
+ * Grounding: a brain finds, on the screenshot, the target a mechanical locator
+ * missed. Used when the step asks for it (`grounding: true`: the hosted model,
+ * else the run's brain) or the plane has no DOM (the run's brain). Undefined
+ * when grounding does not apply or no brain is there.
+ */
+export async function ground(ctx: StepContext): Promise<{ point: { x: number; y: number }; how: string } | { miss: string } | undefined> {
+  if (!ctx.step.grounding && ctx.plane.dom) return undefined;
+  const brain = ctx.step.grounding ? (ctx.brainFor?.('hosted-api') ?? ctx.brainFor?.()) : ctx.brainFor?.();
+  if (!brain) return undefined;
+  const shot = await ctx.plane.screenshot();
+  let out;
+  try {
+    out = await brain.think([{ screenshot: shot }], `Click the target of this step, nothing else: ${taskOf(ctx)}`, [], { width: shot.width, height: shot.height }, ctx.signal);
+  } catch (err) {
+    if (isBrainError(err)) return { miss: `grounding by ${brain.id} failed: ${err.message}` };
+    throw err;
+  }
+  ctx.addCost(out.usage.cost_usd, out.usage);
+  const a = out.action;
+  if (a.type === 'CLICK' || a.type === 'DOUBLE_CLICK' || a.type === 'RIGHT_CLICK') return { point: { x: a.x, y: a.y }, how: `grounding by ${brain.id}` };
+  return { miss: `grounding by ${brain.id} answered ${a.type}, not a point` };
+}
+
 /** default-cua and the generic handler: the run's brain drives the step. */
 export const brainStep: StepHandler = {
   types: ['default-cua', '*'],

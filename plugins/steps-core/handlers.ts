@@ -1,10 +1,11 @@
 // Step handlers: every step type a plane can carry out without a brain, and
-// (brain-loop.ts) the brain-driven ones. Targets come from params.selector (CSS), then params.label with
-// aliases, then target_role through the step's recipe; on a plane without a
-// DOM, params.x/params.y. A target none of these find is a selector_miss (the
-// brains plugin grounds it from a screenshot instead, when one is configured).
+// (brain-loop.ts) the brain-driven ones. Targets come from params.selector
+// (CSS), then params.label with aliases, then target_role through the step's
+// recipe; on a plane without a DOM, params.x/params.y. A click or submit
+// target none of these find is grounded by a brain on the screenshot (step
+// grounding: true, or a plane without a DOM), else it is a selector_miss.
 import { isHostToolError, type Action, type Plane, type Step, type StepContext, type StepHandler, type StepResult } from '../../gateway/plugins/contract.ts';
-import { brainStep, hostedStep } from './brain-loop.ts';
+import { brainStep, ground, hostedStep } from './brain-loop.ts';
 import { modelExtract } from './model-extract.ts';
 import { CLEAR_FOCUSED, extractRows, locateLabel, locateSelector, READ_LOCATION, selectOption, type FieldSpec } from './page-scripts.ts';
 
@@ -84,6 +85,15 @@ async function locate(ctx: StepContext, kind: 'clickable' | 'field' | 'select', 
 
 const miss = (why: string): StepResult => ({ success: false, failure_class: 'selector_miss', data: why });
 
+/** A clickable target: the mechanical locators, then grounding by a brain on the screenshot when that applies. */
+async function locateClickable(ctx: StepContext): Promise<Located> {
+  const t = await locate(ctx, 'clickable');
+  if (!('miss' in t)) return t;
+  const g = await ground(ctx);
+  if (!g) return t;
+  return 'miss' in g ? { miss: `${t.miss}; ${g.miss}` } : g;
+}
+
 async function act(ctx: StepContext, action: Action, reasoning: string): Promise<StepResult> {
   await ctx.plane.act(action);
   const { type, ...rest } = action;
@@ -97,7 +107,7 @@ function pointerHandler(type: 'click' | 'double_click' | 'right_click' | 'filter
     // a click is held to the hints success contract and must change something
     ...(type === 'click' ? { checks: { stateChange: true, successContract: true } } : {}),
     async run(ctx) {
-      const t = await locate(ctx, 'clickable');
+      const t = await locateClickable(ctx);
       if ('miss' in t) return miss(t.miss);
       const r = await act(ctx, { type: actionType, ...t.point }, `${type} via ${t.how}`);
       await settle(ctx.plane, ctx.signal, NAV_WAIT_MS);
@@ -234,7 +244,7 @@ export const submit: StepHandler = {
   checks: { stateChange: true, successContract: true },
   sideEffect: 'submit',
   async run(ctx) {
-    const t = await locate(ctx, 'clickable');
+    const t = await locateClickable(ctx);
     if ('miss' in t) return miss(t.miss);
     const r = await act(ctx, { type: 'CLICK', ...t.point }, `submit via ${t.how}`);
     await settle(ctx.plane, ctx.signal, NAV_WAIT_MS);

@@ -2,11 +2,29 @@ import { expect } from 'chai';
 import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { crc32, deflateSync } from 'node:zlib';
 import sharp from 'sharp';
 import { startGateway, newToken, type TestGateway } from '../support/gateway.ts';
 import { deadUrl, startFakeModel, type FakeModel } from '../support/fake-model.ts';
 
 type Body = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+/** A tiny PNG whose header declares width x height (a decompression bomb's shape). */
+function pngDeclaring(width: number, height: number): Buffer {
+  const chunk = (type: string, data: Buffer) => {
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(data.length);
+    const body = Buffer.concat([Buffer.from(type, 'ascii'), data]);
+    const crc = Buffer.alloc(4);
+    crc.writeUInt32BE(crc32(body));
+    return Buffer.concat([len, body, crc]);
+  };
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(width, 0);
+  ihdr.writeUInt32BE(height, 4);
+  ihdr[8] = 8; // bit depth; colour type 0 (grey)
+  return Buffer.concat([Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]), chunk('IHDR', ihdr), chunk('IDAT', deflateSync(Buffer.alloc(64))), chunk('IEND', Buffer.alloc(0))]);
+}
 
 const png = async (width: number, height: number) => (await sharp({ create: { width, height, channels: 3, background: { r: 250, g: 250, b: 250 } } }).png().toBuffer()).toString('base64');
 
@@ -21,10 +39,12 @@ describe('brain routes: POST /v1/cua and POST /v1/chat/completions (fake model s
   let multi: TestGateway;
   let single: TestGateway;
   let shot: string;
+  let bomb: string;
 
   before(async () => {
     fake = await startFakeModel();
     shot = await png(800, 500);
+    bomb = pngDeclaring(8000, 8000).toString('base64');
     dir = await mkdtemp(path.join(tmpdir(), 'runplane-brain-routes-'));
     file = path.join(dir, 'brains.json');
     await mkdir(path.join(dir, 'secrets'));
@@ -101,6 +121,8 @@ describe('brain routes: POST /v1/cua and POST /v1/chat/completions (fake model s
         [{ screenshot: '!!!! not base64 at all !!!!', task: 'x' }, /screenshot: is not base64/],
         [{ screenshot: Buffer.from('just some text, not an image').toString('base64'), task: 'x' }, /screenshot: is not a PNG, JPEG or WebP image/],
         [{ screenshot: shot, task: 'x', action_history: [{ type: 'EXPLODE' }] }, /action_history\[0\]\.type: must be one of/],
+        [{ screenshot: Buffer.from(shot, 'base64').subarray(0, 200).toString('base64'), task: 'x' }, /screenshot: the image data is truncated or corrupt/],
+        [{ screenshot: bomb, task: 'x' }, /screenshot: 8000x8000 is larger than 40000000 pixels/],
         [{ screenshot: shot, task: 'x', cua_model: 'gpt-7' }, /cua_model: unknown brain 'gpt-7'/],
       ];
       for (const [body, detail] of cases) {

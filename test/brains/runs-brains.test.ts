@@ -111,6 +111,9 @@ describe('brain steps in real runs on dom_plane (fake model server, real agent, 
     const r = await run(
       [
         { intent: 'open the counter', type: 'navigate', url: `${site.url}/counter`, required: true },
+        // no selector, no DOM: the brain grounds the click on the screenshot (first, while the
+        // pointer still rests mid-screen: the runner's state-change check sees the hover appear)
+        { intent: 'press the hit button', type: 'click' },
         { intent: 'press the hit button', type: 'default-cua', max_steps: 3, required: true },
         // Xvfb starts with the pointer in the middle of the screen: a click there must not hang;
         // the screen settles after the first clicks (focus, hover), then the same click repeats on it
@@ -121,11 +124,14 @@ describe('brain steps in real runs on dom_plane (fake model server, real agent, 
     const steps = r.steps as Body[];
     expect(steps.map((s) => [s.type, s.success, s.failure_class ?? null]), JSON.stringify(steps)).to.deep.equal([
       ['navigate', true, null],
+      ['click', true, null],
       ['default-cua', true, null],
       ['default-cua', false, 'brain_loop_exhausted'],
     ]);
-    expect(site.hits.get('/hit')).to.equal(before + 1);
-    expect(steps[2]!.data).to.match(/loop detected/);
+    expect(steps[1]).to.include({ attempts: 1 });
+    expect(steps[1]!.last_action.reasoning).to.equal('click via grounding by default-cua');
+    expect(site.hits.get('/hit')).to.equal(before + 2);
+    expect(steps[3]!.data).to.match(/loop detected/);
   });
 
   it('halts with model_provider_unreachable when the upstream is down, after backoff', async () => {
@@ -152,6 +158,7 @@ describe('brain steps in real runs on dom_plane (fake model server, real agent, 
       const r = await run([
         { intent: 'open the listings', type: 'navigate', url: `${site.url}/list?page=1`, required: true },
         { intent: 'read the flats', type: 'extract_data', extract: { schema_name: 'flats', max_items: 5, fields: [{ name: 'title', type: 'str', required: true }, { name: 'price', type: 'float' }] } },
+        { intent: 'read the flats with the hosted model', type: 'hosted-api', extract: { schema_name: 'hosted', max_items: 5, fields: [{ name: 'title', type: 'str', required: true }, { name: 'price', type: 'float' }] } },
         { intent: 'check the first flat', type: 'wait', seconds: 0, gate: true, verify: 'the page lists Flat 1', section: 'check' },
         { intent: 'check a flat that is not there', type: 'wait', seconds: 0, gate: true, verify: 'the page lists Flat 99', section: 'check' },
         { intent: 'never reached', type: 'done' },
@@ -166,8 +173,12 @@ describe('brain steps in real runs on dom_plane (fake model server, real agent, 
         { title: 'Flat 1', price: 100.5 },
         { title: 'Flat 2', price: 200.5 },
       ]);
-      expect(r.extraction_quality.unknown_placeholder_row_count).to.equal(1);
-      expect(steps[2]).to.include({ success: true });
+      // the hosted-api step read the same three rows with the hosted model and the tenant's key
+      expect(steps[2], JSON.stringify(steps[2])).to.include({ type: 'hosted-api', success: true, rows: 3 });
+      expect(steps[2]!.data).to.match(/read by hosted-api$/);
+      expect(fake.requests.filter((q) => q.seen.text.includes('"rows"')).map((q) => q.body.model)).to.deep.equal(['fake-default', 'fake-default', 'fake-hosted']);
+      expect(r.extraction_quality.unknown_placeholder_row_count).to.equal(2);
+      expect(steps[3]).to.include({ success: true });
       expect(r.life).to.include({ status: 'failed', halt_class: 'gate_failed' });
       expect(r.error).to.equal('gate_failed');
       expect(r.summary).to.match(/verify does not hold \(hosted-api\)/);
