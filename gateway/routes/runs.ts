@@ -22,6 +22,22 @@ async function sendFile(ctx: Ctx, file: string, type: string, missing: string): 
   ctx.body = createReadStream(file);
 }
 
+/** A file the runner leaves in the run's directory, readable with scope result. */
+function runFileRoute(routePath: string, summary: string, file: string, type: string, missing: string): RouteSpec {
+  return {
+    method: 'GET',
+    path: routePath,
+    summary,
+    tags: ['runs'],
+    auth: true,
+    scope: 'result',
+    async handler(ctx, s) {
+      const run = await s.runs.get(ctx.state.tenant!, runId(ctx));
+      await sendFile(ctx, path.join(runDir(s.config.dataDir, run), file), type, missing);
+    },
+  };
+}
+
 const BUNDLE_TYPES: Record<string, string> = { '.json': 'application/json', '.jsonl': 'application/x-ndjson', '.png': 'image/png', '.log': 'text/plain; charset=utf-8' };
 
 export const runRoutes: RouteSpec[] = [
@@ -113,30 +129,8 @@ export const runRoutes: RouteSpec[] = [
       await sendFile(ctx, path.join(traceDir(s.config.dataDir, run), safe), BUNDLE_TYPES[path.extname(safe)] ?? 'application/octet-stream', 'no such file in this trace');
     },
   },
-  {
-    method: 'GET',
-    path: '/v1/runs/:run_id/artifacts/extracted_rows.json',
-    summary: 'Extracted rows of a run; 404 while none exist',
-    tags: ['runs'],
-    auth: true,
-    scope: 'result',
-    async handler(ctx, s) {
-      const run = await s.runs.get(ctx.state.tenant!, runId(ctx));
-      await sendFile(ctx, path.join(runDir(s.config.dataDir, run), 'extracted_rows.json'), 'application/json', 'this run has no extracted rows');
-    },
-  },
-  {
-    method: 'GET',
-    path: '/v1/runs/:run_id/video',
-    summary: "The plane's screen recording of a run (WebM, VP8); 404 if none",
-    tags: ['runs'],
-    auth: true,
-    scope: 'result',
-    async handler(ctx, s) {
-      const run = await s.runs.get(ctx.state.tenant!, runId(ctx));
-      await sendFile(ctx, path.join(runDir(s.config.dataDir, run), 'video.webm'), 'video/webm', 'this run has no video recording');
-    },
-  },
+  runFileRoute('/v1/runs/:run_id/artifacts/extracted_rows.json', 'Extracted rows of a run; 404 while none exist', 'extracted_rows.json', 'application/json', 'this run has no extracted rows'),
+  runFileRoute('/v1/runs/:run_id/video', "The plane's screen recording of a run (WebM, VP8); 404 if none", 'video.webm', 'video/webm', 'this run has no video recording'),
   {
     method: 'POST',
     path: '/v1/runs/:run_id/cancel',
