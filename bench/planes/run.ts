@@ -162,7 +162,7 @@ async function benchPlane(plane: Plane): Promise<void> {
       row(plane, 'no-op (health through the session)', name, await sample(300 * SCALE, () => s.status()));
       if (plane === 'computer') {
         await s.xdotool(['mousemove', '1200', '700']);
-        row(plane, 'click (xdotool click 1)', name, await sample(200 * SCALE, (i) => s.xdotool(['click', '1'], { stepId: `${name}-c-${i}` })));
+        row(plane, 'click (xdotool click --delay 0 1)', name, await sample(200 * SCALE, (i) => s.xdotool(['click', '--delay', '0', '1'], { stepId: `${name}-c-${i}` })));
       } else {
         row(plane, 'click (dispatch click x,y)', name, await sample(200 * SCALE, (i) => s.dispatch({ verb: 'click', x: 1200, y: 700 }, { stepId: `${name}-c-${i}` })));
       }
@@ -172,7 +172,7 @@ async function benchPlane(plane: Plane): Promise<void> {
     if (plane === 'computer') {
       // The baseline: a process per command on the same display (Xvfb -noreset).
       const env = { ...process.env, DISPLAY: init.xvfb_display };
-      row(plane, 'click, spawn xdotool per call', 'baseline', await sample(50 * SCALE, () => run('xdotool', ['click', '1'], env)));
+      row(plane, 'click, spawn xdotool per call', 'baseline', await sample(50 * SCALE, () => run('xdotool', ['click', '--delay', '0', '1'], env)));
       row(plane, 'screenshot, spawn ffmpeg per call', 'baseline', await sample(10 * SCALE, () =>
         run('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-f', 'x11grab', '-video_size', '1280x720', '-i', `${init.xvfb_display}.0+0,0`, '-frames:v', '1', '-f', 'image2', '-c:v', 'png', '-y', '/dev/null'], env)));
     }

@@ -11,12 +11,13 @@ const px = (n: number) => String(Math.round(n));
 /** xdotool argv for one action on computer_plane. */
 export function xdotoolArgv(a: Action): string[][] {
   switch (a.type) {
+    // --delay 0: xdotool otherwise sleeps its 100 ms repeat delay even after a single click
     case 'CLICK':
-      return [['mousemove', px(a.x), px(a.y), 'click', '1']];
+      return [['mousemove', px(a.x), px(a.y), 'click', '--delay', '0', '1']];
     case 'DOUBLE_CLICK':
       return [['mousemove', px(a.x), px(a.y), 'click', '--repeat', '2', '--delay', '80', '1']];
     case 'RIGHT_CLICK':
-      return [['mousemove', px(a.x), px(a.y), 'click', '3']];
+      return [['mousemove', px(a.x), px(a.y), 'click', '--delay', '0', '3']];
     case 'DRAG':
       return [['mousemove', px(a.x), px(a.y), 'mousedown', '1', 'mousemove', px(a.to_x), px(a.to_y), 'mouseup', '1']];
     case 'TYPE':
