@@ -122,4 +122,17 @@ export async function runAgentMain(factory: PlaneFactory): Promise<void> {
   };
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
+  // An agent started by a gateway (PLANE_PARENT_PID) outlives it by at most a
+  // second: when the gateway dies (crash, SIGKILL, a test runner's exit) the
+  // agent closes its session (browser, display, recorder) instead of idling on.
+  const parent = Number(process.env.PLANE_PARENT_PID || 0);
+  if (parent > 0) {
+    const watch = setInterval(() => {
+      if (process.ppid !== parent) {
+        clearInterval(watch);
+        onSignal('SIGTERM');
+      }
+    }, 1000);
+    watch.unref();
+  }
 }

@@ -12,7 +12,7 @@ const dir = await mkdtemp(path.join(tmpdir(), 'runplane-bench-'));
 const token = 'b'.repeat(64);
 const keys = path.join(dir, 'keys.json');
 await writeFile(keys, JSON.stringify({ tenant_keys: { [token]: { tenant_id: 'bench', rate_limit_per_minute: 0, max_concurrent_runs: 10_000_000 } } }));
-const config = { ...loadConfig({ SERVICE_PORT: '0', SERVICE_DATA_DIR: dir, SERVICE_TENANT_KEYS_PATH: keys }) };
+const config = { ...loadConfig({ SERVICE_PORT: '0', SERVICE_DATA_DIR: dir, SERVICE_TENANT_KEYS_PATH: keys, SERVICE_RUNNER: 'off' }) };
 const sink = new Writable({ write: (_c, _e, cb) => cb() });
 const gw = await createGateway(config, { logStream: sink });
 const url = await gw.listen();

@@ -105,13 +105,29 @@ export class LocalAgentPlanes implements PlaneProvider {
         PLANE_GRPC_PORT: '0',
         PLANE_AGENT_SECRET: secret,
         PLANE_DATA_DIR: path.join(this.dataDir, 'planes', backend),
+        // the agent shuts itself down if this process goes away without stopping it
+        PLANE_PARENT_PID: String(process.pid),
         PLANE_ALLOW_PRIVATE_NETWORKS: this.allowPrivateNetworks ? '1' : '0',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
+      // its own process group: what it started (display, recorder, browser) can be reaped with it
+      detached: true,
     });
     let stderr = '';
     child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
-    const exited = new Promise<string>((resolve) => child.once('exit', (code, signal) => resolve(`agent exited (${signal ?? code})`)));
+    const exited = new Promise<string>((resolve) =>
+      child.once('exit', (code, signal) => {
+        // an agent that died without closing its session (SIGKILL, crash) leaves its helpers in its group
+        if (child.pid) {
+          try {
+            process.kill(-child.pid, 'SIGKILL');
+          } catch {
+            // ESRCH: the group is already empty
+          }
+        }
+        resolve(`agent exited (${signal ?? code})`);
+      }),
+    );
     return new Promise<Agent>((resolve, reject) => {
       let out = '';
       const timer = setTimeout(() => {
