@@ -4,6 +4,7 @@
 // failure is logged and never fails the run: the run's own record stays the
 // source of truth.
 import path from 'node:path';
+import sharp from 'sharp';
 import { DebugSession, type CaptureMode, type SdkLogger } from '../../sdk/index.ts';
 import type { Logger } from '../log.ts';
 import { runDir, type RunRecord } from '../runs/records.ts';
@@ -58,6 +59,8 @@ export class SdkRunRecorder implements RunRecorder {
 
 class SdkRecording implements RunRecording {
   readonly wantsScreenshots: boolean;
+  private readonly wantsDiffs: boolean;
+  private readonly pending = new Set<Promise<void>>();
 
   constructor(
     private readonly s: DebugSession,
@@ -65,6 +68,8 @@ class SdkRecording implements RunRecording {
     private readonly log: Logger,
   ) {
     this.wantsScreenshots = s.captures('screenshots') && mode !== 'metadata';
+    // a pre/post difference image per step costs two decodes and an encode: only in capture mode full
+    this.wantsDiffs = s.captures('full');
   }
 
   /** The SDK validates what it is given; a refusal is a recorder bug to log, not a run failure. */
@@ -117,10 +122,19 @@ class SdkRecording implements RunRecording {
       const png = shots[kind];
       if (png) await this.s.attachObservation(st.index, kind, png).catch((err: Error) => this.log.warn({ err: err.message }, `trace: ${kind} screenshot not recorded`));
     }
+    if (this.wantsDiffs && shots.pre && shots.post) {
+      // off the step's path: the next step need not wait for the image
+      const p = diffImage(shots.pre, shots.post)
+        .then((diff) => (diff ? this.s.attachObservation(st.index, 'diff', diff).then(() => undefined) : undefined))
+        .catch((err: Error) => this.log.warn({ err: err.message }, 'trace: diff image not recorded'))
+        .finally(() => this.pending.delete(p));
+      this.pending.add(p);
+    }
   }
 
   async close(outcome: { status: string; halt_class?: string | null; summary: string; cost_usd: number }): Promise<void> {
     try {
+      await Promise.all([...this.pending]);
       this.safely('costs', () => this.s.setCosts({ total_usd: outcome.cost_usd }));
       const passed = outcome.status === 'succeeded';
       this.safely('outcome', () =>
@@ -133,3 +147,11 @@ class SdkRecording implements RunRecording {
     }
   }
 }
+
+/** What changed between two same-sized screenshots: the per-pixel difference, black where nothing moved. */
+async function diffImage(pre: Buffer, post: Buffer): Promise<Buffer | undefined> {
+  const [a, b] = await Promise.all([sharp(pre).metadata(), sharp(post).metadata()]);
+  if (!a.width || a.width !== b.width || a.height !== b.height) return undefined;
+  return sharp(post).removeAlpha().composite([{ input: await sharp(pre).removeAlpha().toBuffer(), blend: 'difference' }]).png({ compressionLevel: 1 }).toBuffer();
+}
+
