@@ -130,7 +130,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Gateway
     planeSecret: envStr(env, 'SERVICE_PLANE_SECRET'),
     maxActiveRuns: envInt(env, 'SERVICE_MAX_ACTIVE_RUNS', 2, 1, 256),
     stepTimeoutMs: envInt(env, 'SERVICE_STEP_TIMEOUT_SECONDS', 300, 1, 3600) * 1000,
-    traceCaptureMode: captureModeOf(envStr(env, 'SERVICE_TRACE_CAPTURE_MODE') ?? 'screenshots'),
+    traceCaptureMode: captureModeOf(envStr(env, 'SERVICE_TRACE_CAPTURE_MODE') ?? 'model_io'),
     traceDsn: envStr(env, 'SERVICE_TRACE_DSN'),
     env,
   };

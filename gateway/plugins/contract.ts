@@ -258,6 +258,8 @@ export interface StepContext {
   /** add model or other spend to the run's budget */
   addCost(usd: number, tokens?: { tokens_in?: number; tokens_out?: number }): void;
   log(message: string): void;
+  /** a model call made for this step, for the run's trace (redacted there): what was asked and what came back */
+  recordModelIo?(layer: 'planner' | 'grounding' | 'verifier' | 'extraction', request: { model: string; [k: string]: unknown }, response: { text?: string | null; tool_calls?: unknown[]; usage?: Record<string, unknown>; [k: string]: unknown }): void;
 }
 
 export interface StepHandler {

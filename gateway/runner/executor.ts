@@ -221,6 +221,8 @@ function summarize(st: RunState, run: RunRecord): string {
 /** Walks the steps of one run. */
 class Walker {
   private readonly stuck: LoopStuckGuard;
+  /** trace index of the step being executed (model calls are filed under it) */
+  private tracing = 0;
   private readonly drift: DriftGuard;
 
   constructor(
@@ -425,6 +427,7 @@ class Walker {
         }
       },
       log: (m) => void this.log(`${p} ${m}`),
+      recordModelIo: (layer, request, response) => this.rec?.modelIo(this.tracing, layer, request, response),
     };
   }
 
@@ -434,6 +437,7 @@ class Walker {
     const startedAt = new Date().toISOString();
     const costBefore = this.st.cost;
     const ti = this.st.traced++;
+    this.tracing = ti;
     const rec = this.rec;
     // the pre observation of the first step; later steps reuse the previous step's post
     const pre = rec?.wantsScreenshots ? (this.st.lastShot ?? (await this.png())) : undefined;

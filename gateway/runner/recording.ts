@@ -35,6 +35,8 @@ export interface RunRecording {
   declareSideEffect(stepIndex: number, resource: string, action: string): string;
   settleSideEffect(id: string, committed: boolean, detail: string): void;
   step(s: RecordedStep, shots: { pre?: Buffer; post?: Buffer }): Promise<void>;
+  /** one model call of a step (request without the screenshot, which is the step's observation) */
+  modelIo(stepIndex: number, layer: string, request: { model: string; [k: string]: unknown }, response: Record<string, unknown>): void;
   /** ends the recording with the run's outcome; never throws */
   close(outcome: { status: string; halt_class?: string | null; summary: string; cost_usd: number }): Promise<void>;
 }

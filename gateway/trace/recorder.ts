@@ -132,6 +132,16 @@ class SdkRecording implements RunRecording {
     }
   }
 
+  modelIo(stepIndex: number, layer: string, request: { model: string; [k: string]: unknown }, response: Record<string, unknown>): void {
+    if (!this.s.captures('model_io')) return;
+    const p = this.s
+      .recordModelio({ layer, request, response }, { stepIndex, layer })
+      .then(() => undefined)
+      .catch((err: Error) => this.log.warn({ err: err.message }, 'trace: model io not recorded'))
+      .finally(() => this.pending.delete(p));
+    this.pending.add(p);
+  }
+
   async close(outcome: { status: string; halt_class?: string | null; summary: string; cost_usd: number }): Promise<void> {
     try {
       await Promise.all([...this.pending]);

@@ -62,6 +62,8 @@ export async function runBrainLoop(ctx: StepContext, brain: Brain): Promise<Step
       throw err;
     }
     ctx.addCost(out.usage.cost_usd, out.usage);
+    // the screenshot itself is the step's observation in the trace
+    ctx.recordModelIo?.('planner', { model: brain.id, task, action_history: history, screen_size: { width: shot.width, height: shot.height }, ...(url ? { url } : {}) }, { text: out.reasoning, tool_calls: [out.action], usage: out.usage });
     const { type, ...params } = out.action;
     last = { type, params, reasoning: out.reasoning.slice(0, 2000) };
     ctx.log(`${brain.id} turn ${turn + 1}: ${type} ${JSON.stringify(params)}`);
@@ -104,6 +106,7 @@ export async function ground(ctx: StepContext): Promise<{ point: { x: number; y:
     throw err;
   }
   ctx.addCost(out.usage.cost_usd, out.usage);
+  ctx.recordModelIo?.('grounding', { model: brain.id, task: taskOf(ctx), screen_size: { width: shot.width, height: shot.height } }, { text: out.reasoning, tool_calls: [out.action], usage: out.usage });
   const a = out.action;
   if (a.type === 'CLICK' || a.type === 'DOUBLE_CLICK' || a.type === 'RIGHT_CLICK') return { point: { x: a.x, y: a.y }, how: `grounding by ${brain.id}` };
   return { miss: `grounding by ${brain.id} answered ${a.type}, not a point` };

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { mkdtemp, readdir } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
@@ -39,7 +39,7 @@ describe('run recorder (capture SDK)', () => {
   before(async () => {
     dataDir = await mkdtemp(path.join(tmpdir(), 'runplane-rec-'));
   });
-  const recorder = (captureMode: 'off' | 'screenshots' | 'full') => new SdkRunRecorder({ dataDir, captureMode, dsn: async () => undefined, log: pino({ level: 'silent' }), version: '0.0.0-test' });
+  const recorder = (captureMode: 'off' | 'screenshots' | 'model_io' | 'full') => new SdkRunRecorder({ dataDir, captureMode, dsn: async () => undefined, log: pino({ level: 'silent' }), version: '0.0.0-test' });
 
   it('records nothing in capture mode off', async () => {
     expect(await recorder('off').begin(run('r-off'))).to.equal(undefined);
@@ -67,4 +67,28 @@ describe('run recorder (capture SDK)', () => {
       expect(data[30 * 64 + 50]).to.equal(0); // where nothing changed
     }
   });
+
+  it("files a step's model calls under it from capture mode model_io, and not below", async () => {
+    for (const mode of ['model_io', 'screenshots'] as const) {
+      const r = run(`r-mio-${mode}`);
+      const rec = (await recorder(mode).begin(r))!;
+      rec.modelIo(0, 'planner', { model: 'default-cua', task: 'press it', action_history: [] }, { text: 'the button is there', tool_calls: [{ type: 'CLICK', x: 14, y: 14 }], usage: { tokens_in: 10, tokens_out: 5 } });
+      await rec.step(step(0), {});
+      await rec.close({ status: 'succeeded', summary: 'ok', cost_usd: 0 });
+      const dir = traceDir(dataDir, r);
+      expect(await validateBundle(dir)).to.deep.equal([]);
+      const files = await readdir(path.join(dir, 'modelio')).catch(() => [] as string[]);
+      if (mode === 'screenshots') {
+        expect(files).to.deep.equal([]);
+        continue;
+      }
+      expect(files).to.deep.equal(['0000-planner-0.json']);
+      const stepRecord = JSON.parse(await readFile(path.join(dir, 'steps', '0000.json'), 'utf8'));
+      expect(stepRecord.modelio).to.deep.equal(['modelio/0000-planner-0.json']);
+      const io = JSON.parse(await readFile(path.join(dir, 'modelio', '0000-planner-0.json'), 'utf8'));
+      expect(io.request.model).to.equal('default-cua');
+      expect(io.response.tool_calls[0]).to.include({ type: 'CLICK' });
+    }
+  });
 });
+
