@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { RUNNER_ENV, startGateway, newToken, type TestGateway } from '../support/gateway.ts';
@@ -73,6 +73,13 @@ describe('brain steps in real runs on dom_plane (fake model server, real agent, 
     ]);
     // the clicks landed: the page's button called /hit once per task
     expect(site.hits.get('/hit')).to.equal(2);
+    // each brain turn is in the run's trace, filed under its step
+    const trace = path.join(gw.dir, 'runs', 'brainy', String(r.run_id), 'trace');
+    const modelio = await readdir(path.join(trace, 'modelio'));
+    expect(modelio).to.include('0001-planner-0.json');
+    const io = JSON.parse(await readFile(path.join(trace, 'modelio', '0001-planner-0.json'), 'utf8'));
+    expect(io.request.model).to.equal('default-cua');
+    expect(io.request.task).to.match(/press the hit button/);
     expect(steps[1]!.last_action).to.deep.include({ type: 'DONE' });
     expect(steps[4]!.data).to.match(/loop detected: CLICK repeated 3 times/);
     expect(steps[5]!.data).to.equal('no DONE within 2 actions');
