@@ -99,6 +99,16 @@ export class EgressProxy {
     s.on('error', () => undefined);
   }
 
+  /** Whether the guard refuses this host now (a check without recording it). */
+  async refuses(host: string): Promise<boolean> {
+    try {
+      await resolvePublic(host, this.settings.allowPrivate);
+      return false;
+    } catch (err) {
+      return err instanceof EgressRefused;
+    }
+  }
+
   /** The address to connect to, or undefined when refused (the refusal is recorded). */
   private async check(host: string): Promise<{ address: string; family: number } | 'refused' | 'unresolved'> {
     try {

@@ -88,9 +88,10 @@ async function dispatch(page: Page, b: Body, egress: EgressProxy): Promise<Recor
       const url = str(b, 'url');
       if (!/^https?:\/\//.test(url)) throw badRequest('navigate url must be http(s)');
       const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
-      const res = await page.goto(url, { waitUntil: 'domcontentloaded', timeout: NAV_WAIT_MS }).catch((err: unknown) => {
-        // An https:// target refused by the guard fails as a tunnel error.
-        if (egress.lastBlocked?.host === host && String(err).includes('ERR_TUNNEL_CONNECTION_FAILED')) throw egressBlocked(host);
+      const res = await page.goto(url, { waitUntil: 'domcontentloaded', timeout: NAV_WAIT_MS }).catch(async (err: unknown) => {
+        // An https:// target refused by the guard fails as a tunnel error. Chromium may not
+        // even ask the proxy again (a tunnel it saw refused), so ask the guard, not its log.
+        if (String(err).includes('ERR_TUNNEL_CONNECTION_FAILED') && (egress.lastBlocked?.host === host || (await egress.refuses(host)))) throw egressBlocked(host);
         throw unprocessable(`navigation failed: ${err instanceof Error ? err.message.split('\n')[0]?.slice(0, 200) : ''}`);
       });
       if (res?.headers()['x-runplane-egress'] === 'blocked') throw egressBlocked(host);

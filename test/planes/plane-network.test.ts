@@ -110,8 +110,10 @@ describe('plane agents: TLS, egress guard and upstream proxy', function () {
         }
       };
       const pageText = async (): Promise<string> => {
-        const r = await s.cdp('document.title + " | " + document.body.innerText');
-        return JSON.parse(r.result_json) as string;
+        // mid-navigation the page may have no body yet: that reads as no text, and waitFor asks again
+        const r = await s.cdp('document.title + " | " + (document.body ? document.body.innerText : "")').catch(() => undefined);
+        const v: unknown = r ? JSON.parse(r.result_json) : '';
+        return typeof v === 'string' ? v : '';
       };
 
       before(async () => {
