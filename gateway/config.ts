@@ -19,6 +19,7 @@ export interface GatewayConfig {
   /** the built-in plugins (plugins/ of this checkout) */
   builtinPluginsDir: string;
   maxLoopIterations: number;
+  maxRunSteps: number;
   singleModel?: string;
   enableDocsUi: boolean;
   maxBodyBytes: number;
@@ -106,6 +107,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Gateway
     pluginsDir: envStr(env, 'SERVICE_PLUGINS_DIR') === undefined ? undefined : path.resolve(cwd, envStr(env, 'SERVICE_PLUGINS_DIR')!),
     builtinPluginsDir: path.join(root, 'plugins'),
     maxLoopIterations: envInt(env, 'SERVICE_MAX_LOOP_ITERATIONS', 50, 0, 10_000),
+    maxRunSteps: envInt(env, 'SERVICE_MAX_RUN_STEPS', 5000, 1, 1_000_000),
     singleModel: envStr(env, 'SERVICE_MODEL'),
     enableDocsUi: envFlag(env.SERVICE_ENABLE_DOCS_UI, false),
     maxBodyBytes: envInt(env, 'SERVICE_MAX_BODY_BYTES', 1024 * 1024, 1024),

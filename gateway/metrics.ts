@@ -11,6 +11,7 @@ export interface Metrics {
   concurrentRuns(tenantId: string, value: number): void;
   loopTermination(reason: string): void;
   httpRequest(route: string, method: string, status: number, seconds: number): void;
+  unhandledRejection(): void;
   render(): Promise<{ contentType: string; body: string }>;
 }
 
@@ -21,6 +22,7 @@ const noop: Metrics = {
   concurrentRuns() {},
   loopTermination() {},
   httpRequest() {},
+  unhandledRejection() {},
   async render() {
     throw new Error('metrics unavailable');
   },
@@ -66,6 +68,11 @@ export async function createMetrics(load: () => Promise<PromModule> = () => impo
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [registry],
   });
+  const unhandled = new prom.Counter({
+    name: 'service_unhandled_rejections_total',
+    help: 'Promise rejections nothing handled, logged and survived by the last-resort handler (each one is a bug)',
+    registers: [registry],
+  });
   return {
     available: true,
     predictRequest: (tenant_id, mode, outcome) => predict.inc({ tenant_id, mode, outcome }),
@@ -73,6 +80,7 @@ export async function createMetrics(load: () => Promise<PromModule> = () => impo
     concurrentRuns: (tenant_id, value) => concurrent.set({ tenant_id }, value),
     loopTermination: (reason) => loops.inc({ reason }),
     httpRequest: (route, method, status, seconds) => http.observe({ route, method, status: String(status) }, seconds),
+    unhandledRejection: () => unhandled.inc(),
     render: async () => ({ contentType: registry.contentType, body: await registry.metrics() }),
   };
 }

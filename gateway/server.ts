@@ -123,6 +123,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     dataDir: config.dataDir,
     owner: `${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
     maxLoopIterations: config.maxLoopIterations,
+    maxRunSteps: config.maxRunSteps,
     stepTimeoutMs: config.stepTimeoutMs,
     frames: services.frames,
     recorder: new SdkRunRecorder({
@@ -180,6 +181,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
       }
       await queue.close();
       await scheduler?.close();
+      await executor.drain();
       await planes.close();
       await plugins.close();
       webhooks.close();

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { loadConfig, type GatewayConfig } from './config.ts';
 import { createGateway, type Gateway } from './server.ts';
 import { PluginLoadError } from './plugins/registry.ts';
+import { survivePromiseBugs } from './process-guard.ts';
 
 async function ensureLocalKeys(config: GatewayConfig): Promise<GatewayConfig> {
   if (config.tenantKeysPath || config.tenantKeysJson || config.apiToken) return config;
@@ -47,6 +48,7 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   process.stderr.write(`runplane: gateway listening on ${url}\n`);
+  survivePromiseBugs(gateway.services.log, gateway.services.metrics);
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;

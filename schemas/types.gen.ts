@@ -138,6 +138,9 @@ profile_id?: Identity
 workflow_id?: Identity
 cua_model?: string
 max_cost?: number
+/**
+ * wall-clock cap in minutes, at least 0.1 (6 s: a browser must start and act)
+ */
 max_time_minutes?: number
 callback_url?: string
 run_id?: string

@@ -54,3 +54,15 @@ export function runErrorFor(haltClass: string): string | null {
       return null;
   }
 }
+
+/** What stops a run: a halt class of the taxonomy, a message, and the run-level error it maps to. */
+export class Halt extends Error {
+  constructor(
+    readonly haltClass: string,
+    message: string,
+    readonly error: string | null = runErrorFor(haltClass),
+  ) {
+    super(message);
+    this.name = 'Halt';
+  }
+}

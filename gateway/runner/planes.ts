@@ -7,6 +7,8 @@ export interface PlaneLease {
   plane: Plane;
   /** fires when the plane goes away mid-run (agent or browser died) */
   lost: Promise<string>;
+  /** why the plane went away, once it has; undefined while it is alive */
+  isLost?(): string | undefined;
   close(): Promise<void>;
 }
 

@@ -4,6 +4,7 @@
 // The key rides in the Authorization header only; it is never logged or put
 // in an error message.
 import { BrainError } from '../../gateway/plugins/contract.ts';
+import { childSignal, sleep } from '../../shared/abort.ts';
 
 export interface UpstreamCall {
   /** <base_url>/chat/completions */
@@ -30,15 +31,6 @@ export interface ChatResponse {
 
 const MAX_BACKOFF_MS = 30_000;
 
-function pause(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const onAbort = () => (clearTimeout(t), reject(signal!.reason));
-    const t = setTimeout(() => (signal?.removeEventListener('abort', onAbort), resolve()), ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
 const where = (url: string) => {
   try {
     return new URL(url).host;
@@ -55,11 +47,11 @@ export async function chatCompletion(c: UpstreamCall): Promise<ChatResponse> {
   let last = '';
   for (let attempt = 0; ; attempt++) {
     if (c.signal?.aborted) throw c.signal.reason;
-    const timeout = AbortSignal.timeout(c.timeoutMs);
-    const signal = c.signal ? AbortSignal.any([c.signal, timeout]) : timeout;
+    // a child of the run's signal that lets go of it when the call ends (AbortSignal.any keeps one listener per call)
+    const call = childSignal(c.signal ?? new AbortController().signal, c.timeoutMs, () => new Error('upstream timeout'));
     let retryable: boolean;
     try {
-      const res = await fetch(c.url, { method: 'POST', headers, body: payload, signal });
+      const res = await fetch(c.url, { method: 'POST', headers, body: payload, signal: call.signal });
       const text = await res.text();
       if (res.ok) {
         try {
@@ -74,9 +66,11 @@ export async function chatCompletion(c: UpstreamCall): Promise<ChatResponse> {
     } catch (err) {
       if (err instanceof BrainError) throw err;
       if (c.signal?.aborted) throw c.signal.reason;
-      last = timeout.aborted ? `${where(c.url)} did not answer within ${c.timeoutMs} ms` : `${where(c.url)} is unreachable (${(err as { cause?: { code?: string } }).cause?.code ?? (err as Error).name})`;
+      last = call.timedOut() ? `${where(c.url)} did not answer within ${c.timeoutMs} ms` : `${where(c.url)} is unreachable (${(err as { cause?: { code?: string } }).cause?.code ?? (err as Error).name})`;
+    } finally {
+      call.dispose();
     }
     if (attempt >= c.maxRetries) throw new BrainError('unreachable', `${last}; gave up after ${attempt + 1} attempts`);
-    await pause(Math.min(c.backoffMs * 2 ** attempt, MAX_BACKOFF_MS), c.signal);
+    await sleep(Math.min(c.backoffMs * 2 ** attempt, MAX_BACKOFF_MS), c.signal);
   }
 }

@@ -6,6 +6,7 @@
 // grounding: true, or a plane without a DOM), else it is a selector_miss.
 import { isHostToolError, type Action, type Plane, type Step, type StepContext, type StepHandler, type StepResult } from '../../gateway/plugins/contract.ts';
 import { brainStep, ground, hostedStep } from './brain-loop.ts';
+import { sleep } from '../../shared/abort.ts';
 import { modelExtract } from './model-extract.ts';
 import { CLEAR_FOCUSED, extractRows, locateLabel, locateSelector, READ_LOCATION, selectOption, type FieldSpec } from './page-scripts.ts';
 
@@ -14,15 +15,6 @@ const params = (s: Step): Params => (s.params ?? {}) as Params;
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v.length > 0 ? v : undefined);
 const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
 const labelsOf = (p: Params, key = 'label'): string[] => [str(p[key]), ...(Array.isArray(p.aliases) ? p.aliases.map(String) : [])].filter((x): x is string => !!x);
-
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const onAbort = () => (clearTimeout(t), reject(signal.reason));
-    // the listener goes when the timer fires: a run's signal outlives thousands of waits
-    const t = setTimeout(() => (signal.removeEventListener('abort', onAbort), resolve()), ms);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
 
 const NAV_WAIT_MS = Number(process.env.SERVICE_NAV_WAIT_SECONDS ?? 30) * 1000;
 

@@ -1,44 +1,14 @@
 import { expect } from 'chai';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, readFile, stat } from 'node:fs/promises';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { step } from '../support/gateway.ts';
+import { startGatewayProcess } from '../support/gateway-process.ts';
 
-const root = path.resolve(import.meta.dirname, '../..');
 
-interface Started {
-  child: ChildProcess;
-  url: string;
-  stderr: () => string;
-  stdout: () => string;
-}
-
-async function npmStart(env: Record<string, string>): Promise<Started> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/start.ts'], {
-    cwd: root,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', SERVICE_PORT: '0', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let err = '';
-  let out = '';
-  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not start: ${err}`)), 20_000);
-    child.stderr!.on('data', (d: Buffer) => {
-      err += d.toString();
-      const m = /listening on (http:\/\/\S+)/.exec(err);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    });
-    child.once('exit', (code) => reject(new Error(`gateway exited ${code}: ${err}`)));
-  });
-  return { child, url, stderr: () => err, stdout: () => out };
-}
+const npmStart = startGatewayProcess;
 
 describe('npm start (embedded default)', function () {
   this.timeout(60_000);

@@ -1,0 +1,92 @@
+// One attempt of a step handler, bounded by the step timeout and the run's signal,
+// then checked: the gate's verify, the hints success contract, and the
+// no_state_change demotion of actions that changed nothing.
+import { abortable, childSignal } from '../../shared/abort.ts';
+import type { Brain, Plane, Step, StepContext, StepHandler, StepResult } from '../plugins/contract.ts';
+import { frameDigest } from './fingerprint.ts';
+import { judgeGate } from './gates.ts';
+import { Halt } from './outcome.ts';
+
+const list = (v: unknown): string[] => (v === undefined || v === null ? [] : Array.isArray(v) ? v.map(String) : [String(v)]);
+
+export interface Attempt {
+  handler: StepHandler;
+  step: Step;
+  path: string;
+  plane: Plane;
+  /** the run's signal: cancel, time cap, plane lost */
+  signal: AbortSignal;
+  stepTimeoutMs: number;
+  /** the handler's context, given the attempt's signal (the run's, plus the step timeout) */
+  context(signal: AbortSignal, brain: Brain | undefined): StepContext;
+  brain: Brain | undefined;
+}
+
+export async function attemptStep(a: Attempt): Promise<StepResult> {
+  const { handler, step, path: p, plane } = a;
+  const watchState = handler.checks?.stateChange === true;
+  const before = watchState ? await stateSnapshot(plane) : undefined;
+  // one listener on the run's signal per attempt, removed when the attempt ends
+  const bounded = childSignal(a.signal, a.stepTimeoutMs, () => new Halt('halt_timeout', `step ${p} (${step.type}) took longer than ${a.stepTimeoutMs} ms`));
+  const ctx = a.context(bounded.signal, a.brain);
+  let result: StepResult;
+  try {
+    result = await abortable(Promise.resolve().then(() => handler.run(ctx)), bounded.signal);
+  } catch (err) {
+    if (a.signal.aborted) throw a.signal.reason;
+    if (bounded.timedOut()) throw bounded.signal.reason;
+    if (err instanceof Halt) throw err;
+    return { success: false, failure_class: 'unknown', data: `handler error: ${(err as Error)?.message ?? String(err)}`.slice(0, 500) };
+  } finally {
+    bounded.dispose();
+  }
+  if (!result.success) return result;
+  if (step.gate && step.verify) {
+    const verdict = await judgeGate(ctx, ctx.brainFor?.('hosted-api'), step.verify);
+    if (verdict && !verdict.success) return verdict;
+  }
+  const hints = step.hints ?? {};
+  if (handler.checks?.successContract && plane.dom) {
+    const url = await plane.dom.currentUrl().catch(() => '');
+    const contains = list(hints.expect_url_contains);
+    const excludes = list(hints.expect_url_excludes);
+    if (contains.some((c) => !url.includes(c)) || excludes.some((x) => url.includes(x))) {
+      return { ...result, success: false, failure_class: 'wrong_target', data: `post-action URL ${url} breaks the hints success contract` };
+    }
+    const present = list(hints.expect_text_present);
+    if (present.length > 0) {
+      const text = await plane.dom.evaluate<string>('document.body ? document.body.innerText : ""').catch(() => '');
+      if (present.every((t) => text.includes(t))) return result;
+      return { ...result, success: false, failure_class: 'submit_failed', data: 'expected text did not appear after the action' };
+    }
+  }
+  // no_state_change applies unless the step names its own success contract (text present covers in-place submits)
+  if (before !== undefined && list(hints.expect_text_present).length === 0) {
+    const after = await stateSnapshot(plane);
+    if (after === before) return { ...result, success: false, failure_class: 'no_state_change', data: 'URL, page and scroll did not change' };
+  }
+  return result;
+}
+
+/**
+ * What "the state changed" compares. DOM-aware planes answer from the page in
+ * one call (URL, scroll, a hash of the rendered text and the element count),
+ * which sees what a person would and costs a few ms; other planes compare a
+ * screenshot digest.
+ */
+async function stateSnapshot(plane: Plane): Promise<string> {
+  if (plane.dom) {
+    const s = await plane.dom.evaluate<string>(PAGE_STATE_SCRIPT).catch(() => undefined);
+    if (typeof s === 'string') return s;
+  }
+  const shot = await plane.screenshot('jpeg').catch(() => undefined);
+  const url = plane.dom ? await plane.dom.currentUrl().catch(() => '') : '';
+  return `${url}|${shot ? await frameDigest(shot.image) : ''}|${shot?.scroll_y ?? ''}`;
+}
+
+const PAGE_STATE_SCRIPT = `(() => {
+  const t = document.body ? document.body.innerText : '';
+  let h = 0x811c9dc5;
+  for (let i = 0; i < t.length; i++) { h ^= t.charCodeAt(i); h = Math.imul(h, 0x01000193); }
+  return [location.href, scrollX, scrollY, document.getElementsByTagName('*').length, t.length, (h >>> 0).toString(16)].join('|');
+})()`;

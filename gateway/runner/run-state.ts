@@ -1,0 +1,40 @@
+// What one run accumulates while its steps execute: the step entries of the
+// result, extracted rows, costs and counters, and where a resume restarts.
+export interface StepEntry {
+  path: string;
+  type: string;
+  intent: string;
+  success: boolean;
+  failure_class?: string;
+  final_url: string;
+  page_title: string;
+  last_action?: { type: string; params: Record<string, unknown>; reasoning: string };
+  screenshot_b64?: string;
+  data?: string;
+  attempts: number;
+  rows?: number;
+}
+
+export class RunState {
+  steps: StepEntry[] = [];
+  rows: Array<Record<string, unknown>> = [];
+  csvFields = new Map<string, string[]>();
+  csvRows = new Map<string, Array<Record<string, unknown>>>();
+  placeholders = 0;
+  cost = 0;
+  tokensIn = 0;
+  tokensOut = 0;
+  retriesSpent = 0;
+  finished = false;
+  /** The top-level step being executed: where a resume restarts. */
+  topIndex = 0;
+  /** executed steps so far: the next step's index in the trace */
+  traced = 0;
+  /** the last step's post screenshot: the next step's pre (nothing acts in between) */
+  lastShot: Buffer | undefined;
+
+  summary(backend: string): string {
+    const ok = this.steps.filter((s) => s.success).length;
+    return `${ok} of ${this.steps.length} executed steps succeeded on ${backend}; ${this.rows.length} rows extracted; cost ${this.cost.toFixed(4)} USD`;
+  }
+}

@@ -1,0 +1,305 @@
+// Walks the steps of one run: sections and loops (inline bodies and loop_target
+// jumps), the loop guards, retries per failure class, rows, and each step's entry,
+// trace record, events and saved progress.
+import { sleep } from '../../shared/abort.ts';
+import type { Brain, Plane, Step, StepContext, StepResult } from '../plugins/contract.ts';
+import type { RunRecord } from '../runs/records.ts';
+import type { Extract } from '../../schemas/types.gen.ts';
+import { attemptStep } from './attempt.ts';
+import { checkRows } from './extraction.ts';
+import { averageHash } from './fingerprint.ts';
+import { DriftGuard, LoopStuckGuard } from './guards.ts';
+import { Halt, RETRIES, backoffMs, haltClassFor, runErrorFor } from './outcome.ts';
+import type { RunRecording } from './recording.ts';
+import type { RunnerDeps } from './executor.ts';
+import type { RunState, StepEntry } from './run-state.ts';
+import { publishFrame, recordStep } from './step-record.ts';
+
+/** loop.iteration events of one loop past this many are coalesced: every 10th only (loop.ended has the count). */
+const ITERATION_EVENTS = 10;
+/** Progress (steps so far) is saved at most this often; a failed step and the run's end are saved at once. */
+const SAVE_EVERY_MS = 1000;
+
+export class Walker {
+  private readonly stuck: LoopStuckGuard;
+  /** trace index of the step being executed (model calls are filed under it) */
+  private tracing = 0;
+  private readonly drift: DriftGuard;
+  private savedAt = 0;
+
+  constructor(
+    private readonly d: RunnerDeps,
+    private run: RunRecord,
+    private readonly plane: Plane,
+    private readonly st: RunState,
+    private readonly signal: AbortSignal,
+    private readonly onRun: (r: RunRecord) => void,
+    /** why the plane went away, once it has (an agent, browser or display died) */
+    private readonly planeLost: () => string | undefined,
+    private readonly rec?: RunRecording,
+  ) {
+    this.stuck = new LoopStuckGuard(Number(run.runtime.state_repeat_threshold ?? 0));
+    this.drift = new DriftGuard(String(run.runtime.pinned_source_url_pattern ?? ''), Number(run.runtime.off_source_step_budget ?? 0));
+  }
+
+  /** Throws what stops the run: a cancel, a cap, or a plane that is gone. */
+  check(): void {
+    if (this.signal.aborted) throw this.signal.reason;
+    const lost = this.planeLost();
+    if (lost !== undefined) throw new Halt('plane_lost', `the compute plane went away: ${lost}`);
+  }
+
+  /** Runs a list of steps; returns 'end_loop' when a step asked the enclosing loop to stop. */
+  async walk(steps: Step[], at: string): Promise<'ok' | 'end_loop'> {
+    const visits = new Map<number, number>();
+    const top = at === 'steps';
+    // a resumed run starts at the top-level step where the earlier run stopped
+    let i = top ? Math.min(this.run.start_step ?? 0, steps.length) : 0;
+    while (i < steps.length && !this.st.finished) {
+      this.check();
+      if (top) this.st.topIndex = i;
+      const step = steps[i]!;
+      const p = `${at}[${i}]`;
+      if (step.type === 'loop') {
+        if (Array.isArray(step.steps) && step.steps.length > 0) {
+          await this.inlineLoop(step, p);
+        } else {
+          // a loop without a body jumps back: to loop_target, or right after its section's start
+          const count = Math.min(step.loop_count ?? this.d.maxLoopIterations, this.d.maxLoopIterations);
+          const n = (visits.get(i) ?? 0) + 1;
+          visits.set(i, n);
+          await this.iterationGuards(`${p} iteration ${n}`);
+          if (n < count) {
+            const target = step.loop_target !== undefined && step.loop_target >= 0 ? step.loop_target : this.sectionStart(steps, i) + 1;
+            if (target < i) {
+              i = target;
+              continue;
+            }
+          } else this.d.metrics.loopTermination('count_reached');
+        }
+        i++;
+        continue;
+      }
+      const result = await this.step(step, p);
+      if (result.end_loop) return 'end_loop';
+      i++;
+    }
+    return 'ok';
+  }
+
+  private sectionStart(steps: Step[], i: number): number {
+    const section = steps[i]!.section;
+    if (!section) return -1;
+    const first = steps.findIndex((s) => s.section === section);
+    return first >= 0 && first < i ? first : -1;
+  }
+
+  private async inlineLoop(step: Step, p: string): Promise<void> {
+    const count = Math.min(step.loop_count ?? this.d.maxLoopIterations, this.d.maxLoopIterations);
+    await this.emit('loop.started', { path: p, loop_count: count });
+    let reason = 'count_reached';
+    let n = 1;
+    for (; n <= count; n++) {
+      this.check();
+      const r = await this.walk(step.steps!, `${p}.steps`);
+      if (n <= ITERATION_EVENTS || n % 10 === 0) await this.emit('loop.iteration', { path: p, iteration: n });
+      if (this.st.finished) {
+        reason = 'done';
+        break;
+      }
+      if (r === 'end_loop') {
+        reason = 'end_of_pages';
+        break;
+      }
+      await this.iterationGuards(`${p} iteration ${n}`);
+    }
+    this.d.metrics.loopTermination(reason);
+    await this.emit('loop.ended', { path: p, reason, iterations: Math.min(n, count) });
+  }
+
+  private async iterationGuards(where: string): Promise<void> {
+    const threshold = Number(this.run.runtime.state_repeat_threshold ?? 0);
+    if (threshold > 0) {
+      const fp = await this.fingerprint();
+      if (this.stuck.observe(fp)) throw new Halt('loop_stuck', `${threshold} consecutive iterations showed the same page (${where})`);
+    }
+  }
+
+  private async fingerprint(): Promise<string> {
+    const shot = await this.plane.screenshot('jpeg');
+    const hash = await averageHash(shot.image);
+    const dom = this.plane.dom;
+    const url = dom ? await dom.currentUrl().catch(() => '') : '';
+    const text = dom ? await dom.evaluate<string>('document.body ? document.body.innerText.slice(0, 20000) : ""').catch(() => '') : '';
+    return `${url}\n${hash}\n${text}`;
+  }
+
+  private async emit(type: string, data: Record<string, unknown>): Promise<void> {
+    await this.d.store.emit(this.run, type, data);
+  }
+
+  private log(line: string): void {
+    this.run = { ...this.run, events: [...this.run.events.slice(-5000), `${new Date().toISOString()} ${line}`] };
+    this.onRun(this.run);
+  }
+
+  /** Resolves `_recipe` into the step's extract block (tenant recipe first, then shipped). */
+  private async effectiveStep(step: Step): Promise<Step> {
+    if (!step._recipe) return step;
+    const schema = await this.d.recipe(this.run.tenant_id, step._recipe).catch(() => {
+      throw new Halt('no_schema_configured', `recipe '${step._recipe}' not found`);
+    });
+    return { ...step, extract: { ...(schema as Extract), ...(step.extract ?? {}) } };
+  }
+
+  private async png(): Promise<Buffer | undefined> {
+    return (await this.plane.screenshot().catch(() => undefined))?.image;
+  }
+
+  private async pageInfo(): Promise<{ url: string; title: string }> {
+    const dom = this.plane.dom;
+    if (!dom) return { url: '', title: '' };
+    const url = await dom.currentUrl().catch(() => '');
+    const title = await dom.evaluate<string>('document.title').catch(() => '');
+    return { url, title: typeof title === 'string' ? title : '' };
+  }
+
+  private context(step: Step, p: string, signal: AbortSignal, brain: Brain | undefined): StepContext {
+    return {
+      runId: this.run.run_id,
+      tenantId: this.run.tenant_id,
+      step,
+      path: p,
+      plane: this.plane,
+      brain,
+      brainFor: (id) => this.d.brain(id ?? this.run.cua_model, this.run.tenant_id),
+      signal,
+      recipe: (name) => this.d.recipe(this.run.tenant_id, name),
+      callTool: (name, args) => this.d.callTool(name, args, { runId: this.run.run_id, tenantId: this.run.tenant_id, signal }),
+      addCost: (usd, tokens) => {
+        this.st.cost += usd;
+        this.st.tokensIn += tokens?.tokens_in ?? 0;
+        this.st.tokensOut += tokens?.tokens_out ?? 0;
+        if (this.st.cost > this.run.runtime.max_cost) {
+          throw new Halt('budget_cap', `cost ${this.st.cost.toFixed(4)} USD passed max_cost ${this.run.runtime.max_cost}`);
+        }
+      },
+      log: (m) => this.log(`${p} ${m}`),
+      recordModelIo: (layer, request, response) => this.rec?.modelIo(this.tracing, layer, request, response),
+    };
+  }
+
+  /** Runs the handler with retries; a result that says why the step could not even start. */
+  private async runHandler(step: Step, p: string, ti: number): Promise<{ result: StepResult; attempts: number }> {
+    const handler = this.d.handler(step.type);
+    if (!handler) return { result: { success: false, failure_class: 'unknown', data: `no handler serves step type '${step.type}'` }, attempts: 1 };
+    if (handler.needs?.recipe && !step.extract) {
+      return { result: { success: false, failure_class: 'extractor_error', data: `step type '${step.type}' needs an extraction schema: an extract block or a _recipe`, halt: { halt_class: 'no_schema_configured' } }, attempts: 1 };
+    }
+    if (handler.needs?.domAware && !this.plane.capabilities.dom_aware) {
+      return { result: { success: false, failure_class: 'unknown', data: `step type '${step.type}' needs a DOM-aware plane (compute_backend dom_plane)` }, attempts: 1 };
+    }
+    const brain = handler.needs?.brain ? this.d.brain(this.run.cua_model, this.run.tenant_id) : undefined;
+    if (handler.needs?.brain && !brain) return { result: { success: false, failure_class: 'unknown', data: `brain '${this.run.cua_model}' is not configured on this deployment` }, attempts: 1 };
+    let attempts = 0;
+    let result: StepResult;
+    for (;;) {
+      attempts++;
+      result = await attemptStep({ handler, step, path: p, plane: this.plane, signal: this.signal, stepTimeoutMs: this.d.stepTimeoutMs, brain, context: (signal, b) => this.context(step, p, signal, b) });
+      // a step that failed because its plane died is not retried: the run halts plane_lost
+      this.check();
+      if (result.success || result.halt) break;
+      const fc = result.failure_class ?? 'unknown';
+      if (attempts > RETRIES[fc] || result.retryable === false) break;
+      this.st.retriesSpent++;
+      this.rec?.decision(ti, 'recovery', 'retry', `${step.type} failed (${fc}); retry ${attempts}`, { failure_class: fc, attempt: attempts + 1 });
+      this.log(`${p} ${step.type} failed (${fc}); retry ${attempts}`);
+      await sleep(backoffMs(attempts), this.signal);
+    }
+    if (!result.success && !result.halt && typeof step.hints?.fallback_url === 'string' && handler.checks?.successContract) {
+      this.rec?.decision(ti, 'recovery', 'fallback', 'navigating to hints.fallback_url after repeated misses', { url: step.hints.fallback_url });
+      await this.plane.act({ type: 'NAVIGATE', url: step.hints.fallback_url });
+      this.check();
+      result = { ...result, success: true, failure_class: undefined, data: `${result.data ?? ''} recovered by navigating to hints.fallback_url`.trim() };
+    }
+    return { result, attempts };
+  }
+
+  private async step(original: Step, p: string): Promise<StepResult> {
+    if (this.st.traced >= this.d.maxRunSteps) {
+      throw new Halt('budget_cap', `the run executed ${this.st.traced} steps, the most one run may (SERVICE_MAX_RUN_STEPS)`, null);
+    }
+    const step = await this.effectiveStep(original);
+    await this.emit('step.started', { path: p, type: step.type, intent: step.intent });
+    const startedAt = new Date().toISOString();
+    const costBefore = this.st.cost;
+    const ti = this.st.traced++;
+    this.tracing = ti;
+    const rec = this.rec;
+    // the pre observation of the first step; later steps reuse the previous step's post
+    const pre = rec?.wantsScreenshots ? (this.st.lastShot ?? (await this.png())) : undefined;
+    rec?.decision(ti, 'planner', 'select', `${step.type}: ${step.intent}`.slice(0, 300), { path: p, type: step.type });
+    const handler = this.d.handler(step.type);
+    const effect = handler?.sideEffect && rec ? rec.declareSideEffect(ti, `${step.intent} (${p})`, handler.sideEffect) : '';
+    const handled = await this.runHandler(step, p, ti);
+    const attempts = handled.attempts;
+    let result = handled.result;
+    if (result.halt) {
+      rec?.settleSideEffect(effect, false, `halted: ${result.halt.halt_class}`);
+      throw new Halt(result.halt.halt_class, result.data ?? result.halt.halt_class, result.halt.error ?? runErrorFor(result.halt.halt_class));
+    }
+    if (result.finish) this.st.finished = true;
+
+    // rows: typed and checked against the extract block
+    let rowCount: number | undefined;
+    if (result.success && result.rows) {
+      const extract: Extract = step.extract ?? { fields: Object.keys(result.rows[0] ?? {}).map((name) => ({ name, type: 'str' as const })) };
+      const checked = checkRows(extract, result.rows);
+      this.st.rows.push(...checked.rows);
+      this.st.placeholders += checked.unknown_placeholder_row_count;
+      const name = (extract.schema_name ?? 'rows').replace(/[^A-Za-z0-9_-]/g, '_') || 'rows';
+      this.st.csvFields.set(name, (extract.fields ?? []).map((f) => f.name));
+      this.st.csvRows.set(name, [...(this.st.csvRows.get(name) ?? []), ...checked.rows]);
+      rowCount = checked.rows.length;
+      if (checked.rows.length === 0 && handler?.checks?.rows) {
+        result = { ...result, success: false, failure_class: 'extractor_error', data: `no rows passed the extract block (${checked.dropped_partial} partial rows dropped)` };
+      }
+    }
+
+    // the post observation is taken beside the page info: one round trip less per step
+    const [info, post] = await Promise.all([this.pageInfo(), rec?.wantsScreenshots || !result.success ? this.png() : undefined]);
+    const entry: StepEntry = {
+      path: p,
+      type: step.type,
+      intent: step.intent,
+      success: result.success,
+      ...(result.failure_class ? { failure_class: result.failure_class } : {}),
+      final_url: info.url,
+      page_title: info.title,
+      ...(result.last_action ? { last_action: result.last_action } : {}),
+      ...(result.data ? { data: result.data.slice(0, 1000) } : {}),
+      attempts,
+      ...(rowCount !== undefined ? { rows: rowCount } : {}),
+    };
+    if (!result.success && post) entry.screenshot_b64 = post.toString('base64');
+    this.st.steps.push(entry);
+    if (rec) {
+      await recordStep(rec, this.plane, ti, step, entry, result, { startedAt, costUsd: this.st.cost - costBefore, effect, pre, post });
+      this.st.lastShot = post;
+    }
+    await publishFrame(this.d.frames, this.plane, this.run.run_id, p, post);
+    this.log(`${p} ${step.type} ${result.success ? 'ok' : `failed (${result.failure_class ?? 'unknown'})`}${result.data ? `: ${result.data.slice(0, 200)}` : ''}`);
+    const { screenshot_b64: _shot, ...eventEntry } = entry;
+    await this.emit('step.finished', { ...eventEntry, cost_usd: this.st.cost });
+    this.onRun(this.run);
+    if (!result.success || Date.now() - this.savedAt >= SAVE_EVERY_MS) {
+      this.savedAt = Date.now();
+      await this.d.store.save({ ...this.run, steps: this.st.steps });
+    }
+
+    if (this.drift.observe(info.url)) throw new Halt('off_source_drift', `more than ${this.run.runtime.off_source_step_budget} consecutive steps outside ${this.run.runtime.pinned_source_url_pattern}`);
+    if (!result.success && step.gate) throw new Halt('gate_failed', `gate ${p} did not pass: ${result.data ?? result.failure_class ?? ''}`);
+    if (!result.success && step.required) throw new Halt(haltClassFor(handler?.haltClass, result.failure_class), `required step ${p} (${step.type}) failed: ${result.failure_class ?? 'unknown'}`);
+    return result;
+  }
+}

@@ -1,0 +1,199 @@
+// Issue 10 regressions: a run stopped at any point of its life (cancel, time cap)
+// never takes the gateway down and leaves no agent, browser, display or recorder
+// behind; deep loops keep listeners and memory flat. The gateway runs as its own
+// process (what `npm start` runs) with two tenants and real local agents.
+import { expect } from 'chai';
+import { createServer, type Server } from 'node:http';
+import { once } from 'node:events';
+import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { newToken, request, sleep, type TestResponse } from '../support/gateway.ts';
+import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
+import { startSite, type Site } from '../support/site.ts';
+import { startFakeModel, type FakeModel } from '../support/fake-model.ts';
+import { cmdline, descendants } from '../planes/support.ts';
+
+type Body = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Plane = 'dom_plane' | 'computer_plane';
+
+/** The processes a run may own, counted in the gateway's process tree. */
+function census(root: number): Record<'agent' | 'browser' | 'xvfb' | 'ffmpeg', number> {
+  const c = { agent: 0, browser: 0, xvfb: 0, ffmpeg: 0 };
+  for (const pid of descendants(root)) {
+    const cmd = cmdline(pid);
+    if (/agents\/(computer|dom)\/main\.ts/.test(cmd)) c.agent++;
+    else if (/chromium/.test(cmd) && !cmd.includes('--type=')) c.browser++;
+    else if (/(^|\/)Xvfb /.test(cmd)) c.xvfb++;
+    else if (/(^|\/)ffmpeg /.test(cmd)) c.ffmpeg++;
+  }
+  return c;
+}
+
+const rss = (pid: number) => readFile(`/proc/${pid}/status`, 'utf8').then((s) => Number(/VmRSS:\s+(\d+)/.exec(s)?.[1] ?? 0) / 1024);
+
+describe('runs stopped at any point (gateway process, two tenants, real agents)', function () {
+  this.timeout(600_000);
+  const alpha = newToken();
+  const beta = newToken();
+  let gw: GatewayProcess;
+  let site: Site;
+  let fake: FakeModel;
+  let slow: Server;
+  let slowUrl: string;
+
+  before(async () => {
+    [site, fake] = await Promise.all([startSite(), startFakeModel()]);
+    // a page whose response never comes while the test runs: a navigation to it is in flight until cancelled
+    slow = createServer(() => undefined);
+    slow.listen(0, '127.0.0.1');
+    await once(slow, 'listening');
+    slowUrl = `http://127.0.0.1:${(slow.address() as AddressInfo).port}/never`;
+    const dir = await mkdtemp(path.join(tmpdir(), 'runplane-abort-'));
+    await mkdir(path.join(dir, 'secrets'));
+    await writeFile(path.join(dir, 'keys.json'), JSON.stringify({ tenant_keys: { [alpha]: { tenant_id: 'alpha', rate_limit_per_minute: 0, max_concurrent_runs: 50 }, [beta]: { tenant_id: 'beta', rate_limit_per_minute: 0 } } }));
+    await writeFile(path.join(dir, 'brains.json'), JSON.stringify({ brains: { 'default-cua': { protocol: 'openai-chat', base_url: fake.url, model: 'fake-default' } } }));
+    gw = await startGatewayProcess({
+      SERVICE_DATA_DIR: dir,
+      SERVICE_TENANT_KEYS_PATH: path.join(dir, 'keys.json'),
+      SERVICE_BRAINS_PATH: path.join(dir, 'brains.json'),
+      SERVICE_RUNNER: 'on',
+      SERVICE_PLANES: 'local',
+      SERVICE_ALLOW_PRIVATE_NETWORKS: '1',
+      SERVICE_MAX_ACTIVE_RUNS: '2',
+      SERVICE_LOG_LEVEL: 'warn',
+    });
+  });
+  after(async () => {
+    await gw?.stop();
+    slow?.closeAllConnections();
+    slow?.close();
+    await Promise.all([site?.close(), fake?.close()]);
+  });
+
+  const req = (method: string, p: string, token: string, body?: unknown): Promise<TestResponse> => request(gw.url, method, p, { token, body });
+
+  async function start(plan: unknown[], backend: Plane, extra: Body = {}): Promise<string> {
+    const r = await req('POST', '/v1/predict', alpha, { plan, compute_backend: backend, ...extra });
+    expect(r.status, r.text).to.equal(200);
+    return r.body.run_id as string;
+  }
+
+  async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 60_000, every = 5): Promise<T> {
+    const end = Date.now() + ms;
+    for (;;) {
+      expect(gw.child.exitCode, `the gateway exited while waiting for ${what}:\n${gw.stderr().slice(-3000)}`).to.equal(null);
+      const v = await fn();
+      if (v !== undefined) return v;
+      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+      await sleep(every);
+    }
+  }
+
+  const status = async (id: string): Promise<Body> => (await req('GET', `/v1/runs/${id}`, alpha)).body as Body;
+  const ended = (id: string) => until(`run ${id} to end`, async () => ((s) => (['succeeded', 'failed', 'cancelled'].includes(s.status) ? s : undefined))(await status(id)), 60_000, 50);
+  const events = async (id: string): Promise<string[]> => ((await req('GET', `/v1/runs/${id}/events`, alpha)).body.events as Body[]).map((e) => e.type as string);
+
+  async function stillServes(): Promise<void> {
+    expect(gw.child.exitCode, gw.stderr().slice(-3000)).to.equal(null);
+    const other = await req('POST', '/v1/predict', beta, { plan: [{ intent: 'nothing', type: 'wait', seconds: 0 }], compute_backend: 'dom_plane', detached: false });
+    expect(other.status, other.text).to.equal(200);
+    expect(other.body.status).to.equal('succeeded');
+    const metrics = await request(gw.url, 'GET', '/metrics');
+    expect(metrics.text).to.match(/^service_unhandled_rejections_total 0$/m);
+    expect(gw.stderr()).to.not.match(/MaxListenersExceededWarning|unhandled promise rejection/);
+  }
+
+  const quickSteps = Array.from({ length: 400 }, (_, i) => ({ intent: `tick ${i}`, type: 'wait', seconds: 0 }));
+  const points: Array<{ name: string; plan: () => unknown[]; when: (id: string) => Promise<unknown> }> = [
+    { name: 'while its plane starts', plan: () => [{ intent: 'wait', type: 'wait', seconds: 30 }], when: (id) => until('phase starting', async () => ((await status(id)).status === 'running' ? true : undefined)) },
+    { name: 'right after its plane is up', plan: () => [{ intent: 'wait', type: 'wait', seconds: 30 }], when: (id) => until('phase running', async () => ((await status(id)).phase === 'running' ? true : undefined)) },
+    { name: 'mid-step', plan: () => [{ intent: 'wait', type: 'wait', seconds: 30 }], when: (id) => until('step.started', async () => ((await events(id)).includes('step.started') ? true : undefined), 60_000, 20) },
+    { name: 'between quick steps', plan: () => quickSteps, when: (id) => until('a few steps', async () => ((await events(id)).filter((t) => t === 'step.finished').length >= 5 ? true : undefined), 60_000, 20) },
+    {
+      name: 'mid-navigation',
+      plan: () => [{ intent: 'open a page that never answers', type: 'navigate', url: slowUrl }],
+      when: (id) => until('step.started', async () => ((await events(id)).includes('step.started') ? true : undefined), 60_000, 20).then(() => sleep(300)),
+    },
+    {
+      name: 'mid-brain-call',
+      plan: () => [
+        { intent: 'open', type: 'navigate', url: `${site.url}/static` },
+        { intent: 'press the hit button', type: 'default-cua', max_steps: 3 },
+      ],
+      when: async () => {
+        const before = fake.requests.length;
+        fake.failNext(1, 'hang');
+        await until('the model call', async () => (fake.requests.length > before ? true : undefined), 60_000, 20);
+      },
+    },
+  ];
+
+  for (const backend of ['dom_plane', 'computer_plane'] as const) {
+    it(`cancels runs at every point of their life on ${backend}; the gateway keeps serving every tenant`, async () => {
+      for (const point of points) {
+        const id = await start(point.plan(), backend);
+        await point.when(id);
+        const c = await req('POST', `/v1/runs/${id}/cancel`, alpha);
+        expect(c.status, `${point.name}: ${c.text}`).to.equal(200);
+        const end = await ended(id);
+        expect([end.status, end.halt_class], `${point.name}: ${end.summary}`).to.deep.equal(['cancelled', 'cancelled']);
+        expect(end.failure_help, point.name).to.be.an('object');
+      }
+      await stillServes();
+    });
+  }
+
+  it('refuses a max_time_minutes too short for a browser run (400 {detail})', async () => {
+    const r = await req('POST', '/v1/predict', alpha, { plan: [{ intent: 'wait', type: 'wait', seconds: 1 }], max_time_minutes: 0.005 });
+    expect(r.status).to.equal(400);
+    expect(r.body.detail).to.match(/max_time_minutes.*0\.1/);
+  });
+
+  it('leaves no agent, browser, display or recorder of a run behind after a cancel during start or a tiny time cap', async () => {
+    // both planes warm: each has had a run and holds one spare agent
+    for (const backend of ['dom_plane', 'computer_plane'] as const) await ended(await start([{ intent: 'nothing', type: 'wait', seconds: 0 }], backend));
+    await sleep(5000);
+    const baseline = census(gw.child.pid!);
+    expect(baseline.agent, JSON.stringify(baseline)).to.be.greaterThan(0);
+    const ids: string[] = [];
+    for (const backend of ['dom_plane', 'computer_plane'] as const) {
+      for (let i = 0; i < 3; i++) {
+        const id = await start([{ intent: 'wait', type: 'wait', seconds: 30 }], backend);
+        await until('status running', async () => ((await status(id)).status === 'running' ? true : undefined));
+        await req('POST', `/v1/runs/${id}/cancel`, alpha);
+        ids.push(id);
+      }
+      const capped = await start([{ intent: 'wait too long', type: 'wait', seconds: 60 }], backend, { max_time_minutes: 0.1 });
+      ids.push(capped);
+    }
+    const ends = await Promise.all(ids.map(ended));
+    expect(ends.map((e) => e.halt_class)).to.deep.equal(['cancelled', 'cancelled', 'cancelled', 'time_cap', 'cancelled', 'cancelled', 'cancelled', 'time_cap']);
+    let now = census(gw.child.pid!);
+    const deadline = Date.now() + 10_000;
+    while (Date.now() < deadline && (now.agent > baseline.agent || now.browser > baseline.browser || now.xvfb > baseline.xvfb || now.ffmpeg > baseline.ffmpeg)) {
+      await sleep(250);
+      now = census(gw.child.pid!);
+    }
+    expect(now, `baseline ${JSON.stringify(baseline)}`).to.satisfy((n: typeof now) => n.agent <= baseline.agent && n.browser <= baseline.browser && n.xvfb <= baseline.xvfb && n.ffmpeg <= baseline.ffmpeg);
+    await stillServes();
+  });
+
+  it('runs five nested loops of 50 with flat listeners and memory, and a bounded number of events', async () => {
+    const nest = (depth: number): Body => (depth === 0 ? { intent: 'tick', type: 'wait', seconds: 0 } : { intent: `loop ${depth}`, type: 'loop', loop_count: 50, steps: [nest(depth - 1)] });
+    // one warm-up run so the first run's one-time allocations do not count as growth
+    await ended(await start([{ intent: 'nothing', type: 'wait', seconds: 0 }], 'dom_plane'));
+    const before = await rss(gw.child.pid!);
+    const id = await start([nest(5)], 'dom_plane', { max_time_minutes: 1 });
+    const end = await until('the deep loop to end', async () => ((s) => (['succeeded', 'failed', 'cancelled'].includes(s.status) ? s : undefined))(await status(id)), 120_000, 500);
+    const after = await rss(gw.child.pid!);
+    expect(end.halt_class, end.summary).to.be.oneOf(['budget_cap', 'time_cap']);
+    const all = await events(id);
+    // at most 5000 steps (two events each) and coalesced loop iterations
+    expect(all.length, `${all.length} events`).to.be.lessThan(15_000);
+    expect(all.filter((t) => t === 'loop.iteration').length).to.be.lessThan(5000);
+    expect(after - before, `RSS ${before.toFixed(0)} -> ${after.toFixed(0)} MB`).to.be.lessThan(80);
+    await stillServes();
+  });
+});
