@@ -151,36 +151,31 @@ export class LocalAgentPlanes implements PlaneProvider {
     });
   }
 
-  private takeAgent(backend: Backend): Promise<Agent> {
-    const spare = this.spares.get(backend);
-    this.spares.delete(backend);
-    const next = () => {
-      if (this.closed) return;
-      const p = this.spawnAgent(backend);
-      p.catch((err: unknown) => {
-        this.spares.delete(backend);
-        this.log.warn({ backend, err: (err as Error).message }, 'warm plane agent failed to start');
-      });
-      this.spares.set(backend, p);
-    };
-    if (spare) {
-      return spare.then(
-        (a) => {
-          next();
-          return a.child.exitCode === null ? a : this.spawnAgent(backend);
-        },
-        () => {
-          next();
-          return this.spawnAgent(backend);
-        },
-      );
-    }
-    const a = this.spawnAgent(backend);
-    void a.then(next, () => {});
-    return a;
+  /** Starts the backend's warm spare unless one is there already (a second would be nobody's). */
+  private refill(backend: Backend): void {
+    if (this.closed || this.spares.has(backend)) return;
+    const p = this.spawnAgent(backend);
+    p.catch((err: unknown) => {
+      if (this.spares.get(backend) === p) this.spares.delete(backend);
+      this.log.warn({ backend, err: (err as Error).message }, 'warm plane agent failed to start');
+    });
+    this.spares.set(backend, p);
   }
 
-  async open(run: RunRecord): Promise<PlaneLease> {
+  /** The warm spare when it is alive, else a new agent; the next spare starts once this one is ready. */
+  private async takeAgent(backend: Backend): Promise<Agent> {
+    const spare = this.spares.get(backend);
+    this.spares.delete(backend);
+    try {
+      const a = spare ? await spare.catch(() => undefined) : undefined;
+      if (a && a.child.exitCode === null && a.child.signalCode === null) return a;
+      return await this.spawnAgent(backend);
+    } finally {
+      this.refill(backend);
+    }
+  }
+
+  async open(run: RunRecord, signal?: AbortSignal): Promise<PlaneLease> {
     if (this.closed) throw new PlaneUnavailable('the gateway is shutting down');
     const backend = run.runtime.compute_backend;
     const agent = await this.takeAgent(backend);
@@ -189,12 +184,19 @@ export class LocalAgentPlanes implements PlaneProvider {
       this.running.delete(agent);
       await stopAgent(agent);
     };
+    // a run stopped while its session starts stops the agent at once (its browser with it)
+    const onAbort = () => void stop();
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener('abort', onAbort, { once: true });
     try {
+      if (signal?.aborted) throw new Error('the run was stopped before its plane opened');
       const session = connectPlane({ url: agent.url, secret: agent.secret, initDeadlineMs: 60_000 });
       return await lease(session, run, backend, agent.exited, stop, path.join(runDir(this.dataDir, run), 'video.webm'));
     } catch (err) {
       await stop();
       throw new PlaneUnavailable(`${backend} session could not start: ${(err as Error).message}`);
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
     }
   }
 

@@ -176,7 +176,7 @@ describe('runs stopped at any point (gateway process, two tenants, real agents)'
       await sleep(250);
       now = census(gw.child.pid!);
     }
-    expect(now, `baseline ${JSON.stringify(baseline)}`).to.satisfy((n: typeof now) => n.agent <= baseline.agent && n.browser <= baseline.browser && n.xvfb <= baseline.xvfb && n.ffmpeg <= baseline.ffmpeg);
+    expect(now, `now ${JSON.stringify(now)}, baseline ${JSON.stringify(baseline)}: ${descendants(gw.child.pid!).map((p) => `${p} ${cmdline(p).slice(0, 120)}`).join('\n')}`).to.satisfy((n: typeof now) => n.agent <= baseline.agent && n.browser <= baseline.browser && n.xvfb <= baseline.xvfb && n.ffmpeg <= baseline.ffmpeg);
     await stillServes();
   });
 
