@@ -2,7 +2,8 @@
 // would otherwise add them to the spec below and run the whole suite).
 const named = process.argv.slice(2).filter((a) => /\.test\.ts$/.test(a));
 module.exports = {
-  'node-option': ['import=tsx'],
+  // expose-gc: memory tests measure what a run retains, after a collection
+  'node-option': ['import=tsx', 'expose-gc'],
   spec: named.length > 0 ? [] : ['test/**/*.test.ts'],
   extension: ['ts'],
   timeout: 30000,

@@ -1,0 +1,40 @@
+// A deep loop retains little once it has ended: what a run keeps is its record
+// (bounded by SERVICE_MAX_RUN_STEPS) and its events, not a listener or timer per step.
+import { expect } from 'chai';
+import { startGateway, newToken, RUNNER_ENV, type TestGateway } from '../support/gateway.ts';
+
+const gc = (globalThis as { gc?: () => void }).gc;
+const heapMb = (): number => {
+  gc!();
+  gc!();
+  return process.memoryUsage().heapUsed / 1048576;
+};
+
+describe('memory of a deep loop run (in-process gateway, dom_plane)', function () {
+  this.timeout(180_000);
+  const token = newToken();
+  let gw: TestGateway;
+
+  before(async () => {
+    gw = await startGateway({ env: { ...RUNNER_ENV, SERVICE_LOG_LEVEL: 'warn', SERVICE_MAX_RUN_STEPS: '600' }, keys: { [token]: { tenant_id: 'deep', rate_limit_per_minute: 0 } } });
+  });
+  after(() => gw.close());
+
+  const run = async (plan: unknown[], extra: Record<string, unknown> = {}) => (await gw.req('POST', '/v1/predict', { token, body: { plan, compute_backend: 'dom_plane', detached: false, ...extra } })).body;
+
+  it('retains a bounded amount per executed step, and halts budget_cap at the step cap', async () => {
+    expect(gc, 'mocha runs with --expose-gc (.mocharc.cjs)').to.be.a('function');
+    await run([{ intent: 'warm up', type: 'wait', seconds: 0 }]);
+    const before = heapMb();
+    const nest = (depth: number): Record<string, unknown> => (depth === 0 ? { intent: 'tick', type: 'wait', seconds: 0 } : { intent: `loop ${depth}`, type: 'loop', loop_count: 50, steps: [nest(depth - 1)] });
+    const body = await run([nest(5)], { max_time_minutes: 2 });
+    const after = heapMb();
+    const steps = (body.steps as unknown[]).length;
+    const life = (await gw.req('GET', `/v1/runs/${body.run_id}`, { token })).body;
+    expect(body.status, body.summary).to.equal('failed');
+    expect(life.halt_class, body.summary).to.be.oneOf(['budget_cap', 'time_cap']);
+    expect(steps).to.be.greaterThan(200);
+    // the record keeps each step's entry and its events: a few KB a step at most
+    expect((after - before) * 1024, `heap ${before.toFixed(1)} -> ${after.toFixed(1)} MB for ${steps} steps`).to.be.lessThan(steps * 8 + 2048);
+  });
+});
