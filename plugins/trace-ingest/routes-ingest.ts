@@ -2,6 +2,7 @@
 // screenshots, model io, logs, judge decisions, reasoning, side effects,
 // outcomes, eval candidates, findings, preferences, heartbeat, commands.
 import { TRACE_SCHEMA_FILES, checkDef, traceSchemaBytes } from '../../schemas/trace/index.ts';
+import { idProblem } from '../../shared/ids.ts';
 import { writeBytes } from '../../sdk/store.ts';
 import { shortId } from '../../sdk/util.ts';
 import { isPng } from '../../sdk/validate.ts';
@@ -14,6 +15,10 @@ export const INGEST_ROUTES: RouteDef[] = [
     method: 'POST', path: '/runs', auth: 'dsn', body: 'json', schema: 'manifest', batchable: true,
     summary: 'Create or update a run from its manifest (idempotent on run_id)',
     async handler(svc, rc) {
+      // an unsafe run id is 400 (as in every run path), before the schema's 422
+      const runId = (rc.body as { run_id?: unknown } | null)?.run_id;
+      const problem = typeof runId === 'string' ? idProblem('run_id', runId) : null;
+      if (problem) throw new IngestError(400, problem);
       validate('manifest', rc.body);
       const m = rc.body as Record<string, unknown> & { run_id: string; branch_context?: { parent_run_id?: string } };
       const { entry, created } = svc.claimRun(rc.principal!.tenant.tenant_id, m.run_id);
@@ -188,10 +193,11 @@ export const INGEST_ROUTES: RouteDef[] = [
     method: 'PUT', path: '/runs/:run_id/side-effects/:side_effect_id', auth: 'dsn', body: 'json', schema: 'side-effect', batchable: true,
     summary: 'The current state of one side-effect ledger entry (side_effects/<step:04d>-<id>.json; our live path)',
     async handler(svc, rc) {
+      const problem = idProblem('side_effect_id', rc.params.side_effect_id);
+      if (problem) throw new IngestError(400, problem);
       validate('side-effect', rc.body);
       const se = rc.body as { side_effect_id: string; step_index: number };
       if (se.side_effect_id !== rc.params.side_effect_id) throw unprocessable('side_effect_id does not match the path');
-      if (!/^[A-Za-z0-9_.:-]{1,100}$/.test(se.side_effect_id)) throw unprocessable('side_effect_id: 1-100 of A-Z a-z 0-9 _ . : -');
       const entry = ingestRun(svc, rc);
       await svc.write(entry, (store) => IngestService.putJson(store, `side_effects/${pad4(se.step_index)}-${se.side_effect_id}.json`, se));
       return { body: { stored: `side_effects/${pad4(se.step_index)}-${se.side_effect_id}.json` } };

@@ -6,13 +6,15 @@
 // node:http with the path verbatim (fetch would resolve `..` and `%2e%2e`
 // before sending, as a hostile client does not).
 import { expect } from 'chai';
+import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { mkdir, readdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { IngestService } from '../../plugins/trace-ingest/service.ts';
 import { traceDir } from '../../gateway/trace/recorder.ts';
+import { SAFE_ID_PATTERN } from '../../shared/ids.ts';
 import { DebugSession } from '../../sdk/index.ts';
-import { newToken, startGateway, step, type TestGateway } from '../support/gateway.ts';
+import { newToken, sleep, startGateway, step, type TestGateway } from '../support/gateway.ts';
 import { startFakeS3, type FakeS3 } from '../support/s3.ts';
 import { collectingLogger, png, tempDir } from '../support/trace.ts';
 
@@ -54,10 +56,10 @@ const enc = (s: string): string => [...Buffer.from(s, 'utf8')].map((b) => (/[A-Z
 const LONG = 'x'.repeat(300);
 const HOSTILE = ['.', '..', '%2e%2e', '%2E%2E', '..%2f..', 'a/../..', '%252e%252e', LONG, 'a\u0000b', 'a\nb'];
 
-/** How a hostile id goes into a URL path: fully encoded, and verbatim when it is printable ASCII. */
+/** How a hostile id goes into a URL path: fully encoded, and verbatim when it is printable ASCII without a slash. */
 function pathForms(id: string): string[] {
   const forms = [enc(id)];
-  if (/^[\x21-\x7e]+$/.test(id)) forms.push(id);
+  if (/^[\x21-\x7e]+$/.test(id) && !id.includes('/')) forms.push(id);
   return forms;
 }
 
@@ -106,7 +108,12 @@ for (const backend of ['file', 's3'] as const) {
       for (const tenant of ['alpha', 'beta']) await svc.createUser(`viewer@${tenant}.test`, `pw-${tenant}-0123456789`, tenant);
       await svc.close();
       const login = async (tenant: string) => {
-        const r = await gw.req('POST', `${api}/auth/login`, { body: { email: `viewer@${tenant}.test`, password: `pw-${tenant}-0123456789` } });
+        let r = await gw.req('POST', `${api}/auth/login`, { body: { email: `viewer@${tenant}.test`, password: `pw-${tenant}-0123456789` } });
+        // the running service re-reads its accounts at most every 250 ms
+        for (let i = 0; r.status === 401 && i < 10; i++) {
+          await sleep(300);
+          r = await gw.req('POST', `${api}/auth/login`, { body: { email: `viewer@${tenant}.test`, password: `pw-${tenant}-0123456789` } });
+        }
         expect(r.status, r.text).to.equal(200);
         return r.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
       };
@@ -148,6 +155,11 @@ for (const backend of ['file', 's3'] as const) {
       const batch = await raw(gw.url, 'POST', `${api}/batch`, { headers: { authorization: `Bearer ${keyB}` }, json: { requests: HOSTILE.map((id) => ({ method: 'PUT', path: `/runs/${enc(id)}/costs`, body: { total_usd: 1 } })) } });
       expect(batch.status, batch.text).to.equal(207);
       for (const res of batch.body.results) expect(res, JSON.stringify(res)).to.include({ status: 400 });
+      // the OpenAPI document says so
+      const doc = (await raw(gw.url, 'GET', `${api}/openapi.json`)).body;
+      expect(doc.paths['/runs/{run_id}/costs'].put.parameters[0].schema).to.deep.equal({ $ref: '#/components/schemas/SafeId' });
+      expect(doc.paths['/runs/{run_id}/costs'].put.responses).to.have.property('400');
+      expect(doc.components.schemas.SafeId.pattern).to.equal(SAFE_ID_PATTERN);
     });
 
     it("never lets tenant B read tenant A's files through a hostile run id: 404 {detail}", async () => {
@@ -194,6 +206,21 @@ for (const backend of ['file', 's3'] as const) {
       expect(ok.status, ok.text).to.equal(200);
     });
 
+    it('accepts every safe id, at the cap and full of colons, and reads it back (never a file name too long)', async () => {
+      const ids = [`b${':'.repeat(127)}`, `b${'~'.repeat(127)}`, 'constructor', `${randomUUID()}:branch:0123abcd`];
+      for (const id of ids) {
+        const created = await raw(gw.url, 'POST', `${api}/runs`, { headers: { authorization: `Bearer ${keyB}` }, json: writes('x', id)[0]![2] });
+        expect(created.status, `${id}: ${created.text}`).to.equal(201);
+        const costs = await raw(gw.url, 'PUT', `${api}/runs/${enc(id)}/costs`, { headers: { authorization: `Bearer ${keyB}` }, json: { total_usd: 2 } });
+        expect(costs.status, costs.text).to.equal(200);
+        const files = await raw(gw.url, 'GET', `${api}/runs/${enc(id)}/files`, { headers: { cookie: cookieB } });
+        expect(files.body.files, id).to.include.members(['manifest.json', 'live/costs.json']);
+        const read = await raw(gw.url, 'GET', `${api}/runs/${enc(id)}/files/live/costs.json`, { headers: { cookie: cookieB } });
+        expect(read.body, id).to.deep.equal({ total_usd: 2 });
+        expect((await raw(gw.url, 'GET', `${api}/runs/${enc(id)}/files`, { headers: { cookie: cookieA } })).status, 'another tenant').to.equal(404);
+      }
+    });
+
     it('leaves nothing outside the tenants\' run folders: no manifest.json or schema/ at the root of the bundles', async () => {
       let keys: string[];
       if (s3) keys = [...s3.objects.keys()];
@@ -202,7 +229,9 @@ for (const backend of ['file', 's3'] as const) {
         keys = (await readdir(root, { recursive: true, withFileTypes: true })).filter((e) => e.isFile()).map((e) => path.relative(root, path.join(e.parentPath, e.name)));
       }
       expect(keys.length).to.be.greaterThan(4);
-      for (const k of keys) expect(k, k).to.match(s3 ? /^traces\/bundles\/(alpha\/run-a|beta\/run-b)\// : /^(alpha\/run-a|beta\/run-b)\//);
+      // tenant B's only folders: run-b and the safe ids of the test above
+      for (const k of keys) expect(k, k).to.match(s3 ? /^traces\/bundles\/(alpha\/run-a|beta\/[A-Za-z0-9][^/]*)\// : /^(alpha\/run-a|beta\/[A-Za-z0-9][^/]*)\//);
+      expect(keys.filter((k) => k.includes('/beta/..') || k.startsWith('beta/..') || k.startsWith('beta/.'))).to.deep.equal([]);
     });
   });
 }

@@ -6,7 +6,8 @@ import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { checkRecord } from '../../schemas/trace/index.ts';
+import { checkRecord, readTraceSchema } from '../../schemas/trace/index.ts';
+import { SAFE_ID_PATTERN, UnsafeIdError, idProblem, keyInside, resolveInside } from '../../shared/ids.ts';
 import { DebugSession, FileStore, ObjectStore } from '../../sdk/index.ts';
 import { collectingLogger, tempDir } from '../support/trace.ts';
 
@@ -97,5 +98,19 @@ describe('trace SDK: ids and bundle paths that could leave their root are refuse
       expect(checkRecord('side-effect', { side_effect_id: id, step_index: 0, resource: 'r', action: 'a', state: 'declared' }), id).to.match(/side_effect_id/);
     }
     for (const id of GOOD_IDS) expect(checkRecord('manifest', { ...manifest, run_id: id }), id).to.equal(null);
+    const defs = readTraceSchema('common.schema.json').$defs as Record<string, { pattern?: string }>;
+    expect(defs.SafeId!.pattern).to.equal(SAFE_ID_PATTERN);
+  });
+
+  it('shared/ids.ts: resolveInside keeps a path inside its root (with the separator), keyInside a key under its prefix', () => {
+    const root = path.resolve('/data/bundles/alpha');
+    expect(resolveInside(root, 'run-1')).to.equal(path.join(root, 'run-1'));
+    for (const part of ['..', '../alpha-evil', '../alpha2/run', '/etc', '.', 'a/../..', '']) expect(() => resolveInside(root, part), part).to.throw(UnsafeIdError);
+    expect(keyInside('bundles/alpha/run-1', 'steps/0000.json')).to.equal('bundles/alpha/run-1/steps/0000.json');
+    for (const rel of ['../x', 'a/../../x', '%2e%2e/x']) expect(() => keyInside('bundles/alpha/run-1', rel), rel).to.throw(UnsafeIdError);
+    for (const prefix of ['bundles/..', 'bundles//alpha', '../bundles']) expect(() => keyInside(prefix, 'x.json'), prefix).to.throw(UnsafeIdError);
+    expect(idProblem('run_id', 'x'.repeat(129))).to.equal('run_id is longer than the cap of 128 characters');
+    for (const id of GOOD_IDS) expect(idProblem('run_id', id), id).to.equal(null);
+    for (const id of BAD_IDS) expect(idProblem('run_id', id), JSON.stringify(id)).to.be.a('string');
   });
 });
