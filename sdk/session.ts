@@ -706,7 +706,7 @@ export class DebugSession {
     this.assertOpen();
     const rec = structuredClone(record) as ModelIoRecord;
     const layer = opts.layer ?? rec.layer;
-    if (typeof layer !== 'string') throw new ValueError('recordModelio: layer is required');
+    if (typeof layer !== 'string' || !/^[a-z][a-z0-9_]{0,31}$/.test(layer)) throw new ValueError('recordModelio: layer is required, 1-32 of a-z 0-9 _ starting with a letter (it names modelio/<step>-<layer>-<seq>.json), whether or not the record is validated');
     rec.layer = layer;
     const stepIndex = opts.stepIndex ?? (typeof rec.step_index === 'number' ? rec.step_index : null);
     rec.step_index = stepIndex;

@@ -58,6 +58,16 @@ describe('trace SDK: ids and bundle paths that could leave their root are refuse
     await s.close();
   });
 
+  it('recordModelio refuses a layer that is not a file-name word, even unvalidated', async () => {
+    const s = new DebugSession({ runId: 'mio-run', clientName: 'c', outDir: path.join(await tempDir(), 'b'), dsn: null, logger: collectingLogger() });
+    for (const layer of ['../x', 'a/b', '..', 'A', 'x'.repeat(33), 'a b']) {
+      const e = await thrown(() => s.recordModelio({ request: { model: 'm' }, response: { text: 't' } }, { layer, validate: false }));
+      expect(e?.name, layer).to.equal('ValueError');
+    }
+    expect(await s.recordModelio({ request: { model: 'm' }, response: { text: 't' } }, { layer: 'planner', validate: false })).to.equal('modelio/run-planner-0.json');
+    await s.close();
+  });
+
   it('the file store refuses bundle paths with .., backslashes, percent signs, control characters or empty segments, and writes nothing outside its root', async () => {
     const dir = await tempDir();
     const store = new FileStore(path.join(dir, 'bundle'));
