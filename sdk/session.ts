@@ -34,7 +34,7 @@ import { phash64 } from './phash.ts';
 import { RedactionPolicy } from './redaction.ts';
 import { FileStore, type StagedStore, type Store, writeBytes } from './store.ts';
 import { Streamer, type StreamJob } from './stream.ts';
-import { RuntimeError, SDK_VERSION, ValueError, canonicalJson, clamp01, defaultLogger, newId, nowIso, pad4, sha256Hex, shortId, type SdkLogger } from './util.ts';
+import { RuntimeError, SDK_VERSION, ValueError, canonicalJson, clamp01, defaultLogger, newId, nowIso, pad4, safeId, sha256Hex, shortId, type SdkLogger } from './util.ts';
 import { isPng } from './validate.ts';
 
 export const LOG_FILE_LIMIT = 1024 * 1024;
@@ -178,14 +178,13 @@ export class DebugSession {
   private branch: BranchMode | null = null;
 
   constructor(opts: DebugSessionOptions) {
-    if (!opts.runId) throw new ValueError('runId is required');
     if (!opts.clientName) throw new ValueError('clientName is required');
     if (!opts.outDir) throw new ValueError('outDir is required');
     const env = opts.env ?? process.env;
-    this.runId = opts.runId;
+    this.runId = safeId('runId', opts.runId);
     this.clientName = opts.clientName;
     this.outDir = path.resolve(opts.outDir);
-    this.debugSessionId = opts.debugSessionId ?? newId('dbg_');
+    this.debugSessionId = safeId('debugSessionId', opts.debugSessionId ?? newId('dbg_'));
     this.store = opts.store ?? new FileStore(this.outDir);
     this.redaction = opts.redactionPolicy ?? RedactionPolicy.default();
     this.captureLogprobs = opts.captureLogprobs ?? false;
@@ -707,7 +706,7 @@ export class DebugSession {
     this.assertOpen();
     const rec = structuredClone(record) as ModelIoRecord;
     const layer = opts.layer ?? rec.layer;
-    if (typeof layer !== 'string') throw new ValueError('recordModelio: layer is required');
+    if (typeof layer !== 'string' || !/^[a-z][a-z0-9_]{0,31}$/.test(layer)) throw new ValueError('recordModelio: layer is required, 1-32 of a-z 0-9 _ starting with a letter (it names modelio/<step>-<layer>-<seq>.json), whether or not the record is validated');
     rec.layer = layer;
     const stepIndex = opts.stepIndex ?? (typeof rec.step_index === 'number' ? rec.step_index : null);
     rec.step_index = stepIndex;
@@ -836,7 +835,7 @@ export class DebugSession {
       state: 'declared',
       declared_at: nowIso(),
     };
-    if (!/^[A-Za-z0-9_.:-]{1,100}$/.test(se.side_effect_id)) throw new ValueError('declareSideEffect: side_effect_id must be 1-100 of A-Z a-z 0-9 _ . : -');
+    safeId('declareSideEffect: side_effect_id', se.side_effect_id);
     if (this.sideEffects.has(se.side_effect_id)) throw new ValueError(`declareSideEffect: ${se.side_effect_id} is already declared`);
     this.checkOrThrow('side-effect', se);
     this.sideEffects.set(se.side_effect_id, se);

@@ -1,10 +1,12 @@
 // The Store protocol: where a bundle's files go. FileStore (default) writes
 // under a directory; ObjectStore writes to an S3-compatible bucket over HTTP
-// (path-style, AWS Signature V4). Both take bundle-relative paths.
+// (path-style, AWS Signature V4). Both take bundle-relative paths, checked by
+// shared/ids.ts: a resolved file stays inside the store's root, a key under its prefix.
 import { createHmac, randomBytes } from 'node:crypto';
 import { mkdir, readFile, readdir, rename, rm, stat, writeFile, open } from 'node:fs/promises';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { checkBundlePath, checkKeyPrefix, keyInside, resolveInside } from '../shared/ids.ts';
 import { sha256Hex } from './util.ts';
 
 export interface StoreWriter {
@@ -38,13 +40,13 @@ export interface StagedStore {
   discard(): Promise<void>;
 }
 
-/** A bundle-relative path with no `..`, no absolute root and no empty segment. */
+/**
+ * A bundle-relative path: `/`-separated segments, none empty, `.` or `..`; no
+ * leading `/`, backslash, percent sign or control character; at most 1024
+ * characters (shared/ids.ts). Throws "invalid bundle path: ..." otherwise.
+ */
 export function checkRelpath(relpath: string): string {
-  const norm = relpath.replace(/\\/g, '/');
-  if (!norm || norm.startsWith('/') || norm.split('/').some((s) => s === '' || s === '.' || s === '..') || norm.includes('\0')) {
-    throw new Error(`invalid bundle path ${JSON.stringify(relpath)}`);
-  }
-  return norm;
+  return checkBundlePath(relpath);
 }
 
 export async function writeBytes(store: Store, relpath: string, data: string | Uint8Array): Promise<void> {
@@ -100,8 +102,9 @@ export class FileStore implements Store {
     return pathToFileURL(this.root).href;
   }
 
+  /** the absolute file of relpath, refused unless it lies inside the root */
   file(relpath: string): string {
-    return path.join(this.root, checkRelpath(relpath));
+    return resolveInside(this.root, checkRelpath(relpath));
   }
 
   async signedUrl(relpath: string): Promise<string> {
@@ -226,7 +229,7 @@ export class ObjectStore implements Store {
 
   constructor(opts: ObjectStoreOptions) {
     this.o = { prefix: '', region: 'us-east-1', ...opts, endpoint: opts.endpoint.replace(/\/$/, '') } as Required<Omit<ObjectStoreOptions, 'fetch'>>;
-    this.o.prefix = this.o.prefix.replace(/^\/|\/$/g, '');
+    this.o.prefix = checkKeyPrefix(this.o.prefix.replace(/^\/|\/$/g, ''));
     this.fetchImpl = opts.fetch ?? fetch;
   }
 
@@ -234,13 +237,15 @@ export class ObjectStore implements Store {
     return `s3://${this.o.bucket}/${this.o.prefix}`;
   }
 
-  /** a store for a sub-prefix (one bundle) of the same bucket */
+  /** a store for a sub-prefix (one bundle) of the same bucket; a prefix with an empty, . or .. segment is refused */
   child(prefix: string): ObjectStore {
+    checkKeyPrefix(prefix);
     return new ObjectStore({ ...this.o, fetch: this.fetchImpl, prefix: [this.o.prefix, prefix].filter(Boolean).join('/') });
   }
 
+  /** the object key of relpath, refused unless it stays under the prefix */
   private key(relpath: string): string {
-    return [this.o.prefix, checkRelpath(relpath)].filter(Boolean).join('/');
+    return keyInside(this.o.prefix, relpath);
   }
 
   private scope(d: Date): string {
@@ -325,6 +330,7 @@ export class ObjectStore implements Store {
   }
 
   async list(prefix = ''): Promise<string[]> {
+    checkKeyPrefix(prefix.replace(/\/$/, ''));
     const base = this.o.prefix ? `${this.o.prefix}/` : '';
     const out: string[] = [];
     let token: string | undefined;

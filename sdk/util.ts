@@ -1,5 +1,6 @@
 // Small helpers shared by the SDK modules.
 import { createHash, randomUUID } from 'node:crypto';
+import { idProblem } from '../shared/ids.ts';
 
 export const SDK_VERSION = '0.6.0';
 
@@ -50,4 +51,11 @@ export class ValueError extends Error {
 /** A RuntimeError: the call is not allowed in the session's state (a step on an orchestrator ...). */
 export class RuntimeError extends Error {
   override name = 'RuntimeError';
+}
+
+/** value when it is a safe id (shared/ids.ts: 1-128 of letters, digits and . _ ~ : -, a letter or digit first), else a ValueError naming `what`. */
+export function safeId(what: string, value: unknown): string {
+  const problem = idProblem(what, value);
+  if (problem) throw new ValueError(problem);
+  return value as string;
 }

@@ -8,6 +8,7 @@ import http from 'node:http';
 import path from 'node:path';
 import Koa from 'koa';
 import type { AddressInfo } from 'node:net';
+import { idProblem } from '../../shared/ids.ts';
 import { signCookie, verifyCookie } from './auth.ts';
 import { IngestError, readJson, readMultipart } from './http.ts';
 import { buildOpenApi } from './openapi.ts';
@@ -123,7 +124,12 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
     return service.principal(m[1]!, ctx.get('x-trace-client-id') || undefined);
   }
 
+  /** Runs a route's handler; a run id in the path that is not a safe id is 400 on an ingest (DSN) route, 404 on a read. */
   async function run(def: RouteDef, rc: RouteCtx): Promise<Reply> {
+    for (const name of ['run_id', 'id']) {
+      const problem = name in rc.params ? idProblem(name === 'id' ? 'the run id' : name, rc.params[name]) : null;
+      if (problem) throw def.auth === 'dsn' ? new IngestError(400, problem) : new IngestError(404, `no run: ${problem}`);
+    }
     return def.handler(service, rc);
   }
 

@@ -6,6 +6,7 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { PLUGIN_API_VERSION, type PluginDefinition, type PluginHost } from '../../gateway/plugins/contract.ts';
+import { checkId, resolveInside } from '../../shared/ids.ts';
 import { ObjectStore } from '../../sdk/store.ts';
 import { createIngestApp, type IngestApp } from './app.ts';
 import { hashKey } from './auth.ts';
@@ -52,7 +53,8 @@ class GatewayDsns {
   dsnFor(tenantId: string, gatewayUrl: string): Promise<string> {
     let p = this.cache.get(tenantId);
     if (!p) {
-      p = embeddedDsn(this.ingest, { tenantId, baseUrl: `${gatewayUrl}${this.prefix}`, file: path.join(this.dir, `${tenantId}.dsn`) });
+      // the tenant id names a file: a safe id, and the file stays in the DSN folder
+      p = (async () => embeddedDsn(this.ingest, { tenantId, baseUrl: `${gatewayUrl}${this.prefix}`, file: resolveInside(this.dir, `${checkId('tenant_id', tenantId)}.dsn`) }))();
       p.catch(() => this.cache.delete(tenantId));
       this.cache.set(tenantId, p);
     }

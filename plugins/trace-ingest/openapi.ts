@@ -42,15 +42,18 @@ export function buildOpenApi(prefix = ''): Json {
     { method: 'GET', path: '/healthz', auth: 'none', summary: 'Liveness' },
     { method: 'GET', path: '/metrics', auth: 'none', summary: 'Prometheus metrics (ingest queue depth ...)' },
   ] as Array<{ method: string; path: string; auth: string; body?: string; schema?: string; summary: string; accepted?: boolean }>;
+  const SAFE_ID_PARAMS = new Set(['run_id', 'id', 'side_effect_id']);
   for (const r of all) {
     const p = r.path.replace(/:(\w+)/g, '{$1}').replace(/\*$/, '{relpath}');
-    const params = [...p.matchAll(/\{(\w+)\}/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
+    // ids that name files or keys are safe ids (shared/ids.ts): 400 on an ingest route, 404 on a read
+    const params = [...p.matchAll(/\{(\w+)\}/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: SAFE_ID_PARAMS.has(m[1]!) ? { $ref: '#/components/schemas/SafeId' } : { type: 'string' } }));
     const op: Json = {
       summary: r.summary,
       parameters: params,
       security: r.auth === 'dsn' ? [{ dsn: [] }] : r.auth === 'none' ? [] : [{ session: [] }],
       responses: {
         [r.accepted ? '202' : r.path === '/batch' ? '207' : '200']: { description: 'success' },
+        ...(r.body || r.auth === 'dsn' ? { '400': err('malformed body, or an unsafe id (run_id, side_effect_id)') } : {}),
         ...(r.auth === 'none' ? {} : { '401': err('missing or invalid credential'), '403': err('not allowed') }),
         '404': err('path or file absent'),
         ...(r.body ? { '413': err('body too large'), '415': err('wrong content type'), '422': err('payload failed validation') } : {}),

@@ -1,9 +1,12 @@
 // The ingest service's state and storage: accounts, the run index, bundle
 // files through the Store interface, a bounded write queue (its depth is a
 // metric; saturated means 429), connections and intervention commands.
+// Tenant and run ids are safe ids (shared/ids.ts) and each run's store is
+// checked to lie inside its tenant's folder or key prefix.
 import { randomBytes, randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { bundleJson, jsonLine } from '../../schemas/trace/index.ts';
+import { UnsafeIdError, bundlePathProblem, checkId, checkKeyPrefix, idProblem, isSafeId, resolveInside } from '../../shared/ids.ts';
 import { FileStore, ObjectStore, type Store, writeBytes } from '../../sdk/store.ts';
 import { DUMMY_HASH, LoginLimiter, formatDsn, hashKey, hashPassword, newDsnKey, verifyPassword } from './auth.ts';
 import { IngestError, notFound } from './http.ts';
@@ -12,7 +15,15 @@ import { MetaStore, type Command, type Connection, type Dsn, type RunEntry, type
 export const LOG_FILE_LIMIT = 1024 * 1024;
 export const CONNECTION_WINDOW_MS = 60_000;
 export const COMMAND_TYPES = ['pause', 'resume', 'kill', 'inject_hint', 'override_action'] as const;
-const ID_RE = /^[A-Za-z0-9][A-Za-z0-9._~-]{0,63}$/;
+
+/** own entries only: a run id such as `constructor` is not Object.prototype's */
+const own = <T>(rec: Record<string, T>, key: string): T | undefined => (Object.hasOwn(rec, key) ? rec[key] : undefined);
+
+/** A run's folder name or key segment: its id URI-encoded as before (only `:` changes, to %3A); an id whose encoded form would pass 255 bytes, the file name cap, keeps its own spelling (no such folder predates this rule, and a raw `:` never appears in an encoded name). */
+export const runSegment = (runId: string): string => {
+  const encoded = encodeURIComponent(runId);
+  return encoded.length <= 255 ? encoded : runId;
+};
 
 export interface IngestOptions {
   /** where bundles (file store) and meta.json live */
@@ -120,8 +131,9 @@ export class IngestService {
 
   async createTenant(tenantId: string, opts: { name?: string; modelioEnabled?: boolean } = {}): Promise<Tenant> {
     await this.meta.reload(true);
-    if (!ID_RE.test(tenantId)) throw new IngestError(422, 'tenant_id must be 1-64 of letters, digits and . _ ~ - (not starting with . _ ~ -)');
-    if (this.meta.data.tenants[tenantId]) throw new IngestError(409, `tenant ${tenantId} exists`);
+    const problem = idProblem('tenant_id', tenantId);
+    if (problem) throw new IngestError(400, problem);
+    if (own(this.meta.data.tenants, tenantId)) throw new IngestError(409, `tenant ${tenantId} exists`);
     const t: Tenant = { tenant_id: tenantId, name: opts.name ?? tenantId, modelio_enabled: opts.modelioEnabled ?? false, created_at: new Date().toISOString() };
     this.meta.data.tenants[tenantId] = t;
     await this.meta.save();
@@ -227,16 +239,30 @@ export class IngestService {
 
   // ---------------------------------------------------------------- runs and files
 
-  storeFor(entry: Pick<RunEntry, 'tenant_id' | 'run_id'>): Store {
-    const sub = `${entry.tenant_id}/${encodeURIComponent(entry.run_id)}`;
-    if (this.opts.objectStore) return this.opts.objectStore.child(sub);
-    return new FileStore(path.join(this.opts.dataDir, 'bundles', entry.tenant_id, encodeURIComponent(entry.run_id)), { durable: false });
+  /**
+   * The store of a run: bundles/<tenant>/<run segment> on the file store, or
+   * the key prefix <tenant>/<run segment> in the bucket. An unsafe id, or a
+   * folder that would leave the tenant's, is refused: 404 for a read, 400 for
+   * a write.
+   */
+  storeFor(entry: Pick<RunEntry, 'tenant_id' | 'run_id'>, access: 'read' | 'write' = 'read'): Store {
+    try {
+      const tenant = checkId('tenant_id', entry.tenant_id);
+      const run = runSegment(checkId('run_id', entry.run_id));
+      if (this.opts.objectStore) return this.opts.objectStore.child(checkKeyPrefix(`${tenant}/${run}`));
+      const tenantDir = resolveInside(path.join(this.opts.dataDir, 'bundles'), tenant);
+      return new FileStore(resolveInside(tenantDir, run), { durable: false });
+    } catch (err) {
+      if (!(err instanceof UnsafeIdError)) throw err;
+      throw access === 'read' ? notFound(`no run: ${err.message}`) : new IngestError(400, err.message);
+    }
   }
 
-  /** The run for an ingest call: created for this tenant when new; 404 when another tenant owns it. */
+  /** The run for an ingest call: created for this tenant when new; 404 when another tenant owns it; 400 for an unsafe run id. */
   claimRun(tenantId: string, runId: string): { entry: RunEntry; created: boolean } {
-    if (!runId || runId.length > 300) throw new IngestError(422, 'run_id must be 1-300 characters');
-    const entry = this.meta.data.runs[runId];
+    const problem = idProblem('run_id', runId);
+    if (problem) throw new IngestError(400, problem);
+    const entry = own(this.meta.data.runs, runId);
     if (entry) {
       if (entry.tenant_id !== tenantId) throw notFound(`no run ${runId}`);
       return { entry, created: false };
@@ -248,16 +274,16 @@ export class IngestService {
     return { entry: e, created: true };
   }
 
-  /** The run for a read: 404 unless the active tenant owns it. */
+  /** The run for a read: 404 unless the active tenant owns it (an unsafe id, even one indexed before ids were checked, is no run). */
   readableRun(tenantId: string, runId: string): RunEntry {
-    const entry = this.meta.data.runs[runId];
+    const entry = isSafeId(runId) ? own(this.meta.data.runs, runId) : undefined;
     if (!entry || entry.tenant_id !== tenantId) throw notFound(`no run ${runId}`);
     return entry;
   }
 
   /** Queues a write on the run (serialized per run, bounded overall). */
   write<T>(entry: RunEntry, fn: (store: Store) => Promise<T>): Promise<T> {
-    const store = this.storeFor(entry);
+    const store = this.storeFor(entry, 'write');
     return this.queue.run(`${entry.tenant_id}/${entry.run_id}`, async () => {
       const out = await fn(store);
       entry.updated_at = new Date().toISOString();
@@ -272,6 +298,8 @@ export class IngestService {
   }
 
   async read(entry: RunEntry, relpath: string): Promise<Buffer> {
+    const problem = bundlePathProblem(relpath);
+    if (problem) throw notFound(`no such file: ${problem}`);
     await this.queue.settled(`${entry.tenant_id}/${entry.run_id}`);
     const store = this.storeFor(entry);
     try {
@@ -305,7 +333,7 @@ export class IngestService {
   // ---------------------------------------------------------------- commands
 
   enqueueCommand(entry: RunEntry, type: string, payload: Record<string, unknown>, operatorId: string | null): Command {
-    const list = (this.meta.data.commands[entry.run_id] ??= []);
+    const list = own(this.meta.data.commands, entry.run_id) ?? (this.meta.data.commands[entry.run_id] = []);
     const c: Command = { command_id: `cmd_${randomUUID()}`, seq: list.length + 1, type, payload, operator_id: operatorId, issued_at: new Date().toISOString() };
     list.push(c);
     if (list.length > 1000) list.splice(0, list.length - 1000);
@@ -316,7 +344,7 @@ export class IngestService {
 
   /** Commands after the cursor (their seq), waiting up to timeoutMs for the first one. */
   async pollCommands(entry: RunEntry, cursor: number, timeoutMs: number, signal: AbortSignal): Promise<{ commands: Command[]; cursor: number }> {
-    const pending = () => (this.meta.data.commands[entry.run_id] ?? []).filter((c) => c.seq > cursor);
+    const pending = () => (own(this.meta.data.commands, entry.run_id) ?? []).filter((c) => c.seq > cursor);
     let found = pending();
     if (!found.length && timeoutMs > 0) {
       await new Promise<void>((resolve) => {

@@ -3,6 +3,12 @@
 
 /**
  * This interface was referenced by `TraceCommon`'s JSON-Schema
+ * via the `definition` "SafeId".
+ */
+
+export type SafeId = string
+/**
+ * This interface was referenced by `TraceCommon`'s JSON-Schema
  * via the `definition` "CaptureMode".
  */
 
@@ -344,8 +350,8 @@ action_ms?: number
 
 export interface SessionRecord {
 schema_version?: string
-run_id: string
-debug_session_id: string
+run_id: SafeId
+debug_session_id: SafeId
 client_name: string
 client_version?: (string | null)
 client_git_sha?: (string | null)
@@ -386,8 +392,8 @@ steps: StepRecord[]
 export interface Manifest {
 schema_version?: string
 bundle_format?: string
-run_id: string
-debug_session_id: string
+run_id: SafeId
+debug_session_id: SafeId
 client_name: string
 client_version?: (string | null)
 client_git_sha?: (string | null)
@@ -476,13 +482,9 @@ usage?: {
 [k: string]: unknown
 }
 
-/**
- * One entry of the side-effect ledger (side_effects/<step:04d>-<id>.json).
- */
-
 export interface SideEffect {
 schema_version?: string
-side_effect_id: string
+side_effect_id: SafeId
 step_index: number
 resource: string
 action: string
