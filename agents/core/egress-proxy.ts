@@ -1,15 +1,16 @@
 // The agent's egress guard: an in-process forwarding proxy (plain HTTP and CONNECT)
 // that the session's Chromium is launched with, so every request the browser makes
 // (navigations, redirects, subresources, popups) leaves through one checkpoint. Each
-// target name is resolved once, refused when any answer is private, loopback,
-// link-local or metadata (shared/egress.ts), and the connection goes to the checked
+// target name is resolved once, refused when any answer is not globally reachable
+// (private, loopback, link-local, metadata, documentation and the other special-purpose
+// ranges, or one of the host's own addresses: shared/egress.ts), and the connection goes to the checked
 // address, so a DNS answer that changes in between (rebinding) cannot slip past. When
 // the session has an upstream proxy_server, the connection is chained to it instead.
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { once } from 'node:events';
-import { EgressRefused, resolvePublic } from '../../shared/egress.ts';
+import { canonicalHost, EgressRefused, resolvePublic } from '../../shared/egress.ts';
 import { flag } from './flags.ts';
 
 export interface EgressBlock {
@@ -41,10 +42,10 @@ function parseUpstream(raw: string | null): Upstream | undefined {
 
 const HOP_HEADERS = ['proxy-connection', 'proxy-authorization', 'connection', 'keep-alive', 'te', 'trailer', 'upgrade'];
 
-function blockedPage(host: string, address: string): string {
+function blockedPage(host: string, address: string, reason: string): string {
   const esc = (s: string): string => s.replace(/[<>&"]/g, (c) => `&#${c.charCodeAt(0)};`);
   return `<!doctype html><html><head><meta charset="utf-8"><title>Blocked by the egress guard</title></head>
-<body><h1>Blocked by the egress guard</h1><p>${esc(host)} (${esc(address)}) is a private, loopback, link-local or metadata address.
+<body><h1>Blocked by the egress guard</h1><p>${esc(host)} (${esc(address)}) is not a globally reachable address: ${esc(reason)}.
 This plane agent does not reach private networks (PLANE_ALLOW_PRIVATE_NETWORKS / allow_private_networks).</p></body></html>`;
 }
 
@@ -109,16 +110,15 @@ export class EgressProxy {
     }
   }
 
-  /** The address to connect to, or undefined when refused (the refusal is recorded). */
-  private async check(host: string): Promise<{ address: string; family: number } | 'refused' | 'unresolved'> {
+  /** The address to connect to, or why not (a refusal is recorded, its reason kept for the page). */
+  private async check(host: string): Promise<{ address: string; family: number } | EgressRefused | 'unresolved'> {
     try {
       return await resolvePublic(host, this.settings.allowPrivate);
     } catch (err) {
       if (err instanceof EgressRefused) {
-        const address = /\(([^)]*)\)/.exec(err.message)?.[1] ?? '';
-        this.lastBlocked = { host, address, at_ms: Date.now() };
+        this.lastBlocked = { host, address: err.address, at_ms: Date.now() };
         this.blockedCount += 1;
-        return 'refused';
+        return err;
       }
       return 'unresolved';
     }
@@ -135,9 +135,9 @@ export class EgressProxy {
     }
     const host = target.hostname.replace(/^\[|\]$/g, '');
     const checked = await this.check(host);
-    if (checked === 'refused') {
+    if (checked instanceof EgressRefused) {
       res.writeHead(403, { 'content-type': 'text/html; charset=utf-8', 'x-runplane-egress': 'blocked', 'cache-control': 'no-store' });
-      res.end(blockedPage(host, this.lastBlocked?.address ?? ''));
+      res.end(blockedPage(host, checked.address, checked.reason));
       return;
     }
     if (checked === 'unresolved' && !this.upstream) {
@@ -166,14 +166,15 @@ export class EgressProxy {
   private async onConnect(req: IncomingMessage, sock: Duplex, head: Buffer): Promise<void> {
     this.track(sock);
     const m = /^\[?([^\]]+?)\]?:(\d{1,5})$/.exec(req.url ?? '');
-    const host = m?.[1];
+    // the canonical form (0x7f.1 is 127.0.0.1) is what is checked, dialled and passed upstream
+    const host = m?.[1] && canonicalHost(m[1]);
     const port = Number(m?.[2]);
     if (!host || !port || port > 65535) {
       sock.end('HTTP/1.1 400 Bad Request\r\n\r\n');
       return;
     }
     const checked = await this.check(host);
-    if (checked === 'refused') {
+    if (checked instanceof EgressRefused) {
       sock.end('HTTP/1.1 403 Forbidden\r\nX-Runplane-Egress: blocked\r\nContent-Length: 0\r\n\r\n');
       return;
     }

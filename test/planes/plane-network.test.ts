@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectPlane, PlaneCallError, type PlaneSession } from '../../gateway/planes/index.ts';
 import { isPrivateAddress } from '../../shared/egress.ts';
+import { ownAddresses, startHostListener, urlFor } from '../support/host-listener.ts';
 import { expectPlaneError, startAgentProcess, startFixture, startRecordingProxy, type AgentProc, type Fixture, waitFor } from './support.ts';
 
 /** A second loopback server whose /go answers 302 to the fixture (a redirect into a private address). */
@@ -160,6 +161,26 @@ describe('plane agents: TLS, egress guard and upstream proxy', function () {
         const host = (await s.status()).egress?.last_blocked?.host;
         // Chromium may retry the refused https:// tunnel to localhost in the background, so the latest block can be that one
         expect(['::ffff:7f00:1', '::ffff:127.0.0.1', 'localhost'], String(host)).to.include(host);
+      });
+
+      it("blocks the host's own interface addresses: a service bound to every interface sees nothing", async () => {
+        const host = await startHostListener();
+        try {
+          for (const address of ownAddresses()) {
+            const url = urlFor(address, host.port, `/admin?plane=${plane}`);
+            if (plane === 'dom') {
+              const e = await expectPlaneError(s.dispatch({ verb: 'navigate', url }), 403);
+              expect(e.detail).to.include(`egress guard: ${address}`);
+            } else {
+              await open(url);
+            }
+            await waitFor(async () => ((await pageText()).includes('Blocked by the egress guard') ? true : undefined), 10_000, `blocked page for ${url}`);
+            expect((await s.status()).egress?.last_blocked?.address, url).to.equal(address);
+          }
+          expect(host.hits).to.deep.equal([]);
+        } finally {
+          await host.close();
+        }
       });
 
       it('a redirect chain that starts on a private address never reaches its target', async () => {
