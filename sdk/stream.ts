@@ -3,6 +3,7 @@
 // new record (the local bundle stays authoritative). Records that queue up go
 // out together through the batch route. 429: sleep Retry-After, reissue once,
 // then drop with a warning. A 403 on model-io latches model-io posting off.
+import { childSignal } from '../shared/abort.ts';
 import { SDK_VERSION, type SdkLogger } from './util.ts';
 
 export interface ParsedDsn {
@@ -216,7 +217,9 @@ export class Streamer {
       headers['content-type'] = 'application/json';
       body = JSON.stringify(init.json);
     }
-    return this.fetchImpl(this.dsn.baseUrl + path, { method, headers, body, signal: this.abort.signal });
+    // fetch keeps a listener on the signal it is given until the body is read, and
+    // one session sends thousands of records: each request gets a child signal
+    return this.send(method, path, { headers, body }, this.abort.signal);
   }
 
   /** One request with the 429 rule: sleep Retry-After, reissue once, then drop. */
@@ -306,6 +309,18 @@ export class Streamer {
 
   /** A raw request with the DSN's credential (the command long-poll uses it). */
   request(method: string, path: string, signal: AbortSignal): Promise<Response> {
-    return this.fetchImpl(this.dsn.baseUrl + path, { method, headers: this.headers, signal });
+    return this.send(method, path, { headers: this.headers }, signal);
+  }
+
+  /** One fetch on a child of `parent`, its body read before the child lets go of `parent` (see http()). */
+  private async send(method: string, path: string, init: { headers: Record<string, string>; body?: string | FormData }, parent: AbortSignal): Promise<Response> {
+    const call = childSignal(parent);
+    try {
+      const res = await this.fetchImpl(this.dsn.baseUrl + path, { method, ...init, signal: call.signal });
+      const buf = await res.arrayBuffer();
+      return new Response(buf.byteLength > 0 ? buf : null, { status: res.status, statusText: res.statusText, headers: res.headers });
+    } finally {
+      call.dispose();
+    }
   }
 }

@@ -62,18 +62,22 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 
 /**
  * A child signal that aborts with its parent's reason, or with `onTimeout()` after
- * `timeoutMs`. `dispose()` removes the listener from the parent and clears the timer:
- * unlike AbortSignal.any and AbortSignal.timeout, nothing outlives the wait.
+ * `timeoutMs` (no timer when it is undefined). `dispose()` removes the listener from
+ * the parent and clears the timer: unlike AbortSignal.any and AbortSignal.timeout,
+ * nothing outlives the wait.
  */
-export function childSignal(parent: AbortSignal, timeoutMs: number, onTimeout: () => unknown): { signal: AbortSignal; timedOut(): boolean; dispose(): void } {
+export function childSignal(parent: AbortSignal, timeoutMs?: number, onTimeout: () => unknown = () => new Error('timed out')): { signal: AbortSignal; timedOut(): boolean; dispose(): void } {
   const c = new AbortController();
   let timedOut = false;
   const onAbort = () => c.abort(parent.reason);
-  const t = setTimeout(() => {
-    timedOut = true;
-    c.abort(onTimeout());
-  }, timeoutMs);
-  t.unref();
+  const t =
+    timeoutMs === undefined
+      ? undefined
+      : setTimeout(() => {
+          timedOut = true;
+          c.abort(onTimeout());
+        }, timeoutMs);
+  t?.unref();
   if (parent.aborted) onAbort();
   else parent.addEventListener('abort', onAbort, { once: true });
   return {
