@@ -110,7 +110,11 @@ export class RunExecutor {
       w.check();
       const backend = run.runtime.compute_backend;
       outcome = { status: 'succeeded', summary: st.summary(backend), steps: st.steps, unknownPlaceholderRows: st.placeholders, retriesSpent: st.retriesSpent };
-      if (st.steps.length > 0 && st.steps.every((s) => !s.success)) outcome = { ...outcome, status: 'failed', error: null };
+      if (st.steps.length > 0 && st.steps.every((s) => !s.success)) {
+        // no step halted the run, yet nothing worked: the run still says why (the last failure's class)
+        const h = new Halt(st.lastFailureHalt ?? 'all_steps_failed', 'every executed step failed');
+        outcome = { ...outcome, status: 'failed', haltClass: h.haltClass, error: h.error, summary: `${outcome.summary}; ${h.message}`, resumeStep: st.topIndex };
+      }
     } catch (err) {
       const reason: unknown = abort.signal.reason;
       const h = err instanceof Halt ? err : reason instanceof Halt ? reason : new Halt('plane_lost', (err as Error)?.message ?? 'internal error');

@@ -31,6 +31,24 @@ export function haltClassFor(declared: string | undefined, fc: FailureClass | un
   return 'required_step_failed';
 }
 
+/** Failure class of the entry of a step that a halt interrupted. */
+export function failureClassOfHalt(haltClass: string): FailureClass {
+  switch (haltClass) {
+    case 'budget_cap':
+    case 'time_cap':
+      return 'budget_exceeded';
+    case 'cf_challenge':
+      return 'cf_challenge';
+    case 'no_schema_configured':
+    case 'extract_data_failed':
+      return 'extractor_error';
+    case 'halt_timeout':
+      return 'nav_timeout';
+    default:
+      return 'unknown';
+  }
+}
+
 /** The run-level `error` value of the spec for a halt class, when one applies. */
 export function runErrorFor(haltClass: string): string | null {
   switch (haltClass) {

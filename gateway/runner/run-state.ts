@@ -32,6 +32,8 @@ export class RunState {
   traced = 0;
   /** the last step's post screenshot: the next step's pre (nothing acts in between) */
   lastShot: Buffer | undefined;
+  /** the halt class the last failed step would have halted with (a run whose steps all failed ends with it) */
+  lastFailureHalt: string | undefined;
 
   summary(backend: string): string {
     const ok = this.steps.filter((s) => s.success).length;

@@ -9,11 +9,20 @@ import { attemptStep } from './attempt.ts';
 import { checkRows } from './extraction.ts';
 import { averageHash } from './fingerprint.ts';
 import { DriftGuard, LoopStuckGuard } from './guards.ts';
-import { Halt, RETRIES, backoffMs, haltClassFor, runErrorFor } from './outcome.ts';
+import { Halt, RETRIES, backoffMs, failureClassOfHalt, haltClassFor, runErrorFor } from './outcome.ts';
 import type { RunRecording } from './recording.ts';
 import type { RunnerDeps } from './executor.ts';
 import type { RunState, StepEntry } from './run-state.ts';
 import { publishFrame, recordStep } from './step-record.ts';
+
+/** What a step got to before a halt could interrupt it. */
+interface StepTrack {
+  /** its entry is in the run's steps */
+  recorded: boolean;
+  attempts: number;
+  /** the last attempt's result */
+  result?: StepResult;
+}
 
 /** loop.iteration events of one loop past this many are coalesced: every 10th only (loop.ended has the count). */
 const ITERATION_EVENTS = 10;
@@ -190,7 +199,7 @@ export class Walker {
   }
 
   /** Runs the handler with retries; a result that says why the step could not even start. */
-  private async runHandler(step: Step, p: string, ti: number): Promise<{ result: StepResult; attempts: number }> {
+  private async runHandler(step: Step, p: string, ti: number, track: StepTrack): Promise<{ result: StepResult; attempts: number }> {
     const handler = this.d.handler(step.type);
     if (!handler) return { result: { success: false, failure_class: 'unknown', data: `no handler serves step type '${step.type}'` }, attempts: 1 };
     if (handler.needs?.recipe && !step.extract) {
@@ -205,7 +214,9 @@ export class Walker {
     let result: StepResult;
     for (;;) {
       attempts++;
+      track.attempts = attempts;
       result = await attemptStep({ handler, step, path: p, plane: this.plane, signal: this.signal, stepTimeoutMs: this.d.stepTimeoutMs, brain, context: (signal, b) => this.context(step, p, signal, b) });
+      track.result = result;
       // a step that failed because its plane died is not retried: the run halts plane_lost
       this.check();
       if (result.success || result.halt) break;
@@ -229,6 +240,41 @@ export class Walker {
     if (this.st.traced >= this.d.maxRunSteps) {
       throw new Halt('budget_cap', `the run executed ${this.st.traced} steps, the most one run may (SERVICE_MAX_RUN_STEPS)`, null);
     }
+    const track: StepTrack = { recorded: false, attempts: 0 };
+    try {
+      return await this.runStep(original, p, track);
+    } catch (err) {
+      // the step that halted the run is the one a caller most needs to see
+      if (err instanceof Halt && !track.recorded) await this.haltEntry(original, p, track, err);
+      throw err;
+    }
+  }
+
+  /** The entry of a step a halt interrupted: what the page showed, and why the run stopped. */
+  private async haltEntry(step: Step, p: string, t: StepTrack, h: Halt): Promise<void> {
+    // the plane may be gone or hung (plane_lost): what cannot be read within 5 s stays empty
+    const within = <T>(x: Promise<T>, dflt: T): Promise<T> => Promise.race([x, sleep(5000).then(() => dflt)]);
+    const [info, shot] = await Promise.all([within(this.pageInfo(), { url: '', title: '' }), within(this.png(), undefined)]);
+    const a = t.result?.last_action;
+    const entry: StepEntry = {
+      path: p,
+      type: step.type,
+      intent: step.intent,
+      success: false,
+      failure_class: t.result?.failure_class ?? failureClassOfHalt(h.haltClass),
+      final_url: info.url,
+      page_title: info.title,
+      ...(a ? { last_action: a } : {}),
+      data: `halted (${h.haltClass}): ${h.message}`.slice(0, 1000),
+      attempts: Math.max(1, t.attempts),
+      ...(shot ? { screenshot_b64: shot.toString('base64') } : {}),
+    };
+    this.st.steps.push(entry);
+    const { screenshot_b64: _shot, ...eventEntry } = entry;
+    await this.emit('step.finished', { ...eventEntry, cost_usd: this.st.cost }).catch(() => undefined);
+  }
+
+  private async runStep(original: Step, p: string, track: StepTrack): Promise<StepResult> {
     const step = await this.effectiveStep(original);
     await this.emit('step.started', { path: p, type: step.type, intent: step.intent });
     const startedAt = new Date().toISOString();
@@ -241,9 +287,10 @@ export class Walker {
     rec?.decision(ti, 'planner', 'select', `${step.type}: ${step.intent}`.slice(0, 300), { path: p, type: step.type });
     const handler = this.d.handler(step.type);
     const effect = handler?.sideEffect && rec ? rec.declareSideEffect(ti, `${step.intent} (${p})`, handler.sideEffect) : '';
-    const handled = await this.runHandler(step, p, ti);
+    const handled = await this.runHandler(step, p, ti, track);
     const attempts = handled.attempts;
     let result = handled.result;
+    track.result = result;
     if (result.halt) {
       rec?.settleSideEffect(effect, false, `halted: ${result.halt.halt_class}`);
       throw new Halt(result.halt.halt_class, result.data ?? result.halt.halt_class, result.halt.error ?? runErrorFor(result.halt.halt_class));
@@ -283,6 +330,8 @@ export class Walker {
     };
     if (!result.success && post) entry.screenshot_b64 = post.toString('base64');
     this.st.steps.push(entry);
+    track.recorded = true;
+    if (!result.success) this.st.lastFailureHalt = ((c) => (c === 'required_step_failed' ? undefined : c))(haltClassFor(handler?.haltClass, result.failure_class));
     if (rec) {
       await recordStep(rec, this.plane, ti, step, entry, result, { startedAt, costUsd: this.st.cost - costBefore, effect, pre, post });
       this.st.lastShot = post;

@@ -95,6 +95,11 @@ const CATALOGUE: Record<string, Entry> = {
     likely_causes: ['the agent process or its browser crashed or was killed'],
     next_steps: ['retry the run with a fresh workflow_id', 'use a fresh profile_id if the browser profile may be corrupted'],
   },
+  all_steps_failed: {
+    summary: 'Every step the run executed failed, and none of them halted it.',
+    likely_causes: ['the site is down or unreachable from the plane', 'the plan does not match the page (selectors, labels)'],
+    next_steps: ['read the failed steps: each has failure_class, final_url, a screenshot and data', 'mark the steps that must work `required: true` so the run halts at the first one'],
+  },
   halt_timeout: {
     summary: 'A step did not finish within its own time limit.',
     likely_causes: ['a page or an agent call hung'],

@@ -105,18 +105,20 @@ describe('runs stopped at any point (gateway process, two tenants, real agents)'
   }
 
   const quickSteps = Array.from({ length: 400 }, (_, i) => ({ intent: `tick ${i}`, type: 'wait', seconds: 0 }));
-  const points: Array<{ name: string; plan: () => unknown[]; when: (id: string) => Promise<unknown> }> = [
+  const points: Array<{ name: string; plan: () => unknown[]; when: (id: string) => Promise<unknown>; halts?: string }> = [
     { name: 'while its plane starts', plan: () => [{ intent: 'wait', type: 'wait', seconds: 30 }], when: (id) => until('phase starting', async () => ((await status(id)).status === 'running' ? true : undefined)) },
     { name: 'right after its plane is up', plan: () => [{ intent: 'wait', type: 'wait', seconds: 30 }], when: (id) => until('phase running', async () => ((await status(id)).phase === 'running' ? true : undefined)) },
-    { name: 'mid-step', plan: () => [{ intent: 'wait', type: 'wait', seconds: 30 }], when: (id) => until('step.started', async () => ((await events(id)).includes('step.started') ? true : undefined), 60_000, 20) },
+    { name: 'mid-step', halts: 'wait', plan: () => [{ intent: 'wait', type: 'wait', seconds: 30 }], when: (id) => until('step.started', async () => ((await events(id)).includes('step.started') ? true : undefined), 60_000, 20) },
     { name: 'between quick steps', plan: () => quickSteps, when: (id) => until('a few steps', async () => ((await events(id)).filter((t) => t === 'step.finished').length >= 5 ? true : undefined), 60_000, 20) },
     {
       name: 'mid-navigation',
+      halts: 'navigate',
       plan: () => [{ intent: 'open a page that never answers', type: 'navigate', url: slowUrl }],
       when: (id) => until('step.started', async () => ((await events(id)).includes('step.started') ? true : undefined), 60_000, 20).then(() => sleep(300)),
     },
     {
       name: 'mid-brain-call',
+      halts: 'default-cua',
       plan: () => [
         { intent: 'open', type: 'navigate', url: `${site.url}/static` },
         { intent: 'press the hit button', type: 'default-cua', max_steps: 3 },
@@ -139,6 +141,13 @@ describe('runs stopped at any point (gateway process, two tenants, real agents)'
         const end = await ended(id);
         expect([end.status, end.halt_class], `${point.name}: ${end.summary}`).to.deep.equal(['cancelled', 'cancelled']);
         expect(end.failure_help, point.name).to.be.an('object');
+        if (point.halts) {
+          // the step the cancel interrupted has its entry: what the page showed and why the run stopped
+          const last = ((await req('GET', `/v1/runs/${id}/result`, alpha)).body.steps as Body[]).at(-1)!;
+          expect(last, point.name).to.include({ type: point.halts, success: false });
+          expect(last.data, point.name).to.match(/^halted \(cancelled\)/);
+          expect(last.screenshot_b64, point.name).to.be.a('string');
+        }
       }
       await stillServes();
     });

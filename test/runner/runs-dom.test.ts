@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { startGateway, newToken, sleep, type TestGateway } from '../support/gateway.ts';
 import { startSite, type Site } from '../support/site.ts';
+import { freePort } from '../support/redis.ts';
 import { validateBundle } from '../../sdk/index.ts';
 import { WebSocket } from 'ws';
 import { execFile } from 'node:child_process';
@@ -212,6 +213,23 @@ describe('runs end to end on dom_plane (real agent, real Chromium)', function ()
     expect(r.life.failure_help.halt_class).to.equal('time_cap');
     expect(r.life.limits.max_time_minutes).to.equal(0.1);
     expect(await gw.gateway.services.limits.runningCount('e2e')).to.equal(0);
+    // the wait the cap interrupted has its entry, with the page it was on
+    expect(r.steps).to.have.length(2);
+    expect(r.steps[1]).to.include({ type: 'wait', success: false, failure_class: 'budget_exceeded', final_url: `${site.url}/static`, page_title: 'Static' });
+    expect(r.steps[1].data).to.match(/^halted \(time_cap\)/);
+    expect(r.steps[1].screenshot_b64).to.be.a('string');
+  });
+
+  it('gives a run whose steps all failed (none required) a halt class and failure_help', async () => {
+    const dead = `http://127.0.0.1:${await freePort()}/`;
+    const r = await runToEnd([{ intent: 'open a site that is down', type: 'navigate', url: dead }]);
+    expect(r.status).to.equal('failed');
+    expect(r.life.halt_class).to.equal('navigate_failed');
+    expect(r.life.failure_help).to.include({ halt_class: 'navigate_failed' });
+    expect(r.life.failure_help.debug_surfaces.events).to.equal(`/v1/runs/${r.run_id}/events`);
+    const waits = await runToEnd([{ intent: 'click nothing', type: 'click', params: { selector: '#nope' } }]);
+    expect(waits.life.halt_class).to.equal('all_steps_failed');
+    expect(waits.life.failure_help.summary).to.match(/Every step/);
   });
 
   it('records the run as a trace bundle that validates and reads back with its screenshots, decisions and side effect', async () => {
