@@ -3,7 +3,7 @@ import { ServiceError, badRequest } from '../errors.ts';
 import { requireScope } from '../http/auth.ts';
 import type { RateHeaders } from '../http/limits.ts';
 import type { Tenant } from '../http/tenants.ts';
-import { applyPlanPolicy } from '../runs/plan-policy.ts';
+import { applyPlanPolicy, checkPlaneFit } from '../runs/plan-policy.ts';
 import { loadMicroPlan } from '../runs/plan-source.ts';
 import { TERMINAL, logsBody, resultBody, statusBody, type EffectiveRuntime } from '../runs/records.ts';
 import { validator, describeError } from '../../schemas/index.ts';
@@ -81,6 +81,7 @@ async function startRun(ctx: Ctx, s: Services, body: PredictBody, tenant: Tenant
   checkCallbackUrl(body.callback_url);
   const cuaModel = s.brains.select(body.cua_model);
   const runtime = effectiveRuntime(plan.runtime, body, tenant, s);
+  checkPlaneFit(Array.isArray(planInput) ? root : `${root}.steps`, plan.steps, runtime.compute_backend, (type) => s.plugins.stepHandler(type)?.needs?.domAware === true);
 
   return submit(ctx, s, body, tenant, {
     plan,

@@ -64,3 +64,26 @@ export function applyPlanPolicy(root: string, plan: unknown, policy: PlanPolicy)
   if (steps.length === 0) throw badRequest(`${stepsRoot}: a plan needs at least one step`);
   return { steps, runtime: { ...(source.runtime ?? {}) } };
 }
+
+/**
+ * Refuses, before any browser action, a plan whose steps a plane without a DOM
+ * cannot carry out: a step type whose handler needs a DOM-aware plane, or a target
+ * named only by a CSS selector or a target_role (a brain grounding the step on a
+ * screenshot cannot see either). A plan that would fail halfway is never started.
+ */
+export function checkPlaneFit(stepsRoot: string, steps: Step[], backend: string, needsDom: (type: string) => boolean): void {
+  if (backend === 'dom_plane') return;
+  const walk = (list: Step[], at: string): void =>
+    list.forEach((step, i) => {
+      const where = `${at}[${i}]`;
+      if (needsDom(step.type)) throw badRequest(`${where} (${step.type}): needs a DOM-aware plane and this run is on ${backend}; submit it with compute_backend dom_plane`);
+      const p = (step.params ?? {}) as Record<string, unknown>;
+      const visible = typeof p.label === 'string' || Array.isArray(p.aliases) || (typeof p.x === 'number' && typeof p.y === 'number');
+      const hidden = typeof p.selector === 'string' ? 'a CSS selector (params.selector)' : typeof step.target_role === 'string' ? 'a target_role' : undefined;
+      if (hidden && !visible) {
+        throw badRequest(`${where} (${step.type}): names its target only by ${hidden}, which ${backend} cannot see; add params.label (the visible text) or params.x/params.y, or submit it with compute_backend dom_plane`);
+      }
+      if (Array.isArray(step.steps)) walk(step.steps, `${where}.steps`);
+    });
+  walk(steps, stepsRoot);
+}

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
 import { startGateway, newToken, sleep, type TestGateway } from '../support/gateway.ts';
+import { checkPlaneFit } from '../../gateway/runs/plan-policy.ts';
 import { startSite, type Site } from '../support/site.ts';
 
 type Body = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -62,13 +63,24 @@ describe('runs end to end on computer_plane, and a plane lost mid-run', function
     expect(rec.runtime.compute_backend).to.equal('computer_plane');
   });
 
-  it('refuses a DOM-only step on computer_plane with a clear step failure', async () => {
-    const r = await gw.req('POST', '/v1/predict', {
-      token,
-      body: { detached: false, plan: [{ intent: 'capture', type: 'capture_link_in_new_tab', source_selector: 'a', required: true }] },
-    });
-    expect(r.body.status).to.equal('failed');
-    expect(r.body.steps[0].data).to.match(/needs a DOM-aware plane/);
+  it('refuses at submission, naming the step, a plan computer_plane cannot carry out (DOM-only steps, selector-only or target_role-only targets)', async () => {
+    const open = { intent: 'open', type: 'navigate', url: `${site.url}/static` };
+    const cases: Array<[unknown[], RegExp]> = [
+      [[open, { intent: 'capture', type: 'capture_link_in_new_tab', source_selector: 'a' }], /^plan\[1\] \(capture_link_in_new_tab\): needs a DOM-aware plane/],
+      [[open, { intent: 'pick', type: 'select_option', params: { dropdown_label: 'Size', option_label: 'L' } }], /^plan\[1\] \(select_option\): needs a DOM-aware plane/],
+      [[{ intent: 'loop', type: 'loop', loop_count: 2, steps: [{ intent: 'hit', type: 'click', params: { selector: '#hit' } }] }], /^plan\[0\]\.steps\[0\] \(click\): names its target only by a CSS selector/],
+      [[{ intent: 'next', type: 'click', target_role: 'next_page' }], /^plan\[0\] \(click\): names its target only by a target_role/],
+    ];
+    for (const [plan, detail] of cases) {
+      const r = await gw.req('POST', '/v1/predict', { token, body: { plan } });
+      expect(r.status, r.text).to.equal(400);
+      expect(r.body.detail).to.match(detail);
+    }
+    // the same steps with a visible target, or on dom_plane, pass the check
+    const domOnly = (t: string) => t === 'select_option';
+    expect(() => checkPlaneFit('plan', [{ intent: 'hit', type: 'click', params: { selector: '#hit', label: 'hit' } }], 'computer_plane', domOnly)).to.not.throw();
+    expect(() => checkPlaneFit('plan', [{ intent: 'hit', type: 'click', target_role: 'x', params: { x: 3, y: 4 } }], 'computer_plane', domOnly)).to.not.throw();
+    expect(() => checkPlaneFit('plan', [{ intent: 'pick', type: 'select_option', params: { selector: '#s' } }], 'dom_plane', domOnly)).to.not.throw();
   });
 
   it('fails the run with plane_lost when its agent dies, releases its limits, and keeps serving', async () => {
