@@ -163,7 +163,13 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     }),
   });
   const scheduler = config.runnerEnabled ? new RunScheduler(executor, config.maxActiveRuns, namedLogger(log, 'gateway.runner')) : undefined;
-  const queue: RunQueue = config.redisUrl ? await new RedisRunQueue(config.redisUrl, (err) => log.error({ err: err.message }, 'run queue')).open() : new MemoryRunQueue();
+  const queue: RunQueue = config.redisUrl
+    ? await new RedisRunQueue(
+        config.redisUrl,
+        (err) => log.error({ err: err.message }, 'run queue: redis is unavailable; retrying'),
+        () => log.info('run queue: redis is back'),
+      ).open()
+    : new MemoryRunQueue();
   runs.onAccepted((id) => void queue.push(id).catch((err: Error) => log.error({ run_id: id, err: err.message }, 'run could not be queued')));
   if (scheduler) queue.consume((id) => scheduler.submit(id), () => scheduler.hasRoom());
   const app = buildApp(services, routes);
