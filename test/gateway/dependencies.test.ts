@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import WebSocket from 'ws';
 import { newToken, request, sleep, startGateway, type TestGateway, type TestResponse } from '../support/gateway.ts';
 import { startRedis, type RedisHandle } from '../support/redis.ts';
 
@@ -43,6 +44,20 @@ describe('dependencies going away: Redis', function () {
     return cond();
   }
 
+  /** The status a WebSocket upgrade is refused with, and its Retry-After. */
+  function wsRefusal(p: string): Promise<{ status: number; retryAfter: string | undefined }> {
+    return new Promise((resolve, reject) => {
+      const ws = new WebSocket(gw.url.replace('http', 'ws') + p, { headers: { 'X-Service-Token': token } });
+      ws.on('unexpected-response', (_req, res) => {
+        resolve({ status: res.statusCode ?? 0, retryAfter: res.headers['retry-after'] as string | undefined });
+        res.resume();
+        ws.terminate();
+      });
+      ws.on('open', () => reject(new Error('the upgrade was accepted')));
+      ws.on('error', () => undefined);
+    });
+  }
+
   function expectUnavailable(r: TestResponse, what: string): void {
     expect(r.status, `${what}: ${r.status} ${r.text}`).to.equal(503);
     expect(Number(r.headers.get('retry-after')), `${what}: Retry-After`).to.be.within(1, 60);
@@ -79,6 +94,7 @@ describe('dependencies going away: Redis', function () {
     // twice: right after the drop and once the client has been reconnecting for a while
     for (const round of [1, 2]) {
       for (const [method, p, body] of checks) expectUnavailable(await call(method, p, body), `round ${round}: ${method} ${p}`);
+      expect(await wsRefusal(`/v1/runs/${runId}/ws`)).to.deep.equal({ status: 503, retryAfter: '5' });
       const down = await call('GET', '/v1/ready');
       expect(down.status, down.text).to.equal(503);
       expect(down.body.status).to.equal('unavailable');
