@@ -65,6 +65,16 @@ export const notFound = (detail = 'not found') => new ServiceError('not_found', 
 export const forbidden = (detail: string) => new ServiceError('forbidden', detail);
 export const unauthenticated = (detail: string) => new ServiceError('unauthenticated', detail);
 
+/** Seconds a client should wait before retrying a request refused because a dependency is down. */
+export const DEPENDENCY_RETRY_AFTER_SECONDS = 5;
+
+/**
+ * A dependency the request needs (Redis today, PostgreSQL later) cannot be
+ * reached: 503 with Retry-After, never a 500. Nothing was applied.
+ */
+export const dependencyUnavailable = (dependency: string) =>
+  new ServiceError('unavailable', `${dependency} is unavailable, retry later`, { 'Retry-After': String(DEPENDENCY_RETRY_AFTER_SECONDS) });
+
 export function isServiceError(err: unknown): err is ServiceError {
   return err instanceof ServiceError;
 }

@@ -26,7 +26,7 @@ import { MemoryRunQueue, RedisRunQueue, type RunQueue } from './runs/run-queue.t
 import { buildOpenApi } from './openapi.ts';
 import { ALL_ROUTES, buildApp } from './app.ts';
 import { attachWebSockets } from './routes/ws.ts';
-import { RunExecutor } from './runner/executor.ts';
+import { Halt, RunExecutor } from './runner/executor.ts';
 import { RunScheduler } from './runner/scheduler.ts';
 import { planeProvider } from './runner/plane-provider.ts';
 import { loadPlugins } from './plugins/loader.ts';
@@ -66,6 +66,30 @@ async function tenantResolver(config: GatewayConfig, log: Logger): Promise<Tenan
   if (config.apiToken) return new SingleTokenResolver(config.apiToken, config.apiTokenTenantId);
   log.warn('no authentication configured: authenticated routes answer 503 (set SERVICE_TENANT_KEYS_PATH or SERVICE_API_TOKEN)');
   return new UnconfiguredResolver();
+}
+
+/** Stops accepting connections; closes idle keep-alive ones as they become idle, and all of them at `deadline`. */
+async function closeServer(s: Server, deadline: number): Promise<void> {
+  const closed = new Promise<void>((resolve) => s.close(() => resolve()));
+  // Keep-alive connections become idle as their in-flight requests finish;
+  // close them as they do rather than waiting out the keep-alive timeout.
+  const sweeper = setInterval(() => s.closeIdleConnections(), 50);
+  s.closeIdleConnections();
+  const timer = setTimeout(() => s.closeAllConnections(), Math.max(0, deadline - Date.now()));
+  await closed;
+  clearInterval(sweeper);
+  clearTimeout(timer);
+}
+
+/** True when `p` settles by `deadline`, false when the deadline comes first. */
+async function endsBy(p: Promise<unknown>, deadline: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), Math.max(0, deadline - Date.now()))));
+  try {
+    return await Promise.race([p.then(() => true, () => true), late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 export async function createGateway(config: GatewayConfig, opts: GatewayOptions = {}): Promise<Gateway> {
@@ -139,7 +163,13 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     }),
   });
   const scheduler = config.runnerEnabled ? new RunScheduler(executor, config.maxActiveRuns, namedLogger(log, 'gateway.runner')) : undefined;
-  const queue: RunQueue = config.redisUrl ? await new RedisRunQueue(config.redisUrl, (err) => log.error({ err: err.message }, 'run queue')).open() : new MemoryRunQueue();
+  const queue: RunQueue = config.redisUrl
+    ? await new RedisRunQueue(
+        config.redisUrl,
+        (err) => log.error({ err: err.message }, 'run queue: redis is unavailable; retrying'),
+        () => log.info('run queue: redis is back'),
+      ).open()
+    : new MemoryRunQueue();
   runs.onAccepted((id) => void queue.push(id).catch((err: Error) => log.error({ run_id: id, err: err.message }, 'run could not be queued')));
   if (scheduler) queue.consume((id) => scheduler.submit(id), () => scheduler.hasRoom());
   const app = buildApp(services, routes);
@@ -166,21 +196,21 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
       return `http://${host}:${addr.port}`;
     },
     async close() {
+      // One grace (SERVICE_SHUTDOWN_GRACE_MS) for everything: in-flight requests
+      // and runs may finish within it; then connections are closed and runs still
+      // executing are halted (halt class shutdown), so none is left running.
+      const graceMs = config.shutdownGraceMs;
+      const deadline = Date.now() + graceMs;
       for (const stop of [...services.watchers]) stop();
-      if (server) {
-        const s = server;
-        const closed = new Promise<void>((resolve) => s.close(() => resolve()));
-        // Keep-alive connections become idle as their in-flight requests finish;
-        // close them as they do rather than waiting out the keep-alive timeout.
-        const sweeper = setInterval(() => s.closeIdleConnections(), 50);
-        s.closeIdleConnections();
-        const timer = setTimeout(() => s.closeAllConnections(), config.shutdownGraceMs);
-        await closed;
-        clearInterval(sweeper);
-        clearTimeout(timer);
-      }
+      // requests first (one may still accept a run and queue it), then the queue
+      if (server) await closeServer(server, deadline);
       await queue.close();
-      await scheduler?.close();
+      const runsEnded = scheduler?.close() ?? Promise.resolve();
+      if (!(await endsBy(runsEnded, deadline))) {
+        const n = executor.haltAll(new Halt('shutdown', `the gateway shut down before the run finished (SERVICE_SHUTDOWN_GRACE_MS ${graceMs} ms)`));
+        log.warn({ runs: n, grace_ms: graceMs }, `halting ${n} run(s) still executing: the shutdown grace ended`);
+        await runsEnded;
+      }
       await executor.drain();
       await planes.close();
       await plugins.close();

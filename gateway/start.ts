@@ -28,6 +28,9 @@ async function ensureLocalKeys(config: GatewayConfig): Promise<GatewayConfig> {
   return { ...config, tenantKeysPath: file };
 }
 
+/** How long a shutdown may run past SERVICE_SHUTDOWN_GRACE_MS (halting runs, closing planes and stores) before the process exits anyway. */
+const HARD_STOP_EXTRA_MS = 30_000;
+
 async function main(): Promise<void> {
   let config: GatewayConfig;
   try {
@@ -54,6 +57,13 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     gateway.services.log.info({ signal }, 'shutting down');
+    process.stderr.write(`runplane: ${signal}: shutting down\n`);
+    // the close is bounded by the grace; this bounds a close that hangs anyway (a stuck plane, a dead store)
+    const hardStop = setTimeout(() => {
+      process.stderr.write('runplane: shutdown did not finish in time; exiting\n');
+      process.exit(1);
+    }, gateway.services.config.shutdownGraceMs + HARD_STOP_EXTRA_MS);
+    hardStop.unref();
     gateway.close().then(
       () => process.exit(0),
       (err: unknown) => {

@@ -1,9 +1,16 @@
 // Turns every failure into {detail} with the right status. A ServiceError's
-// detail is safe to show; anything else is logged with its stack and answered
-// with a generic 500.
+// detail is safe to show; a dependency that cannot be reached (Redis) is 503
+// with Retry-After; anything else is logged with its stack and answered with a
+// generic 500.
 import type { Logger } from '../log.ts';
-import { isServiceError } from '../errors.ts';
+import { dependencyUnavailable, isServiceError, type ServiceError } from '../errors.ts';
+import { isRedisConnectionError } from '../state/redis-client.ts';
 import type { Ctx, Next } from '../context.ts';
+
+/** The 503 of a dependency that went away (the client's to retry, not a bug of ours), or undefined. */
+export function dependencyError(err: unknown): ServiceError | undefined {
+  return isRedisConnectionError(err) ? dependencyUnavailable('redis') : undefined;
+}
 
 export function errorBodies(log: Logger) {
   return async (ctx: Ctx, next: Next) => {
@@ -13,7 +20,10 @@ export function errorBodies(log: Logger) {
         ctx.status = 404;
         ctx.body = { detail: `no route for ${ctx.method} ${ctx.state.originalPath ?? ctx.path}` };
       }
-    } catch (err) {
+    } catch (caught) {
+      const down = dependencyError(caught);
+      if (down) log.warn({ request_id: ctx.state.requestId, err: (caught as Error).message }, down.detail);
+      const err = down ?? caught;
       if (isServiceError(err)) {
         ctx.status = err.status;
         ctx.set(err.headers);

@@ -4,6 +4,7 @@
 import type { Keyv } from 'keyv';
 import { ServiceError, notFound } from '../errors.ts';
 import type { StateBackend } from '../state/backend.ts';
+import { isRedisConnectionError } from '../state/redis-client.ts';
 import { validator, describeError } from '../../schemas/index.ts';
 
 import type { Recipe } from '../../schemas/types.gen.ts';
@@ -74,7 +75,9 @@ export class RecipeStore {
     const stored: Recipe = { name: recipe.name, schema: recipe.schema };
     try {
       await s.set(recipe.name, stored);
-    } catch {
+    } catch (err) {
+      // a store that cannot be reached is 503 (retry later), not a failed write
+      if (isRedisConnectionError(err)) throw err;
       throw new ServiceError('persist_failed', `recipe '${recipe.name}' could not be stored and was not applied`);
     }
     return stored;
@@ -86,7 +89,8 @@ export class RecipeStore {
     let deleted: boolean;
     try {
       deleted = await s.delete(name);
-    } catch {
+    } catch (err) {
+      if (isRedisConnectionError(err)) throw err;
       throw new ServiceError('persist_failed', `recipe '${name}' could not be deleted`);
     }
     return { name, deleted };

@@ -1,10 +1,10 @@
-// Unauthenticated routes: liveness, version, models, metrics, the OpenAPI
+// Unauthenticated routes: liveness, readiness, version, models, metrics, the OpenAPI
 // document and, when SERVICE_ENABLE_DOCS_UI is on, Swagger UI and Redoc served
 // from their npm packages (no CDN).
 import { createReadStream } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { ServiceError, notFound } from '../errors.ts';
+import { DEPENDENCY_RETRY_AFTER_SECONDS, ServiceError, notFound } from '../errors.ts';
 import { servedModels } from '../brains/model-ids.ts';
 import { versionBody } from '../version.ts';
 import type { Ctx } from '../context.ts';
@@ -53,9 +53,23 @@ const health: RouteSpec['handler'] = async (ctx) => {
   ctx.body = { status: 'ok' };
 };
 
+// Readiness: can this replica serve requests that need its dependencies? 503
+// names the one that is down, so an orchestrator takes the replica out of
+// rotation while liveness (above) stays 200 and nobody restarts it for it.
+const ready: RouteSpec['handler'] = async (ctx, s) => {
+  const dependencies = await s.state.dependencies();
+  const ok = Object.values(dependencies).every((d) => d.ok);
+  ctx.status = ok ? 200 : 503;
+  if (!ok) ctx.set('Retry-After', String(DEPENDENCY_RETRY_AFTER_SECONDS));
+  ctx.set('Cache-Control', 'no-store');
+  ctx.body = { status: ok ? 'ready' : 'unavailable', dependencies };
+};
+
 export const opsRoutes: RouteSpec[] = [
   { method: 'GET', path: '/health', summary: 'Liveness', tags: ['ops'], auth: false, handler: health },
   { method: 'GET', path: '/v1/health', summary: 'Liveness', tags: ['ops'], auth: false, handler: health },
+  { method: 'GET', path: '/ready', summary: 'Readiness: each dependency (Redis) with ok and latency_ms; 503 when one is down', tags: ['ops'], auth: false, handler: ready },
+  { method: 'GET', path: '/v1/ready', summary: 'Readiness: each dependency (Redis) with ok and latency_ms; 503 when one is down', tags: ['ops'], auth: false, handler: ready },
   {
     method: 'GET',
     path: '/v1/version',

@@ -9,6 +9,7 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { ServiceError, isServiceError, notFound } from '../errors.ts';
+import { dependencyError } from '../http/errors.ts';
 import type { Tenant } from '../http/tenants.ts';
 import { watch } from '../runs/watch.ts';
 import type { Services } from '../services.ts';
@@ -63,10 +64,13 @@ async function authenticate(req: IncomingMessage, s: Services): Promise<Tenant> 
   return tenant;
 }
 
+const STATUS_TEXT: Record<number, string> = { 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 503: 'Service Unavailable' };
+
 function refuse(socket: Duplex, err: unknown): void {
-  const e = isServiceError(err) ? err : new ServiceError('internal', 'internal error');
+  const e = isServiceError(err) ? err : (dependencyError(err) ?? new ServiceError('internal', 'internal error'));
   const body = JSON.stringify({ detail: e.detail });
-  socket.end(`HTTP/1.1 ${e.status} ${e.status === 401 ? 'Unauthorized' : e.status === 403 ? 'Forbidden' : e.status === 404 ? 'Not Found' : 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  const extra = Object.entries(e.headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+  socket.end(`HTTP/1.1 ${e.status} ${STATUS_TEXT[e.status] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}Connection: close\r\n\r\n${body}`);
 }
 
 export function attachWebSockets(server: Server, s: Services): void {

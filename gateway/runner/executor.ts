@@ -59,6 +59,8 @@ export interface RunnerDeps {
 export class RunExecutor {
   /** closes of plane leases that finished opening after their run had already ended */
   private readonly lateCloses = new Set<Promise<void>>();
+  /** how to stop each run executing now, by run id (shutdown halts them all) */
+  private readonly running = new Map<string, (h: Halt) => void>();
 
   constructor(private readonly d: RunnerDeps) {}
 
@@ -73,6 +75,7 @@ export class RunExecutor {
     const halt = (h: Halt) => {
       if (!abort.signal.aborted) abort.abort(h);
     };
+    this.running.set(runId, halt);
     const timer = setTimeout(() => halt(new Halt('time_cap', `max_time_minutes (${queued.runtime.max_time_minutes}) reached`)), maxMs);
     timer.unref();
     const unsubscribe = this.d.store.subscribe(`run:${runId}`, (e) => {
@@ -131,6 +134,7 @@ export class RunExecutor {
         resumeStep: st.topIndex,
       };
     } finally {
+      this.running.delete(runId);
       clearTimeout(timer);
       unsubscribe();
       await lease?.close().catch((e: unknown) => this.d.log.warn({ run_id: runId, err: (e as Error).message }, 'plane close failed'));
@@ -164,6 +168,13 @@ export class RunExecutor {
       if (err instanceof Halt) throw err;
       throw new Halt('plane_unavailable', `no ${run.runtime.compute_backend} could be started: ${(err as Error)?.message ?? String(err)}`);
     }
+  }
+
+  /** Halts every run executing now (shutdown): each ends with the halt's class and closes its plane. Returns how many. */
+  haltAll(h: Halt): number {
+    const n = this.running.size;
+    for (const halt of this.running.values()) halt(h);
+    return n;
   }
 
   /** Waits for the closes of late plane leases (shutdown). */

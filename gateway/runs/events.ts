@@ -3,11 +3,16 @@
 // out live to watchers and, through onAppend, to the plugins' trace sinks. In
 // memory by default; on Redis the log is a list per run and fan-out goes
 // through pub/sub, so a watcher on one replica sees events published by
-// another. onAppend fires on the replica that appended the event only, so
-// trace sinks see each event once however many replicas run.
+// another. One script (scripts/append-event-2.lua) takes the seq, stores and
+// publishes the event in one step, so two replicas appending to one run (the
+// runner and a cancel from an edge) keep the log dense and ordered. onAppend
+// fires on the replica that appended the event only, so trace sinks see each
+// event once however many replicas run.
 import { EventEmitter } from 'node:events';
+import path from 'node:path';
 import type { RunEvent } from '../plugins/contract.ts';
 import { redisClient, type RedisClient } from '../state/redis-client.ts';
+import { RedisScript } from '../state/redis-script.ts';
 
 export type { RunEvent };
 
@@ -92,6 +97,7 @@ export class MemoryEventLog extends FanOut implements EventLog {
 }
 
 const CHANNEL = 'runplane:events';
+const APPEND_EVENT = new RedisScript(path.join(import.meta.dirname, 'scripts', 'append-event-2.lua'));
 
 export class RedisEventLog extends FanOut implements EventLog {
   private constructor(
@@ -119,18 +125,12 @@ export class RedisEventLog extends FanOut implements EventLog {
   }
 
   async append(input: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent> {
-    const seq = await this.client.incr(`runplane:events-seq:${input.run_id}`);
-    const e: RunEvent = { ...input, seq, ts: input.ts ?? new Date().toISOString() };
-    const text = JSON.stringify(e);
-    const key = `runplane:events:${e.run_id}`;
-    await this.client
-      .multi()
-      .rPush(key, text)
-      .lTrim(key, -MAX_EVENTS_PER_RUN, -1)
-      .expire(key, this.ttlSeconds)
-      .expire(`runplane:events-seq:${e.run_id}`, this.ttlSeconds)
-      .publish(CHANNEL, text)
-      .exec();
+    // seq is taken by the script that stores and publishes the event: one step in Redis, whoever appends
+    const { run_id, tenant_id, type, data } = input;
+    const body = JSON.stringify({ run_id, tenant_id, type, ts: input.ts ?? new Date().toISOString(), data });
+    const keys = [`runplane:events-seq:${input.run_id}`, `runplane:events:${input.run_id}`];
+    const text = (await APPEND_EVENT.run(this.client, keys, [body, String(MAX_EVENTS_PER_RUN), String(this.ttlSeconds), CHANNEL])) as string;
+    const e = JSON.parse(text) as RunEvent;
     this.appended(e);
     return e;
   }

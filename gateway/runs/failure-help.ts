@@ -100,6 +100,11 @@ const CATALOGUE: Record<string, Entry> = {
     likely_causes: ['the site is down or unreachable from the plane', 'the plan does not match the page (selectors, labels)'],
     next_steps: ['read the failed steps: each has failure_class, final_url, a screenshot and data', 'mark the steps that must work `required: true` so the run halts at the first one'],
   },
+  shutdown: {
+    summary: 'The gateway shut down (SIGTERM or SIGINT) before the run finished, and the run did not end within SERVICE_SHUTDOWN_GRACE_MS, so it was halted and its browser closed.',
+    likely_causes: ['a deploy, restart or scale-down stopped the gateway replica that executed the run', 'the run needed longer than the shutdown grace'],
+    next_steps: ['resume it with POST /v1/predict {"action":"resume","run_id":...} (it restarts at the top-level step where it stopped)', 'raise SERVICE_SHUTDOWN_GRACE_MS (and the orchestrator\'s own grace) if runs should finish during a shutdown'],
+  },
   halt_timeout: {
     summary: 'A step did not finish within its own time limit.',
     likely_causes: ['a page or an agent call hung'],

@@ -38,7 +38,10 @@ export class RedisRunQueue implements RunQueue {
 
   constructor(
     private readonly url: string,
+    /** the first error of each outage (not one per retry) */
     private readonly onError: (err: Error) => void,
+    /** the pop loop works again after an outage */
+    private readonly onRecovered: () => void = () => undefined,
   ) {
     this.pusher = redisClient(url);
   }
@@ -58,6 +61,8 @@ export class RedisRunQueue implements RunQueue {
     this.popper = popper;
     this.loop = (async () => {
       await popper.connect();
+      // while Redis is away the client reconnects on its own; the loop keeps trying and resumes with it
+      let failing = false;
       while (!this.closed) {
         if (!hasRoom()) {
           await new Promise((r) => setTimeout(r, 100));
@@ -65,11 +70,16 @@ export class RedisRunQueue implements RunQueue {
         }
         try {
           const got = await popper.brPop(KEY, 1);
+          if (failing) {
+            failing = false;
+            this.onRecovered();
+          }
           if (got && !this.closed) take(got.element);
           else if (got) await this.pusher.rPush(KEY, got.element); // closing: put it back for another replica
         } catch (err) {
           if (this.closed) break;
-          this.onError(err as Error);
+          if (!failing) this.onError(err as Error);
+          failing = true;
           await new Promise((r) => setTimeout(r, 500));
         }
       }

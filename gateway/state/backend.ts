@@ -4,13 +4,17 @@ import { Keyv } from 'keyv';
 import KeyvRedis from '@keyv/redis';
 import { MemoryAtomicOps, type AtomicOps } from './atomic.ts';
 import { RedisAtomicOps } from './redis-atomic.ts';
-import { redisClient, type RedisClient } from './redis-client.ts';
+import { pingRedis, redisClient, type DependencyCheck, type RedisClient } from './redis-client.ts';
+
+export type { DependencyCheck };
 
 export interface StateBackend {
   readonly kind: 'memory' | 'redis';
   readonly atomic: AtomicOps;
   /** A keyv store whose keys live under `namespace`; writes throw on failure. */
   store<T>(namespace: string): Keyv<T>;
+  /** Each dependency this backend needs, checked now (readiness). None on the embedded default. */
+  dependencies(): Promise<Record<string, DependencyCheck>>;
   close(): Promise<void>;
 }
 
@@ -41,6 +45,9 @@ function openMemoryBackend(): StateBackend {
       }
       return s as Keyv<T>;
     },
+    async dependencies() {
+      return {};
+    },
     async close() {
       stores.clear();
     },
@@ -63,6 +70,9 @@ async function openRedisBackend(url: string): Promise<StateBackend> {
         stores.set(namespace, s);
       }
       return s as Keyv<T>;
+    },
+    async dependencies() {
+      return { redis: await pingRedis(client) };
     },
     async close() {
       stores.clear();

@@ -1,6 +1,17 @@
 // One way to open a Redis connection: fail fast when Redis is down (a request
 // gets a clean error instead of queueing forever) and reconnect on its own.
-import { createClient } from '@redis/client';
+import {
+  ClientClosedError,
+  ClientOfflineError,
+  ConnectionTimeoutError,
+  createClient,
+  DisconnectsClientError,
+  ErrorReply,
+  ReconnectStrategyError,
+  SocketClosedUnexpectedlyError,
+  SocketTimeoutError,
+  TimeoutError,
+} from '@redis/client';
 
 export function redisClient(url: string) {
   const client = createClient({
@@ -15,3 +26,55 @@ export function redisClient(url: string) {
 }
 
 export type RedisClient = ReturnType<typeof redisClient>;
+
+const CONNECTION_ERRORS = [
+  ClientClosedError,
+  ClientOfflineError,
+  ConnectionTimeoutError,
+  DisconnectsClientError,
+  ReconnectStrategyError,
+  SocketClosedUnexpectedlyError,
+  SocketTimeoutError,
+  TimeoutError,
+];
+
+/** Replies of a server that is there but cannot serve now (loading its data set, a busy script, a replica without its master). */
+const UNAVAILABLE_REPLY = /^(LOADING|BUSY|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|NOREPLICAS) /;
+
+/**
+ * True when `err` (or an error it wraps, as keyv may) says Redis could not be
+ * reached or cannot serve right now, as opposed to a bug or a refused command.
+ */
+export function isRedisConnectionError(err: unknown): boolean {
+  for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    if (CONNECTION_ERRORS.some((C) => e instanceof C)) return true;
+    if (e instanceof ErrorReply && UNAVAILABLE_REPLY.test(e.message)) return true;
+    // @keyv/redis, when it finds the client closed
+    if (e.message.startsWith('Redis client is not connected')) return true;
+  }
+  return false;
+}
+
+export interface DependencyCheck {
+  ok: boolean;
+  latency_ms: number;
+  /** why it is not ok, safe to show (no address, no credentials) */
+  detail?: string;
+}
+
+/** PINGs Redis: ok with the round trip, or not ok when it fails or does not answer within `timeoutMs`. */
+export async function pingRedis(client: RedisClient, timeoutMs = 1000): Promise<DependencyCheck> {
+  const t0 = performance.now();
+  const ms = () => Math.round((performance.now() - t0) * 10) / 10;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs)));
+    await Promise.race([client.ping(), late]);
+    return { ok: true, latency_ms: ms() };
+  } catch (err) {
+    const detail = isRedisConnectionError(err) ? 'not reachable' : (err as Error)?.message?.startsWith('no answer') ? (err as Error).message : 'PING failed';
+    return { ok: false, latency_ms: ms(), detail };
+  } finally {
+    clearTimeout(timer);
+  }
+}

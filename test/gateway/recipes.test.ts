@@ -169,11 +169,13 @@ describe('recipes', () => {
         expect((await gw.req('GET', '/v1/recipes/lost', { token: a })).status).to.equal(404);
         expect((await gw.req('GET', '/v1/recipes/kept', { token: a })).body.schema.entity_name).to.equal('job');
         expect((await gw.req('GET', '/v1/recipes', { token: a })).body.recipes.map((x: { name: string }) => x.name)).not.to.include('lost');
-        // and a dead Redis is a clean 500 too, never a hang
+        // a dead Redis is not a failed write but a dependency away: 503 with Retry-After, never a hang (issue 11)
         await admin.configSet({ maxmemory: '0' });
         await own.stop();
         const dead = await gw.req('POST', '/v1/recipes', { token: a, body: { name: 'gone', schema: schema() } });
-        expect(dead.status).to.equal(500);
+        expect(dead.status).to.equal(503);
+        expect(dead.headers.get('retry-after')).to.equal('5');
+        expect(dead.body.detail).to.equal('redis is unavailable, retry later');
         expect(dead.text).not.to.match(/at .*\.ts:\d+/);
         expect((await gw.req('GET', '/health')).status).to.equal(200);
       } finally {

@@ -19,8 +19,9 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-export async function startRedis(): Promise<RedisHandle> {
-  const port = await freePort();
+/** A redis-server on `port` (a free one when not given): a test restarts Redis by starting it again on the same port. */
+export async function startRedis(port?: number): Promise<RedisHandle> {
+  port ??= await freePort();
   const child: ChildProcess = spawn(
     'redis-server',
     ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--logfile', ''],
@@ -46,7 +47,7 @@ export async function startRedis(): Promise<RedisHandle> {
     url: `redis://127.0.0.1:${port}`,
     port,
     async stop() {
-      if (child.exitCode !== null) return;
+      if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill('SIGTERM');
       await once(child, 'exit');
     },
