@@ -189,6 +189,31 @@ describe('runs stopped at any point (gateway process, two tenants, real agents)'
     await stillServes();
   });
 
+  for (const backend of ['dom_plane', 'computer_plane'] as const) {
+    it(`halts a run with plane_lost when its browser is killed mid-run on ${backend}; later steps never report success`, async () => {
+      const id = await start(
+        [
+          { intent: 'open', type: 'navigate', url: `${site.url}/static` },
+          { intent: 'wait', type: 'wait', seconds: 3 },
+          { intent: 'open again', type: 'navigate', url: `${site.url}/counter` },
+          { intent: 'and again', type: 'navigate', url: `${site.url}/static` },
+        ],
+        backend,
+      );
+      await until('the wait step', async () => ((await events(id)).filter((t) => t === 'step.started').length >= 2 ? true : undefined), 60_000, 20);
+      // the only browsers in the gateway's tree are this run's: spare agents have none
+      const browsers = descendants(gw.child.pid!).filter((p) => /chromium/.test(cmdline(p)) && !cmdline(p).includes('--type='));
+      expect(browsers.length, 'the run has a browser').to.be.greaterThan(0);
+      for (const p of browsers) process.kill(p, 'SIGKILL');
+      const end = await ended(id);
+      expect([end.status, end.halt_class], end.summary).to.deep.equal(['failed', 'plane_lost']);
+      expect(end.failure_help.halt_class).to.equal('plane_lost');
+      const steps = (await req('GET', `/v1/runs/${id}/result`, alpha)).body.steps as Body[];
+      expect(steps.slice(2).every((s) => s.success === false), JSON.stringify(steps.map((s) => [s.type, s.success]))).to.equal(true);
+      await stillServes();
+    });
+  }
+
   it('runs five nested loops of 50 without piling listeners on the run signal, with a bounded number of events', async () => {
     const nest = (depth: number): Body => (depth === 0 ? { intent: 'tick', type: 'wait', seconds: 0 } : { intent: `loop ${depth}`, type: 'loop', loop_count: 50, steps: [nest(depth - 1)] });
     const id = await start([nest(5)], 'dom_plane', { max_time_minutes: 1 });
