@@ -10,6 +10,7 @@ import { optInt, optStr, profileDir, type Body } from '../core/validate.ts';
 import type { OpResult, PlaneFactory, PlaneSessionImpl, SessionInitRequest } from '../core/types.ts';
 import { sessionEgress, type EgressProxy } from '../core/egress-proxy.ts';
 import { WarmPool } from '../core/pool.ts';
+import { browserUser } from '../core/browser-user.ts';
 import { Recording, recordingEnabled, recordingFps } from '../core/recording.ts';
 import { Grabber, type ImageFormat } from './grabber.ts';
 import { startXvfb, type Display } from './xvfb.ts';
@@ -41,10 +42,10 @@ interface Screen {
 }
 
 async function openScreen([width, height]: [number, number]): Promise<Screen> {
-  const display = await startXvfb(width, height);
-  const grabber = new Grabber(display.name, width, height, Number(process.env.PLANE_GRAB_FPS || 15));
+  const display = await startXvfb(width, height, browserUser());
+  const grabber = new Grabber(display.name, width, height, Number(process.env.PLANE_GRAB_FPS || 15), display.env);
   grabber.start();
-  return { display, input: new XInput(display.name), grabber };
+  return { display, input: new XInput(display.env), grabber };
 }
 
 async function closeScreen(s: Screen | undefined): Promise<void> {
@@ -55,12 +56,15 @@ async function closeScreen(s: Screen | undefined): Promise<void> {
 }
 
 
-async function launchOn(screen: Screen, viewport: [number, number], userDataDir: string, egress: EgressProxy, flags: string[], geo: Geo | undefined, sw: StealthSwitches): Promise<Browser> {
-  const env: NodeJS.ProcessEnv = { ...process.env, DISPLAY: screen.display.name };
+async function launchOn(screen: Screen, viewport: [number, number], userDataDir: string, egress: EgressProxy, home: string, flags: string[], geo: Geo | undefined, sw: StealthSwitches): Promise<Browser> {
+  const env: Record<string, string> = { ...screen.display.env };
   if (geo) Object.assign(env, { TZ: geo.tz, LANG: `${geo.locale.replace('-', '_')}.UTF-8`, LANGUAGE: geo.locale });
   const extra = [...flags];
   if (geo) extra.push(`--lang=${geo.locale}`);
-  const browser = await launchChromium({ userDataDir, headless: false, viewport, egress, extraFlags: extra, env, hideAutomation: sw.cdp_stealth });
+  // Never --enable-automation here, stealth or not: its infobar would sit in every
+  // screenshot the brain sees. (Chromium driven over --remote-debugging-pipe still sets
+  // navigator.webdriver, which the stealth patch hides.)
+  const browser = await launchChromium({ userDataDir, headless: false, viewport, egress, home, extraFlags: extra, env, hideAutomation: true });
   try {
     if (sw.cdp_stealth) await applyStealth(browser, sw.honest_mode);
   } catch (err) {
@@ -84,7 +88,7 @@ async function makeWarm(): Promise<WarmItem> {
   const screen = await openScreen(POOL_VIEWPORT);
   try {
     const sw = stealthSwitches();
-    const launched = await withEgress(undefined, undefined, (dir, egress) => launchOn(screen, POOL_VIEWPORT, dir, egress, [], sw.geo_consistency ? geoFor(null) : undefined, sw));
+    const launched = await withEgress(undefined, undefined, (dir, egress, home) => launchOn(screen, POOL_VIEWPORT, dir, egress, home, [], sw.geo_consistency ? geoFor(null) : undefined, sw));
     return { screen, launched };
   } catch (err) {
     await closeScreen(screen);
@@ -129,7 +133,7 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
     if (!launched) {
       const userDataDir = init.persist_profile ? profileDir(dataDir, init.tenant_id, init.profile_id) : undefined;
       const on = screen;
-      launched = await withEgress(init, userDataDir, (dir, egress) => launchOn(on, init.viewport, dir, egress, init.chrome_flags, geo, switches));
+      launched = await withEgress(init, userDataDir, (dir, egress, home) => launchOn(on, init.viewport, dir, egress, home, init.chrome_flags, geo, switches));
     }
     if (recordingEnabled()) {
       const fps = String(recordingFps());
@@ -137,6 +141,7 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
         recordingPath(dataDir, init.tenant_id, init.run_id),
         ['-f', 'x11grab', '-draw_mouse', '1', '-framerate', fps, '-video_size', `${width}x${height}`, '-i', `${screen.display.name}.0+0,0`],
         false,
+        screen.display.env,
       );
     }
   } catch (err) {

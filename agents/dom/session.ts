@@ -113,8 +113,8 @@ function egressBlocked(host: string): Error {
 const POOL_VIEWPORT: [number, number] = [1280, 720];
 let pool: WarmPool<Launched> | undefined;
 
-function launchHeadless(dir: string, egress: Launched['egress'], viewport: [number, number], flags: string[]) {
-  return launchChromium({ userDataDir: dir, headless: true, viewport, egress, extraFlags: flags });
+function launchHeadless(dir: string, egress: Launched['egress'], home: string, viewport: [number, number], flags: string[]) {
+  return launchChromium({ userDataDir: dir, headless: true, viewport, egress, home, extraFlags: flags });
 }
 
 /** Waits for a fresh tab to leave about:blank (popups start there). */
@@ -134,7 +134,7 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
     if (launched) launched.egress.configure(sessionEgress(init));
     else {
       const userDataDir = init.persist_profile ? profileDir(dataDir, init.tenant_id, init.profile_id) : undefined;
-      launched = await withEgress(init, userDataDir, (dir, egress) => launchHeadless(dir, egress, init.viewport, init.chrome_flags));
+      launched = await withEgress(init, userDataDir, (dir, egress, home) => launchHeadless(dir, egress, home, init.viewport, init.chrome_flags));
     }
     tabs = new Tabs(launched.browser);
     await tabs.init();
@@ -296,7 +296,7 @@ export const domPlane: PlaneFactory = {
   routes: ROUTES,
   start: startDom,
   startPool(size, log) {
-    pool ??= new WarmPool(size, () => withEgress(undefined, undefined, (dir, egress) => launchHeadless(dir, egress, POOL_VIEWPORT, [])), closeLaunched, log);
+    pool ??= new WarmPool(size, () => withEgress(undefined, undefined, (dir, egress, home) => launchHeadless(dir, egress, home, POOL_VIEWPORT, [])), closeLaunched, log);
     pool.fill();
   },
   async stopPool() {
