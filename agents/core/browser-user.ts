@@ -126,10 +126,11 @@ export function prepareDataDir(dataDir: string, user: BrowserUser | undefined): 
 export function browserEnv(home: string, extra: Record<string, string>, env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   const out: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(env)) {
-    if (v !== undefined && (k === 'PATH' || k === 'LANG' || k === 'LANGUAGE' || k === 'TZ' || k.startsWith('LC_') || k.startsWith('FONTCONFIG_'))) out[k] = v;
+    if (v !== undefined && (k === 'LANG' || k === 'LANGUAGE' || k === 'TZ' || k.startsWith('LC_') || k.startsWith('FONTCONFIG_'))) out[k] = v;
   }
   return {
     ...out,
+    PATH: '/usr/local/bin:/usr/bin:/bin',
     HOME: home,
     TMPDIR: home,
     XDG_CONFIG_HOME: join(home, '.config'),
