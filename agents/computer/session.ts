@@ -18,6 +18,7 @@ import { XInput } from './xinput.ts';
 import { applyStealth } from './stealth.ts';
 import { geoFor, type Geo } from './geo.ts';
 import { jitterPath } from './jitter.ts';
+import { LostSignal } from '../core/lost.ts';
 const ROUTES = { screenshot: 'POST', xdotool: 'POST', cdp: 'POST' } as const;
 
 function parseFormat(b: Body): ImageFormat {
@@ -110,7 +111,12 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
   const [width, height] = init.viewport;
   const geo = switches.geo_consistency ? geoFor(init.proxy_server) : undefined;
   const samePool = init.viewport[0] === POOL_VIEWPORT[0] && init.viewport[1] === POOL_VIEWPORT[1];
-  const warm = samePool ? pool?.take() : undefined;
+  let warm = samePool ? pool?.take() : undefined;
+  // A pooled display (or browser) that died while it waited is discarded.
+  if (warm && warm.screen.display.child.exitCode !== null) {
+    await disposeWarm(warm);
+    warm = undefined;
+  }
   let screen: Screen | undefined = warm?.screen;
   let launched: Launched | undefined;
   let recording: Recording | undefined;
@@ -122,7 +128,7 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
   try {
     // The pooled browser fits only a session that wants a throwaway profile, no extra
     // flags and the geo it was started with; otherwise it is discarded unused.
-    const fits = warm?.launched && !init.persist_profile && init.chrome_flags.length === 0 && sameGeo(geo, switches.geo_consistency ? geoFor(null) : undefined);
+    const fits = warm?.launched?.browser.connected && !init.persist_profile && init.chrome_flags.length === 0 && sameGeo(geo, switches.geo_consistency ? geoFor(null) : undefined);
     if (warm?.launched && fits) {
       launched = warm.launched;
       launched.egress.configure(sessionEgress(init));
@@ -154,6 +160,11 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
   const d = screen.display;
   const egress = launched.egress;
   const jitter = switches.behavioral_jitter;
+  // The session is lost when its browser or its display goes: xdotool on a bare X
+  // server would "succeed" against nothing.
+  const lost = new LostSignal();
+  lost.watchBrowser(b);
+  lost.watchProcess(d.child, "the session's display (Xvfb)");
   /**
    * When the last input finished: a screenshot shows a frame captured after it. A pooled
    * browser has long been on screen, so any frame will do; a cold one must be painted.
@@ -213,7 +224,11 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
     warm: warm !== undefined,
     recordingFile: recording?.file,
     health: () => ({ egress: egress.status(), recording: recording !== undefined }),
-    close: teardown,
+    lost,
+    close: async () => {
+      lost.closingNow();
+      await teardown();
+    },
   };
 }
 

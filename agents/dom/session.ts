@@ -15,6 +15,7 @@ import type { OpResult, OpSpec, PlaneFactory, PlaneSessionImpl, SessionInitReque
 import { Tabs } from './tabs.ts';
 import { CLIPBOARD, FOCUSED, inPage, PAGE_LOAD, PEEK } from '../core/inpage.ts';
 import { matchesPin } from './pin.ts';
+import { LostSignal } from '../core/lost.ts';
 
 const ROUTES = {
   screenshot: 'POST',
@@ -126,7 +127,12 @@ async function settled(p: Page): Promise<void> {
 
 async function startDom(init: SessionInitRequest, dataDir: string): Promise<PlaneSessionImpl> {
   const fits = !init.persist_profile && init.chrome_flags.length === 0 && init.viewport[0] === POOL_VIEWPORT[0] && init.viewport[1] === POOL_VIEWPORT[1];
-  const warm = fits ? pool?.take() : undefined;
+  let warm = fits ? pool?.take() : undefined;
+  // A pooled browser that died while it waited is discarded.
+  if (warm && !warm.browser.connected) {
+    await closeLaunched(warm);
+    warm = undefined;
+  }
   let launched: Launched | undefined = warm;
   let tabs: Tabs;
   let recorder: ScreencastRecorder | undefined;
@@ -149,6 +155,8 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
   }
   const l = launched;
   const b = l.browser;
+  const lost = new LostSignal();
+  lost.watchBrowser(b);
   const [width, height] = init.viewport;
   const op = (http: 'GET' | 'POST', idempotent: boolean, run: (body: Body) => Promise<Record<string, unknown>>): OpSpec => ({
     http,
@@ -283,7 +291,9 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
     warm: warm !== undefined,
     recordingFile: recorder?.file,
     health: () => ({ egress: l.egress.status(), recording: recorder !== undefined }),
+    lost,
     close: async () => {
+      lost.closingNow();
       await recorder?.stop();
       await closeLaunched(l);
     },

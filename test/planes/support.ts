@@ -245,6 +245,16 @@ export function browserTree(chromePid: number): number[] {
   return [chromePid, ...descendants(chromePid)];
 }
 
+/** `p`, or a rejection naming `what` after `ms`. */
+export function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  return Promise.race([
+    p,
+    new Promise<T>((_, reject) => {
+      setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms).unref();
+    }),
+  ]);
+}
+
 export async function waitFor<T>(fn: () => Promise<T | undefined> | T | undefined, ms = 10_000, what = 'condition'): Promise<T> {
   const t0 = Date.now();
   for (;;) {
