@@ -4,7 +4,7 @@
 // browser dies between calls (over HTTP, where the agent cannot tell the client
 // itself); plane calls then reject with kind 'lost'. A normal close fires nothing.
 import { expect } from 'chai';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -61,6 +61,7 @@ describe('PlaneLease signals a lost plane', function () {
     after(async () => {
       await planes?.close();
       expect(processesMentioning(dataDir)).to.deep.equal([]);
+      rmSync(dataDir, { recursive: true, force: true });
     });
 
     for (const backend of ['dom_plane', 'computer_plane'] as const) {
@@ -102,7 +103,9 @@ describe('PlaneLease signals a lost plane', function () {
 
   describe('remote agents', () => {
     it('a remote agent killed mid-run resolves lost (the stream ends, the agent is unreachable)', async () => {
-      const agent = await startAgentProcess('dom');
+      // Its own temp dir: an agent killed with SIGKILL cannot remove the browser's home.
+      const tmp = mkdtempSync(join(tmpdir(), 'lease-remote-'));
+      const agent = await startAgentProcess('dom', { TMPDIR: tmp });
       const planes = new RemoteAgentPlanes({ dom_plane: `grpc://127.0.0.1:${agent.grpcPort}` }, undefined, '');
       const lease = await planes.open(runOf('dom_plane', 'run-remote-kill'));
       const kids = descendants(agent.pid);
@@ -130,9 +133,9 @@ describe('PlaneLease signals a lost plane', function () {
         }
         await agent.stop();
       }
-      // The remote provider is free again.
       await new Promise((r) => setTimeout(r, 100));
       expect(stillPresent(kids.filter((p) => cmdline(p) !== ''))).to.deep.equal([]);
+      rmSync(tmp, { recursive: true, force: true });
     });
 
     it('over HTTP, a browser that dies between calls resolves lost through the watch probe', async () => {
