@@ -155,7 +155,7 @@ export class PlaneCore {
       // An internal error may be the loss still being reported (an exit event in the
       // queue); a refusal of the request itself (bad input, missing element) is not.
       const symptom = !(err instanceof PlaneError) || err.status >= 500;
-      if (symptom && !lost.check()) await Promise.race([lost.promise, new Promise((r) => setTimeout(r, LOST_GRACE_MS))]);
+      if (!lost.check() && symptom) await Promise.race([lost.promise, new Promise((r) => setTimeout(r, LOST_GRACE_MS))]);
       if (lost.reason) throw gone(lost.reason);
       throw err;
     } finally {

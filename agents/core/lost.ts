@@ -4,10 +4,33 @@
 // or a bare X server. The session's watchers resolve one LostSignal; a normal close
 // silences them first.
 import type { ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { constants } from 'node:os';
 import type { Browser } from 'puppeteer-core';
 
 export function exitText(code: number | null, signal: NodeJS.Signals | null): string {
   return signal ? `signal ${signal}` : `code ${code ?? 'unknown'}`;
+}
+
+const SIGNAL_NAMES = new Map(Object.entries(constants.signals).map(([name, n]) => [n, name as NodeJS.Signals]));
+
+/**
+ * How `pid` ended if it has died but node has not reaped it yet (a zombie): the exit
+ * status from /proc/<pid>/stat (field 52, as waitpid reports it). Undefined while alive.
+ */
+export function zombieExit(pid: number): string | undefined {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return 'unknown';
+  }
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  if (fields[0] !== 'Z') return undefined;
+  const status = Number(fields[49]);
+  if (!Number.isInteger(status)) return 'unknown';
+  const sig = status & 0x7f;
+  return sig ? exitText(null, SIGNAL_NAMES.get(sig) ?? (`SIG${sig}` as NodeJS.Signals)) : exitText((status >> 8) & 0xff, null);
 }
 
 export class LostSignal {
@@ -59,7 +82,12 @@ export class LostSignal {
 
   /** A helper process the session cannot work without (Xvfb). */
   watchProcess(child: ChildProcess, what: string): void {
-    const gone = (): string | undefined => (child.exitCode !== null || child.signalCode !== null ? `${what} exited (${exitText(child.exitCode, child.signalCode)})` : undefined);
+    const gone = (): string | undefined => {
+      if (child.exitCode !== null || child.signalCode !== null) return `${what} exited (${exitText(child.exitCode, child.signalCode)})`;
+      // Dead but not reaped yet: the exit event is still on its way.
+      const z = child.pid ? zombieExit(child.pid) : undefined;
+      return z ? `${what} exited (${z})` : undefined;
+    };
     this.probes.push(gone);
     if (gone()) this.lose(gone() as string);
     else child.once('exit', (code, signal) => this.lose(`${what} exited (${exitText(code, signal)})`));

@@ -71,6 +71,8 @@ export class PlaneSession {
   private readonly initDeadlineMs: number;
   private readonly retries: number;
   private runId: string | undefined;
+  /** The agent has accepted the current token at least once (a 401 for it then means the session is gone). */
+  private confirmed = false;
   private closing = false;
   private lostWhy: string | undefined;
   private settleLost!: (reason: string) => void;
@@ -115,7 +117,9 @@ export class PlaneSession {
     let attempt = 0;
     for (;;) {
       try {
-        return await this.transport.call(method, body, { verb, stepId, sessionToken: this.token, deadlineMs: o.deadlineMs ?? this.deadlineMs });
+        const reply = await this.transport.call(method, body, { verb, stepId, sessionToken: this.token, deadlineMs: o.deadlineMs ?? this.deadlineMs });
+        if (this.token && method !== 'health') this.confirmed = true;
+        return reply;
       } catch (err) {
         const retry = err instanceof PlaneCallError && err.retryable && attempt < this.retries;
         if (!retry) throw this.lossOf(method, err);
@@ -133,7 +137,7 @@ export class PlaneSession {
       return err;
     }
     // A session token the agent does not know: it restarted or was closed under us.
-    if (err.kind === 'unauthorized' && !this.closing) {
+    if (err.kind === 'unauthorized' && this.confirmed && !this.closing) {
       const lost = new PlaneCallError(410, `the plane agent no longer holds this session (${err.detail})`, 'lost');
       this.markLost(lost.detail);
       return lost;
@@ -147,12 +151,14 @@ export class PlaneSession {
     this.token = r.session_token;
     this.capabilities = r.capabilities;
     this.runId = req.run_id;
+    this.confirmed = true;
     return r;
   }
 
   /** Reattach to a bound session (e.g. after the gateway restarted). */
   attach(token: string): void {
     this.token = token;
+    this.confirmed = false;
   }
 
   async close(o: StepOptions = {}): Promise<void> {
