@@ -103,7 +103,8 @@ export class PlaneSession {
     return this.lostWhy;
   }
 
-  private markLost(reason: string): void {
+  /** Marks the session lost (also for owners that know better, e.g. its agent process exited). */
+  markLost(reason: string): void {
     if (this.lostWhy !== undefined || this.closing || !this.token) return;
     this.lostWhy = reason;
     this.stopWatch();

@@ -89,6 +89,23 @@ describe('PlaneLease signals a lost plane', function () {
       });
     }
 
+    it('the local agent dying resolves lost at once, and isLost() knows it synchronously', async () => {
+      const lease = await planes.open(runOf('dom_plane', 'run-agent-dies', null));
+      try {
+        await lease.plane.act({ type: 'NAVIGATE', url: `${site.url}/start` });
+        // The agent serving this lease is the one with a browser (the other is the warm spare).
+        const agentPid = descendants(process.pid).find((p) => cmdline(p).includes('agents/dom/main.ts') && descendants(p).some((c) => cmdline(c).includes('--user-data-dir=')));
+        expect(agentPid, 'the serving agent').to.be.a('number');
+        process.kill(agentPid as number, 'SIGKILL');
+        const why = await within(lease.lost, 3000, 'lease.lost');
+        expect(why).to.match(/agent exited \(SIGKILL\)|agent is gone/);
+        expect(lease.isLost()).to.equal(why);
+        await expectLostCall(lease.plane.screenshot());
+      } finally {
+        await lease.close();
+      }
+    });
+
     it('a normal close fires nothing', async () => {
       const lease = await planes.open(runOf('dom_plane', 'run-normal', null));
       let fired: string | undefined;
