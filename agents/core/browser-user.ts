@@ -7,7 +7,7 @@
 // cookie) belongs to that user with mode 0700, reachable through directories that
 // others may traverse (0711) but not list.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, chownSync, lchownSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, statSync } from 'node:fs';
+import { chmodSync, chownSync, lchownSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 
@@ -100,11 +100,39 @@ export function preparePersistedProfile(dir: string, user: BrowserUser | undefin
   chmodSync(dir, 0o700);
 }
 
-/** A fresh private directory in the temp dir, owned by the browser user (0700). */
+/**
+ * A fresh private directory in the temp dir, owned by the browser user (0700). Its name
+ * carries the agent's pid, so an agent that was killed before it could clean up has its
+ * leftovers swept by the next agent to start (sweepStaleTempDirs).
+ */
 export function privateTempDir(prefix: string, user: BrowserUser | undefined): string {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const dir = mkdtempSync(join(tmpdir(), `${prefix}${process.pid}-`));
   giveToBrowser(dir, user);
   return dir;
+}
+
+const TEMP_DIR_RE = /^runplane-(?:home|x|profile)-(\d+)-/;
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Removes the private temp dirs (profiles, homes, display cookies) of agents no longer running. */
+export function sweepStaleTempDirs(): string[] {
+  const removed: string[] = [];
+  for (const name of readdirSync(tmpdir())) {
+    const pid = Number(TEMP_DIR_RE.exec(name)?.[1] ?? 0);
+    if (pid > 0 && pid !== process.pid && !alive(pid)) {
+      rmSync(join(tmpdir(), name), { recursive: true, force: true });
+      removed.push(name);
+    }
+  }
+  return removed;
 }
 
 /** The agent's data dir: traversable by the browser user, recordings readable by the agent only. */

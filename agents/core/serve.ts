@@ -13,7 +13,7 @@ import { PlaneCore } from './core.ts';
 import { httpApp } from './http.ts';
 import { grpcServer } from './grpc.ts';
 import type { PlaneFactory } from './types.ts';
-import { browserUser, prepareDataDir } from './browser-user.ts';
+import { browserUser, prepareDataDir, sweepStaleTempDirs } from './browser-user.ts';
 
 export interface AgentConfig {
   host: string;
@@ -72,6 +72,8 @@ export async function startAgent(factory: PlaneFactory, cfg: AgentConfig): Promi
   // the data dir and the temp dir must let it reach its own 0700 directories.
   const opened = prepareDataDir(cfg.dataDir, browserUser());
   if (opened.length > 0) logFn('made directories traversable (o+x) for the browser user', { dirs: opened });
+  const swept = sweepStaleTempDirs();
+  if (swept.length > 0) logFn('removed temp dirs of agents no longer running', { dirs: swept });
   const core = new PlaneCore(factory, cfg.dataDir);
   if (cfg.warmPool > 0) factory.startPool?.(cfg.warmPool, logFn);
   const tls = cfg.tlsCert && cfg.tlsKey ? { cert: readFileSync(cfg.tlsCert), key: readFileSync(cfg.tlsKey) } : undefined;

@@ -4,7 +4,7 @@
 // browser dies between calls (over HTTP, where the agent cannot tell the client
 // itself); plane calls then reject with kind 'lost'. A normal close fires nothing.
 import { expect } from 'chai';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -101,6 +101,13 @@ describe('PlaneLease signals a lost plane', function () {
         expect(why).to.match(/agent exited \(SIGKILL\)|agent is gone/);
         expect(lease.isLost()).to.equal(why);
         await expectLostCall(lease.plane.screenshot());
+        // What the killed agent could not remove (the browser's home, its throwaway
+        // profile) is swept by the next agent to start.
+        const leftovers = readdirSync(tmpdir()).filter((n) => n.startsWith('runplane-') && n.includes(`-${agentPid}-`));
+        expect(leftovers.length).to.be.greaterThan(0);
+        const next = await startAgentProcess('dom');
+        await next.stop();
+        expect(readdirSync(tmpdir()).filter((n) => leftovers.includes(n))).to.deep.equal([]);
       } finally {
         await lease.close();
       }
