@@ -1,7 +1,20 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the project needs, once. Idempotent: when every
-# binary is already on PATH it does nothing. Called by `npm start` and `npm test`.
+# Installs the Debian packages the project needs, once, and (as root) creates the
+# unprivileged user the plane agents run Chromium as, so its sandbox can stay on.
+# Idempotent: when every binary is on PATH and the user exists it does nothing.
+# Called by `npm start` and `npm test`.
 set -euo pipefail
+
+# The agents run as root here (CI, containers): Chromium refuses its sandbox as root,
+# so they start it as this user (no home, no login shell). An agent that is not root
+# runs Chromium as itself and needs no such user.
+ensure_browser_user() {
+  local user="${PLANE_BROWSER_USER:-runplane-browser}"
+  [ "$(id -u)" -eq 0 ] || return 0
+  getent passwd "$user" >/dev/null 2>&1 && return 0
+  echo "runplane: creating the browser user $user" >&2
+  useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$user"
+}
 
 # binary -> Debian package
 declare -A NEEDS=(
@@ -13,6 +26,8 @@ declare -A NEEDS=(
   [ffprobe]=ffmpeg
   # the plane tests make a self-signed certificate for TLS
   [openssl]=openssl
+  # the agents drop to the browser user with setpriv
+  [setpriv]=util-linux
 )
 
 missing=()
@@ -23,6 +38,7 @@ done
 [ -d /usr/share/fonts/truetype/liberation ] || missing+=(fonts-liberation)
 
 if [ ${#missing[@]} -eq 0 ]; then
+  ensure_browser_user
   exit 0
 fi
 mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
@@ -39,3 +55,4 @@ if ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 2
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+ensure_browser_user

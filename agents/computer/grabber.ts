@@ -28,6 +28,8 @@ export class Grabber {
     readonly width: number,
     readonly height: number,
     private readonly fps: number,
+    /** DISPLAY and XAUTHORITY of the display. */
+    private readonly env: Record<string, string> = {},
   ) {
     this.frameBytes = width * height * 3;
   }
@@ -37,7 +39,7 @@ export class Grabber {
       'ffmpeg',
       ['-hide_banner', '-loglevel', 'error', '-nostdin', '-f', 'x11grab', '-draw_mouse', '0', '-framerate', String(this.fps),
         '-video_size', `${this.width}x${this.height}`, '-i', `${this.display}.0+0,0`, '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:1'],
-      { stdio: ['ignore', 'pipe', 'ignore'] },
+      { stdio: ['ignore', 'pipe', 'ignore'], env: { ...process.env, ...this.env } },
     );
     // x11grab grabs on its tick and writes at once: the capture instant is the arrival
     // minus the grab and pipe time (a few ms at 1280x720), never a whole interval.

@@ -10,6 +10,7 @@ import { optInt, optStr, profileDir, type Body } from '../core/validate.ts';
 import type { OpResult, PlaneFactory, PlaneSessionImpl, SessionInitRequest } from '../core/types.ts';
 import { sessionEgress, type EgressProxy } from '../core/egress-proxy.ts';
 import { WarmPool } from '../core/pool.ts';
+import { browserUser } from '../core/browser-user.ts';
 import { Recording, recordingEnabled, recordingFps } from '../core/recording.ts';
 import { Grabber, type ImageFormat } from './grabber.ts';
 import { startXvfb, type Display } from './xvfb.ts';
@@ -17,6 +18,7 @@ import { XInput } from './xinput.ts';
 import { applyStealth } from './stealth.ts';
 import { geoFor, type Geo } from './geo.ts';
 import { jitterPath } from './jitter.ts';
+import { LostSignal } from '../core/lost.ts';
 const ROUTES = { screenshot: 'POST', xdotool: 'POST', cdp: 'POST' } as const;
 
 function parseFormat(b: Body): ImageFormat {
@@ -41,10 +43,10 @@ interface Screen {
 }
 
 async function openScreen([width, height]: [number, number]): Promise<Screen> {
-  const display = await startXvfb(width, height);
-  const grabber = new Grabber(display.name, width, height, Number(process.env.PLANE_GRAB_FPS || 15));
+  const display = await startXvfb(width, height, browserUser());
+  const grabber = new Grabber(display.name, width, height, Number(process.env.PLANE_GRAB_FPS || 15), display.env);
   grabber.start();
-  return { display, input: new XInput(display.name), grabber };
+  return { display, input: new XInput(display.env), grabber };
 }
 
 async function closeScreen(s: Screen | undefined): Promise<void> {
@@ -55,12 +57,15 @@ async function closeScreen(s: Screen | undefined): Promise<void> {
 }
 
 
-async function launchOn(screen: Screen, viewport: [number, number], userDataDir: string, egress: EgressProxy, flags: string[], geo: Geo | undefined, sw: StealthSwitches): Promise<Browser> {
-  const env: NodeJS.ProcessEnv = { ...process.env, DISPLAY: screen.display.name };
+async function launchOn(screen: Screen, viewport: [number, number], userDataDir: string, egress: EgressProxy, home: string, flags: string[], geo: Geo | undefined, sw: StealthSwitches): Promise<Browser> {
+  const env: Record<string, string> = { ...screen.display.env };
   if (geo) Object.assign(env, { TZ: geo.tz, LANG: `${geo.locale.replace('-', '_')}.UTF-8`, LANGUAGE: geo.locale });
   const extra = [...flags];
   if (geo) extra.push(`--lang=${geo.locale}`);
-  const browser = await launchChromium({ userDataDir, headless: false, viewport, egress, extraFlags: extra, env, hideAutomation: sw.cdp_stealth });
+  // Never --enable-automation here, stealth or not: its infobar would sit in every
+  // screenshot the brain sees. (Chromium driven over --remote-debugging-pipe still sets
+  // navigator.webdriver, which the stealth patch hides.)
+  const browser = await launchChromium({ userDataDir, headless: false, viewport, egress, home, extraFlags: extra, env, hideAutomation: true });
   try {
     if (sw.cdp_stealth) await applyStealth(browser, sw.honest_mode);
   } catch (err) {
@@ -84,7 +89,7 @@ async function makeWarm(): Promise<WarmItem> {
   const screen = await openScreen(POOL_VIEWPORT);
   try {
     const sw = stealthSwitches();
-    const launched = await withEgress(undefined, undefined, (dir, egress) => launchOn(screen, POOL_VIEWPORT, dir, egress, [], sw.geo_consistency ? geoFor(null) : undefined, sw));
+    const launched = await withEgress(undefined, undefined, (dir, egress, home) => launchOn(screen, POOL_VIEWPORT, dir, egress, home, [], sw.geo_consistency ? geoFor(null) : undefined, sw));
     return { screen, launched };
   } catch (err) {
     await closeScreen(screen);
@@ -106,7 +111,12 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
   const [width, height] = init.viewport;
   const geo = switches.geo_consistency ? geoFor(init.proxy_server) : undefined;
   const samePool = init.viewport[0] === POOL_VIEWPORT[0] && init.viewport[1] === POOL_VIEWPORT[1];
-  const warm = samePool ? pool?.take() : undefined;
+  let warm = samePool ? pool?.take() : undefined;
+  // A pooled display (or browser) that died while it waited is discarded.
+  if (warm && warm.screen.display.child.exitCode !== null) {
+    await disposeWarm(warm);
+    warm = undefined;
+  }
   let screen: Screen | undefined = warm?.screen;
   let launched: Launched | undefined;
   let recording: Recording | undefined;
@@ -118,7 +128,7 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
   try {
     // The pooled browser fits only a session that wants a throwaway profile, no extra
     // flags and the geo it was started with; otherwise it is discarded unused.
-    const fits = warm?.launched && !init.persist_profile && init.chrome_flags.length === 0 && sameGeo(geo, switches.geo_consistency ? geoFor(null) : undefined);
+    const fits = warm?.launched?.browser.connected && !init.persist_profile && init.chrome_flags.length === 0 && sameGeo(geo, switches.geo_consistency ? geoFor(null) : undefined);
     if (warm?.launched && fits) {
       launched = warm.launched;
       launched.egress.configure(sessionEgress(init));
@@ -129,7 +139,7 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
     if (!launched) {
       const userDataDir = init.persist_profile ? profileDir(dataDir, init.tenant_id, init.profile_id) : undefined;
       const on = screen;
-      launched = await withEgress(init, userDataDir, (dir, egress) => launchOn(on, init.viewport, dir, egress, init.chrome_flags, geo, switches));
+      launched = await withEgress(init, userDataDir, (dir, egress, home) => launchOn(on, init.viewport, dir, egress, home, init.chrome_flags, geo, switches));
     }
     if (recordingEnabled()) {
       const fps = String(recordingFps());
@@ -137,6 +147,7 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
         recordingPath(dataDir, init.tenant_id, init.run_id),
         ['-f', 'x11grab', '-draw_mouse', '1', '-framerate', fps, '-video_size', `${width}x${height}`, '-i', `${screen.display.name}.0+0,0`],
         false,
+        screen.display.env,
       );
     }
   } catch (err) {
@@ -149,6 +160,11 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
   const d = screen.display;
   const egress = launched.egress;
   const jitter = switches.behavioral_jitter;
+  // The session is lost when its browser or its display goes: xdotool on a bare X
+  // server would "succeed" against nothing.
+  const lost = new LostSignal();
+  lost.watchBrowser(b);
+  lost.watchProcess(d.child, "the session's display (Xvfb)");
   /**
    * When the last input finished: a screenshot shows a frame captured after it. A pooled
    * browser has long been on screen, so any frame will do; a cold one must be painted.
@@ -208,7 +224,11 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
     warm: warm !== undefined,
     recordingFile: recording?.file,
     health: () => ({ egress: egress.status(), recording: recording !== undefined }),
-    close: teardown,
+    lost,
+    close: async () => {
+      lost.closingNow();
+      await teardown();
+    },
   };
 }
 

@@ -29,7 +29,8 @@ export class XInput {
   private readonly spawned = new Set<ChildProcess>();
   private closed = false;
 
-  constructor(private readonly display: string) {}
+  /** `env`: DISPLAY and XAUTHORITY of the display. */
+  constructor(private readonly displayEnv: Record<string, string>) {}
 
   run(argv: readonly string[], timeoutMs: number): Promise<XdotoolResult> {
     if (this.closed) return Promise.resolve({ stdout: '', stderr: 'display closed', returncode: 1 });
@@ -49,7 +50,7 @@ export class XInput {
   }
 
   private env(): NodeJS.ProcessEnv {
-    return { ...process.env, DISPLAY: this.display };
+    return { ...process.env, ...this.displayEnv };
   }
 
   private ensureChannel(): ChildProcess {

@@ -1,17 +1,18 @@
-// Launching the system Chromium through puppeteer-core for both planes. The flags keep
-// it off the network it would otherwise call home to (closed network here).
-import { mkdirSync, mkdtempSync } from 'node:fs';
+// Launching the system Chromium through puppeteer-core for both planes, with its
+// sandbox on (as the unprivileged browser user when the agent is root, see
+// browser-user.ts). The flags keep it off the network it would otherwise call home to
+// (closed network here).
 import { rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import puppeteer, { type Browser } from 'puppeteer-core';
 import { killGroup, stopChild, waitGroupGone } from './procs.ts';
 import { sessionEgress, startEgress, type EgressProxy, type EgressSettings } from './egress-proxy.ts';
+import { SANDBOX_OFF_FLAGS } from './validate.ts';
+import { asBrowserUser, browserEnv, browserUser, preparePersistedProfile, privateTempDir, type BrowserUser } from './browser-user.ts';
 
 export const CHROMIUM_PATH = process.env.PLANE_CHROMIUM_PATH || '/usr/bin/chromium';
 
 export const QUIET_FLAGS = [
-  '--no-sandbox',
   '--disable-background-networking',
   '--disable-component-update',
   '--no-first-run',
@@ -30,26 +31,40 @@ export interface LaunchOptions {
   /** The session's egress guard: every request of the browser goes through it. */
   egress: EgressProxy;
   extraFlags: readonly string[];
-  env?: NodeJS.ProcessEnv;
-  /** Drop the automation flag that shows an infobar and sets navigator.webdriver. */
+  /** The browser's private home and temp dir (see withEgress). */
+  home: string;
+  /** Added to the browser's minimal environment (DISPLAY, XAUTHORITY, TZ, LANG ...). */
+  env?: Record<string, string>;
+  /**
+   * Leave out --enable-automation: on a headful browser it shows the infobar "controlled
+   * by automated test software" (and it sets navigator.webdriver).
+   */
   hideAutomation?: boolean;
 }
 
-export async function launchChromium(o: LaunchOptions): Promise<Browser> {
-  mkdirSync(o.userDataDir, { recursive: true });
+/** Chromium's command line: puppeteer's defaults and ours, never a sandbox-off flag. */
+export function chromiumArgs(o: Pick<LaunchOptions, 'userDataDir' | 'headless' | 'viewport' | 'egress' | 'extraFlags' | 'hideAutomation'>): string[] {
   const [w, h] = o.viewport;
-  const args = [...QUIET_FLAGS, `--window-size=${w},${h}`, '--window-position=0,0'];
-  args.push(...o.egress.chromeFlags());
-  args.push(...o.extraFlags);
+  const ours = [...QUIET_FLAGS, `--window-size=${w},${h}`, '--window-position=0,0', ...o.egress.chromeFlags(), ...o.extraFlags];
+  return puppeteer
+    .defaultArgs({ headless: o.headless, userDataDir: o.userDataDir, args: ours })
+    .filter((a) => !SANDBOX_OFF_FLAGS.test(a) && !(o.hideAutomation && a === '--enable-automation'));
+}
+
+export async function launchChromium(o: LaunchOptions, user: BrowserUser | undefined = browserUser()): Promise<Browser> {
+  const [w, h] = o.viewport;
+  const { command, prefix } = asBrowserUser(CHROMIUM_PATH, user);
   return puppeteer.launch({
-    executablePath: CHROMIUM_PATH,
+    executablePath: command,
     headless: o.headless,
     pipe: true,
     userDataDir: o.userDataDir,
-    args,
-    env: o.env ?? process.env,
+    // All arguments are ours (ignoreDefaultArgs: true): the setpriv prefix first, then
+    // Chromium's; puppeteer only appends --remote-debugging-pipe.
+    ignoreDefaultArgs: true,
+    args: [...prefix, ...chromiumArgs(o)],
+    env: browserEnv(o.home, o.env ?? {}),
     defaultViewport: o.headless ? { width: w, height: h } : null,
-    ignoreDefaultArgs: o.hideAutomation ? ['--enable-automation'] : [],
     handleSIGINT: false,
     handleSIGTERM: false,
     handleSIGHUP: false,
@@ -69,8 +84,8 @@ export async function closeChromium(browser: Browser | undefined): Promise<void>
 }
 
 /** A fresh user-data dir for a session that asked for no persisted profile (or a pooled browser). */
-export function throwawayProfile(): string {
-  return mkdtempSync(join(tmpdir(), 'runplane-profile-'));
+export function throwawayProfile(user: BrowserUser | undefined = browserUser()): string {
+  return privateTempDir('runplane-profile-', user);
 }
 
 export async function removeProfile(dir: string | undefined): Promise<void> {
@@ -88,6 +103,8 @@ export interface Launched {
   egress: EgressProxy;
   /** Set for a throwaway profile, removed on close. */
   tmpProfile: string | undefined;
+  /** The browser's private home and temp dir, removed on close. */
+  home: string;
 }
 
 /**
@@ -98,16 +115,23 @@ export interface Launched {
 export async function withEgress(
   init: { allow_private_networks: boolean; proxy_server: string | null } | undefined,
   userDataDir: string | undefined,
-  launch: (dir: string, egress: EgressProxy) => Promise<Browser>,
+  launch: (dir: string, egress: EgressProxy, home: string) => Promise<Browser>,
 ): Promise<Launched> {
+  // Throws before anything starts when the agent is root without a browser user.
+  const user = browserUser();
   const settings: EgressSettings | undefined = init ? sessionEgress(init) : undefined;
   const egress = await startEgress(settings);
-  const tmpProfile = userDataDir ? undefined : throwawayProfile();
+  let tmpProfile: string | undefined;
+  let home: string | undefined;
   try {
-    return { browser: await launch(userDataDir ?? (tmpProfile as string), egress), egress, tmpProfile };
+    if (userDataDir) preparePersistedProfile(userDataDir, user);
+    else tmpProfile = throwawayProfile(user);
+    home = privateTempDir('runplane-home-', user);
+    return { browser: await launch(userDataDir ?? (tmpProfile as string), egress, home), egress, tmpProfile, home };
   } catch (err) {
     await egress.stop();
     await removeProfile(tmpProfile);
+    await removeProfile(home);
     throw err;
   }
 }
@@ -117,4 +141,5 @@ export async function closeLaunched(l: Launched | undefined): Promise<void> {
   await closeChromium(l.browser);
   await l.egress.stop();
   await removeProfile(l.tmpProfile);
+  await removeProfile(l.home);
 }

@@ -3,7 +3,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { RECORDING_CONTENT_TYPE } from './recording.ts';
-import { badRequest, conflict, methodNotAllowed, notFound, toPlaneError, unauthorized, unavailable, unprocessable, type PlaneError } from './errors.ts';
+import { badRequest, conflict, gone, methodNotAllowed, notFound, PlaneError, toPlaneError, unauthorized, unavailable, unprocessable } from './errors.ts';
 import { StepCache } from './dedup.ts';
 import { asBody, parseInit, type Body } from './validate.ts';
 import type { OpResult, PlaneFactory, PlaneSessionImpl, SessionInitRequest, SessionInitResponse } from './types.ts';
@@ -26,8 +26,13 @@ export interface Health {
   uptime_ms: number;
   /** Warm items ready (PLANE_WARM_POOL). */
   pool_ready: number;
+  /** Why the bound session is lost (its browser or display is gone); null otherwise. ok is false while set. */
+  session_lost: string | null;
   [extra: string]: unknown;
 }
+
+/** How long a failed call waits for a loss still being reported (an exit event in the queue). */
+const LOST_GRACE_MS = 250;
 
 /** Recordings of closed sessions, by their session token (newest kept). */
 const KEEP_CLOSED = 16;
@@ -71,6 +76,7 @@ export class PlaneCore {
   private readonly startedAt = Date.now();
   private lastActionMs: number | null = null;
   private readonly closedRecordings = new Map<string, { runId: string; file: string }>();
+  private readonly lostListeners = new Set<(token: string, reason: string) => void>();
 
   constructor(
     readonly factory: PlaneFactory,
@@ -79,16 +85,24 @@ export class PlaneCore {
 
   health(): Health {
     const bound = this.state.kind === 'bound' ? this.state.bound : undefined;
+    const lost = bound?.impl.lost?.check();
     return {
       ...(bound?.impl.health?.() ?? {}),
-      ok: true,
+      ok: lost === undefined,
       backend: this.factory.backend,
       session_bound: bound !== undefined,
       run_id: bound?.init.run_id ?? null,
       last_action_ms: this.lastActionMs,
       uptime_ms: Date.now() - this.startedAt,
       pool_ready: this.factory.poolReady?.() ?? 0,
+      session_lost: lost ?? null,
     };
+  }
+
+  /** `fn(token, reason)` when a bound session is lost (the gRPC transport tells its stream). */
+  onSessionLost(fn: (token: string, reason: string) => void): () => void {
+    this.lostListeners.add(fn);
+    return () => this.lostListeners.delete(fn);
   }
 
   /** HTTP verb of a route this plane serves, or undefined (-> 404). */
@@ -113,11 +127,40 @@ export class PlaneCore {
     if (!op) throw notFound(`route /${input.method} is not served by this session`);
     const body: Body = asBody(input.body);
     this.lastActionMs = Date.now();
-    if (!op.idempotent) return op.run(body);
+    const run = (): Promise<OpResult> => this.unlessLost(bound.impl, () => op.run(body));
+    if (!op.idempotent) return run();
     const stepId = input.stepId ?? (typeof body.step_id === 'string' ? body.step_id : undefined);
     if (!stepId) throw unprocessableStep(input.method);
-    const { value, deduplicated } = await this.steps.run(`${bound.token}\u0000${input.method}\u0000${stepId}`, () => op.run(body));
+    const { value, deduplicated } = await this.steps.run(`${bound.token}\u0000${input.method}\u0000${stepId}`, run);
     return { ...value, body: { ...value.body, deduplicated } };
+  }
+
+  /**
+   * Runs a session call unless the session is lost: a lost session answers 410, and a
+   * call in flight when the browser dies fails with 410 too (never a success, never the
+   * puppeteer error of the moment, such as "detached Frame").
+   */
+  private async unlessLost(impl: PlaneSessionImpl, fn: () => Promise<OpResult>): Promise<OpResult> {
+    const lost = impl.lost;
+    if (!lost) return fn();
+    const already = lost.check();
+    if (already) throw gone(already);
+    let off = (): void => undefined;
+    const dead = new Promise<never>((_, reject) => {
+      off = lost.onLost((why) => reject(gone(why)));
+    });
+    try {
+      return await Promise.race([fn(), dead]);
+    } catch (err) {
+      // An internal error may be the loss still being reported (an exit event in the
+      // queue); a refusal of the request itself (bad input, missing element) is not.
+      const symptom = !(err instanceof PlaneError) || err.status >= 500;
+      if (!lost.check() && symptom) await Promise.race([lost.promise, new Promise((r) => setTimeout(r, LOST_GRACE_MS))]);
+      if (lost.reason) throw gone(lost.reason);
+      throw err;
+    } finally {
+      off();
+    }
   }
 
   /** Closes the bound session, if any; safe to call from signal handlers. */
@@ -190,6 +233,9 @@ export class PlaneCore {
     try {
       const bound = await promise;
       this.state = { kind: 'bound', bound };
+      bound.impl.lost?.onLost((why) => {
+        for (const l of this.lostListeners) l(bound.token, why);
+      });
       return bound.response;
     } catch (err) {
       this.state = { kind: 'none' };

@@ -18,6 +18,8 @@ export const forbidden = (detail: string): PlaneError => new PlaneError(403, det
 export const notFound = (detail: string): PlaneError => new PlaneError(404, detail);
 export const methodNotAllowed = (detail: string): PlaneError => new PlaneError(405, detail);
 export const conflict = (detail: string): PlaneError => new PlaneError(409, detail);
+/** The session's browser (or display) is gone for good: start a new session. */
+export const gone = (detail: string): PlaneError => new PlaneError(410, detail);
 export const tooLarge = (detail: string): PlaneError => new PlaneError(413, detail);
 export const unprocessable = (detail: string): PlaneError => new PlaneError(422, detail);
 export const unavailable = (detail: string): PlaneError => new PlaneError(503, detail);
@@ -30,6 +32,7 @@ const GRPC_BY_HTTP: Record<number, GrpcStatus> = {
   404: GrpcStatus.NOT_FOUND,
   405: GrpcStatus.UNIMPLEMENTED,
   409: GrpcStatus.ALREADY_EXISTS,
+  410: GrpcStatus.ABORTED,
   413: GrpcStatus.RESOURCE_EXHAUSTED,
   422: GrpcStatus.FAILED_PRECONDITION,
   503: GrpcStatus.UNAVAILABLE,

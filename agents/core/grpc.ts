@@ -1,6 +1,8 @@
 // The gRPC transport over the core: one bidi Session stream per plane session, each
 // request answered by a reply with the same call_id. A stream ending or being
 // cancelled never closes the plane session; the client may reattach with its token.
+// When the session is lost (its browser died), the agent tells the session's streams
+// at once with an unsolicited reply: call_id 0, status 410, {detail, event: "session_lost"}.
 import * as grpc from '@grpc/grpc-js';
 import { loadPlaneProto, type PlaneAgentHandlers, type PlaneReply, type PlaneRequest__Output } from '../../proto/load.ts';
 import { grpcStatusOf, toPlaneError } from './errors.ts';
@@ -78,9 +80,14 @@ export function grpcServer(core: PlaneCore, opts: GrpcOptions = {}): grpc.Server
       let open = true;
       let inFlight = 0;
       let ended = false;
+      const unsubscribe = core.onSessionLost((token, reason) => {
+        if (!open || !streamToken || !safeEqual(token, streamToken)) return;
+        call.write({ call_id: 0, status: 410, body_json: JSON.stringify({ detail: reason, event: 'session_lost' }), blob: Buffer.alloc(0) });
+      });
       const finish = (): void => {
         if (open && ended && inFlight === 0) {
           open = false;
+          unsubscribe();
           call.end();
         }
       };
@@ -103,9 +110,11 @@ export function grpcServer(core: PlaneCore, opts: GrpcOptions = {}): grpc.Server
       });
       call.on('cancelled', () => {
         open = false;
+        unsubscribe();
       });
       call.on('error', (err) => {
         open = false;
+        unsubscribe();
         opts.log?.('session stream error', { err: String(err) });
       });
     },

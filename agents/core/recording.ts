@@ -28,15 +28,17 @@ export class Recording {
   private readonly exited: Promise<unknown>;
   private stopped = false;
 
-  /** `input`: ffmpeg input arguments; `stdin`: true when frames are written to stdin. */
+  /** `input`: ffmpeg input arguments; `stdin`: true when frames are written to stdin; `env`: e.g. the display's XAUTHORITY. */
   constructor(
     readonly file: string,
     input: string[],
     readonly stdin: boolean,
+    env: Record<string, string> = {},
   ) {
     mkdirSync(dirname(file), { recursive: true });
     this.child = spawn('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-y', ...(stdin ? [] : ['-nostdin']), ...input, ...WEBM_OUT, file], {
       stdio: [stdin ? 'pipe' : 'ignore', 'ignore', 'ignore'],
+      env: { ...process.env, ...env },
     });
     this.child.stdin?.on('error', () => undefined);
     this.exited = once(this.child, 'exit').catch(() => undefined);

@@ -1,7 +1,6 @@
 // Process entry shared by both planes: reads PLANE_* env, serves HTTP and gRPC over
 // one core, prints the bound ports as one JSON line and closes the session on SIGTERM.
 import { readFileSync } from 'node:fs';
-import { mkdirSync } from 'node:fs';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { once } from 'node:events';
@@ -14,6 +13,7 @@ import { PlaneCore } from './core.ts';
 import { httpApp } from './http.ts';
 import { grpcServer } from './grpc.ts';
 import type { PlaneFactory } from './types.ts';
+import { browserUser, prepareDataDir, sweepStaleTempDirs } from './browser-user.ts';
 
 export interface AgentConfig {
   host: string;
@@ -68,7 +68,12 @@ export interface RunningAgent {
 export async function startAgent(factory: PlaneFactory, cfg: AgentConfig): Promise<RunningAgent> {
   const log = pino({ name: `agent-${factory.backend}` }, pino.destination(2));
   const logFn = (msg: string, fields?: Record<string, unknown>): void => log.warn(fields ?? {}, msg);
-  mkdirSync(cfg.dataDir, { recursive: true });
+  // As root, the browser runs as the browser user (refused at start when it is missing):
+  // the data dir and the temp dir must let it reach its own 0700 directories.
+  const opened = prepareDataDir(cfg.dataDir, browserUser());
+  if (opened.length > 0) logFn('made directories traversable (o+x) for the browser user', { dirs: opened });
+  const swept = sweepStaleTempDirs();
+  if (swept.length > 0) logFn('removed temp dirs of agents no longer running', { dirs: swept });
   const core = new PlaneCore(factory, cfg.dataDir);
   if (cfg.warmPool > 0) factory.startPool?.(cfg.warmPool, logFn);
   const tls = cfg.tlsCert && cfg.tlsKey ? { cert: readFileSync(cfg.tlsCert), key: readFileSync(cfg.tlsKey) } : undefined;
@@ -110,7 +115,13 @@ export async function runAgentMain(factory: PlaneFactory): Promise<void> {
     process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
     process.exit(2);
   }
-  const agent = await startAgent(factory, cfg);
+  let agent: RunningAgent;
+  try {
+    agent = await startAgent(factory, cfg);
+  } catch (err) {
+    process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(2);
+  }
   process.stdout.write(
     `${JSON.stringify({ event: 'listening', backend: factory.backend, host: cfg.host, http_port: agent.httpPort, grpc_port: agent.grpcPort, tls: Boolean(cfg.tlsCert), warm_pool: cfg.warmPool, pid: process.pid })}\n`,
   );

@@ -1,4 +1,6 @@
 // The records of the spec's compute-plane wire contract, shared by both planes.
+import type { LostSignal } from './lost.ts';
+
 export type Backend = 'computer_plane' | 'dom_plane';
 
 export interface Capabilities {
@@ -63,6 +65,8 @@ export interface PlaneSessionImpl {
   close(): Promise<void>;
   /** Fields merged into GET /health while the session is bound (egress guard, recording). */
   health?(): Record<string, unknown>;
+  /** Set once the session's browser (or display) is gone; the core then refuses its calls with 410. */
+  readonly lost?: LostSignal;
 }
 
 export interface PlaneFactory {

@@ -73,17 +73,21 @@ export function profileDir(dataDir: string, tenantId: string, profileId: string)
   return dir;
 }
 
-// Flags that would hand the browser to someone else, break isolation or route traffic
-// around the egress guard are refused.
+/** Flags that weaken or switch off Chromium's sandbox: never passed, whoever asks. */
+export const SANDBOX_OFF_FLAGS =
+  /^--(no-sandbox|disable-seccomp-filter-sandbox|disable-namespace-sandbox|disable-setuid-sandbox|disable-gpu-sandbox|no-zygote|single-process|in-process-gpu)(=|$)/;
+
+// Flags that would hand the browser to someone else, break isolation, start other
+// programs in the browser's place or route traffic around the egress guard are refused.
 const FORBIDDEN_FLAG =
-  /^--(user-data-dir|remote-debugging-port|remote-debugging-address|remote-debugging-pipe|proxy-server|no-proxy-server|proxy-bypass-list|proxy-pac-url|proxy-auto-detect|winhttp-proxy-resolver|host-resolver-rules|host-rules|force-webrtc-ip-handling-policy)(=|$)/;
+  /^--(user-data-dir|remote-debugging-port|remote-debugging-address|remote-debugging-pipe|proxy-server|no-proxy-server|proxy-bypass-list|proxy-pac-url|proxy-auto-detect|winhttp-proxy-resolver|host-resolver-rules|host-rules|force-webrtc-ip-handling-policy|renderer-cmd-prefix|utility-cmd-prefix|gpu-launcher|browser-subprocess-path)(=|$)/;
 
 export function parseInit(raw: unknown): SessionInitRequest {
   const b = asBody(raw);
   const flags = strArray(b, 'chrome_flags');
   for (const f of flags) {
     if (!f.startsWith('--')) throw badRequest(`chrome_flags entries must start with --: ${JSON.stringify(f).slice(0, 80)}`);
-    if (FORBIDDEN_FLAG.test(f)) throw badRequest(`chrome flag not allowed: ${f.split('=')[0]}`);
+    if (FORBIDDEN_FLAG.test(f) || SANDBOX_OFF_FLAGS.test(f)) throw badRequest(`chrome flag not allowed: ${f.split('=')[0]}`);
   }
   let viewport: [number, number] = [1280, 720];
   if (b.viewport !== undefined && b.viewport !== null) {

@@ -15,6 +15,7 @@ import type { OpResult, OpSpec, PlaneFactory, PlaneSessionImpl, SessionInitReque
 import { Tabs } from './tabs.ts';
 import { CLIPBOARD, FOCUSED, inPage, PAGE_LOAD, PEEK } from '../core/inpage.ts';
 import { matchesPin } from './pin.ts';
+import { LostSignal } from '../core/lost.ts';
 
 const ROUTES = {
   screenshot: 'POST',
@@ -113,8 +114,8 @@ function egressBlocked(host: string): Error {
 const POOL_VIEWPORT: [number, number] = [1280, 720];
 let pool: WarmPool<Launched> | undefined;
 
-function launchHeadless(dir: string, egress: Launched['egress'], viewport: [number, number], flags: string[]) {
-  return launchChromium({ userDataDir: dir, headless: true, viewport, egress, extraFlags: flags });
+function launchHeadless(dir: string, egress: Launched['egress'], home: string, viewport: [number, number], flags: string[]) {
+  return launchChromium({ userDataDir: dir, headless: true, viewport, egress, home, extraFlags: flags });
 }
 
 /** Waits for a fresh tab to leave about:blank (popups start there). */
@@ -126,7 +127,12 @@ async function settled(p: Page): Promise<void> {
 
 async function startDom(init: SessionInitRequest, dataDir: string): Promise<PlaneSessionImpl> {
   const fits = !init.persist_profile && init.chrome_flags.length === 0 && init.viewport[0] === POOL_VIEWPORT[0] && init.viewport[1] === POOL_VIEWPORT[1];
-  const warm = fits ? pool?.take() : undefined;
+  let warm = fits ? pool?.take() : undefined;
+  // A pooled browser that died while it waited is discarded.
+  if (warm && !warm.browser.connected) {
+    await closeLaunched(warm);
+    warm = undefined;
+  }
   let launched: Launched | undefined = warm;
   let tabs: Tabs;
   let recorder: ScreencastRecorder | undefined;
@@ -134,7 +140,7 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
     if (launched) launched.egress.configure(sessionEgress(init));
     else {
       const userDataDir = init.persist_profile ? profileDir(dataDir, init.tenant_id, init.profile_id) : undefined;
-      launched = await withEgress(init, userDataDir, (dir, egress) => launchHeadless(dir, egress, init.viewport, init.chrome_flags));
+      launched = await withEgress(init, userDataDir, (dir, egress, home) => launchHeadless(dir, egress, home, init.viewport, init.chrome_flags));
     }
     tabs = new Tabs(launched.browser);
     await tabs.init();
@@ -149,6 +155,8 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
   }
   const l = launched;
   const b = l.browser;
+  const lost = new LostSignal();
+  lost.watchBrowser(b);
   const [width, height] = init.viewport;
   const op = (http: 'GET' | 'POST', idempotent: boolean, run: (body: Body) => Promise<Record<string, unknown>>): OpSpec => ({
     http,
@@ -283,7 +291,9 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
     warm: warm !== undefined,
     recordingFile: recorder?.file,
     health: () => ({ egress: l.egress.status(), recording: recorder !== undefined }),
+    lost,
     close: async () => {
+      lost.closingNow();
       await recorder?.stop();
       await closeLaunched(l);
     },
@@ -296,7 +306,7 @@ export const domPlane: PlaneFactory = {
   routes: ROUTES,
   start: startDom,
   startPool(size, log) {
-    pool ??= new WarmPool(size, () => withEgress(undefined, undefined, (dir, egress) => launchHeadless(dir, egress, POOL_VIEWPORT, [])), closeLaunched, log);
+    pool ??= new WarmPool(size, () => withEgress(undefined, undefined, (dir, egress, home) => launchHeadless(dir, egress, home, POOL_VIEWPORT, [])), closeLaunched, log);
     pool.fill();
   },
   async stopPool() {

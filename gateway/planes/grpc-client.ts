@@ -1,9 +1,11 @@
 // The gRPC PlaneTransport: one Session stream multiplexing calls by call_id. A stream
 // that errors, ends or stops answering fails its pending calls with a clear class
 // (unavailable / timeout) and is reopened, with the session token, on the next call.
+// The agent's unsolicited reply (call_id 0, status 410) says the session is lost; it
+// and a stream going down are passed to the session as events.
 import * as grpc from '@grpc/grpc-js';
 import { loadPlaneProto, type PlaneAgentClient, type PlaneReply__Output, type PlaneRequest } from '../../proto/load.ts';
-import { PlaneCallError, type CallOptions, type CallReply, type PlaneHealth, type PlaneTransport, type TransportOptions } from './types.ts';
+import { PlaneCallError, type CallOptions, type CallReply, type PlaneHealth, type PlaneTransport, type TransportEvent, type TransportOptions } from './types.ts';
 
 interface Pending {
   resolve: (r: CallReply) => void;
@@ -17,6 +19,8 @@ export class GrpcTransport implements PlaneTransport {
   private stream: grpc.ClientDuplexStream<PlaneRequest, PlaneReply__Output> | undefined;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
+  private readonly listeners = new Set<(e: TransportEvent) => void>();
+  private closed = false;
 
   constructor(
     target: string,
@@ -43,6 +47,10 @@ export class GrpcTransport implements PlaneTransport {
     if (this.stream) return this.stream;
     const stream = this.client.Session(this.metadata(token));
     stream.on('data', (reply: PlaneReply__Output) => {
+      if (reply.call_id === 0) {
+        if (reply.status === 410) this.emit({ type: 'lost', detail: detailOf(reply.body_json) ?? 'the session is lost' });
+        return;
+      }
       const p = this.pending.get(reply.call_id);
       if (!p) return;
       this.pending.delete(reply.call_id);
@@ -58,12 +66,15 @@ export class GrpcTransport implements PlaneTransport {
       else p.reject(new PlaneCallError(reply.status, typeof body.detail === 'string' ? body.detail : `status ${reply.status}`));
     });
     const fail = (err: PlaneCallError): void => {
-      if (this.stream === stream) this.stream = undefined;
+      const mine = this.stream === stream;
+      if (mine) this.stream = undefined;
       for (const [id, p] of this.pending) {
         clearTimeout(p.timer);
         this.pending.delete(id);
         p.reject(err);
       }
+      // The agent may be gone: the session checks (a stream we dropped ourselves is not news).
+      if (mine && !this.closed) this.emit({ type: 'down', detail: err.detail });
     };
     stream.on('error', (err: grpc.ServiceError) => {
       if (err.code === grpc.status.UNAUTHENTICATED) fail(new PlaneCallError(401, err.details || 'unauthenticated', 'unauthorized'));
@@ -116,8 +127,26 @@ export class GrpcTransport implements PlaneTransport {
   }
 
   disconnect(): void {
+    this.closed = true;
     this.stream?.cancel();
     this.stream = undefined;
     this.client.close();
+  }
+
+  onEvent(listener: (e: TransportEvent) => void): void {
+    this.listeners.add(listener);
+  }
+
+  private emit(e: TransportEvent): void {
+    for (const l of this.listeners) l(e);
+  }
+}
+
+function detailOf(json: string): string | undefined {
+  try {
+    const d = (JSON.parse(json) as { detail?: unknown }).detail;
+    return typeof d === 'string' ? d : undefined;
+  } catch {
+    return undefined;
   }
 }

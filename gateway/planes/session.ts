@@ -1,6 +1,9 @@
 // PlaneSession: the typed calls of the wire contract over either transport, with
 // per-call deadlines and retries that reuse the step_id (the agent deduplicates, so a
-// retried action never runs twice).
+// retried action never runs twice). A session is lost once its browser, display or
+// agent is gone: a call answered 410 (or 401 for a session the agent no longer holds),
+// the agent's notice on the gRPC stream, or the watch() probe says so. `lost` then
+// resolves with the reason and every later call fails at once with kind 'lost'.
 import { randomUUID } from 'node:crypto';
 import { GrpcTransport } from './grpc-client.ts';
 import { HttpTransport } from './http-client.ts';
@@ -42,6 +45,16 @@ export interface StepOptions {
   deadlineMs?: number;
 }
 
+export interface WatchOptions {
+  /** Probe the agent's health this often (ms). */
+  intervalMs?: number;
+  /** An agent that cannot be reached for this long (ms) counts as lost. */
+  unreachableMs?: number;
+}
+
+/** Calls a lost session still makes: closing it (the agent may reap and keep the video), health, the video. */
+const AFTER_LOSS = new Set(['session/close', 'health', 'recording']);
+
 export function transportFor(o: ConnectOptions): PlaneTransport {
   const u = new URL(o.url);
   if (u.protocol === 'http:' || u.protocol === 'https:') return new HttpTransport(o.url, o);
@@ -57,6 +70,20 @@ export class PlaneSession {
   private readonly deadlineMs: number;
   private readonly initDeadlineMs: number;
   private readonly retries: number;
+  private runId: string | undefined;
+  /** The agent has accepted the current token at least once (a 401 for it then means the session is gone). */
+  private confirmed = false;
+  private closing = false;
+  private lostWhy: string | undefined;
+  private settleLost!: (reason: string) => void;
+  /** Resolves with the reason once the session is lost (never for a session closed first). */
+  readonly lost = new Promise<string>((resolve) => {
+    this.settleLost = resolve;
+  });
+  private watchTimer: NodeJS.Timeout | undefined;
+  private unreachableMs = 5000;
+  private unreachableSince: number | undefined;
+  private probing = false;
 
   constructor(
     readonly transport: PlaneTransport,
@@ -65,22 +92,58 @@ export class PlaneSession {
     this.deadlineMs = opts.deadlineMs ?? 30_000;
     this.initDeadlineMs = opts.initDeadlineMs ?? 60_000;
     this.retries = opts.retries ?? 2;
+    transport.onEvent?.((e) => {
+      if (e.type === 'lost') this.markLost(e.detail);
+      else if (this.watchTimer) void this.probe();
+    });
+  }
+
+  /** Why the session is lost, or undefined while it is not. */
+  get lostReason(): string | undefined {
+    return this.lostWhy;
+  }
+
+  /** Marks the session lost (also for owners that know better, e.g. its agent process exited). */
+  markLost(reason: string): void {
+    if (this.lostWhy !== undefined || this.closing || !this.token) return;
+    this.lostWhy = reason;
+    this.stopWatch();
+    this.settleLost(reason);
   }
 
   /** Low-level call with retries; every typed method goes through here. */
   async call(method: string, verb: 'GET' | 'POST', body: Record<string, unknown> = {}, o: StepOptions & { idempotent?: boolean } = {}): Promise<{ body: Record<string, unknown>; blob?: Buffer }> {
+    if (this.lostWhy !== undefined && !AFTER_LOSS.has(method)) throw new PlaneCallError(410, this.lostWhy, 'lost');
     const stepId = o.idempotent ? (o.stepId ?? randomUUID()) : o.stepId;
     let attempt = 0;
     for (;;) {
       try {
-        return await this.transport.call(method, body, { verb, stepId, sessionToken: this.token, deadlineMs: o.deadlineMs ?? this.deadlineMs });
+        const reply = await this.transport.call(method, body, { verb, stepId, sessionToken: this.token, deadlineMs: o.deadlineMs ?? this.deadlineMs });
+        if (this.token && method !== 'health') this.confirmed = true;
+        return reply;
       } catch (err) {
         const retry = err instanceof PlaneCallError && err.retryable && attempt < this.retries;
-        if (!retry) throw err;
+        if (!retry) throw this.lossOf(method, err);
         attempt += 1;
         await new Promise((r) => setTimeout(r, 100 * attempt));
       }
     }
+  }
+
+  /** A failure that means the session is gone marks it lost (and reads as kind 'lost'). */
+  private lossOf(method: string, err: unknown): unknown {
+    if (!(err instanceof PlaneCallError) || !this.token || method === 'session/init') return err;
+    if (err.kind === 'lost') {
+      this.markLost(err.detail);
+      return err;
+    }
+    // A session token the agent does not know: it restarted or was closed under us.
+    if (err.kind === 'unauthorized' && this.confirmed && !this.closing) {
+      const lost = new PlaneCallError(410, `the plane agent no longer holds this session (${err.detail})`, 'lost');
+      this.markLost(lost.detail);
+      return lost;
+    }
+    return err;
   }
 
   async init(req: SessionInitRequest, o: StepOptions = {}): Promise<SessionInitResponse> {
@@ -88,18 +151,64 @@ export class PlaneSession {
     const r = (await this.call('session/init', 'POST', { ...req }, { deadlineMs: o.deadlineMs ?? this.initDeadlineMs })).body as unknown as SessionInitResponse;
     this.token = r.session_token;
     this.capabilities = r.capabilities;
+    this.runId = req.run_id;
+    this.confirmed = true;
     return r;
   }
 
   /** Reattach to a bound session (e.g. after the gateway restarted). */
   attach(token: string): void {
     this.token = token;
+    this.confirmed = false;
   }
 
   async close(o: StepOptions = {}): Promise<void> {
+    this.closing = true;
+    this.stopWatch();
     await this.call('session/close', 'POST', {}, o);
     this.closedToken = this.token;
     this.token = undefined;
+  }
+
+  /**
+   * Probes the agent every `intervalMs` (and at once when the gRPC stream goes down):
+   * the session is lost when the agent reports it lost, no longer holds it (restarted),
+   * or cannot be reached for `unreachableMs`.
+   */
+  watch(o: WatchOptions = {}): void {
+    if (this.watchTimer || this.lostWhy !== undefined) return;
+    this.unreachableMs = o.unreachableMs ?? 5000;
+    this.watchTimer = setInterval(() => void this.probe(), o.intervalMs ?? 2000);
+    this.watchTimer.unref();
+  }
+
+  stopWatch(): void {
+    if (this.watchTimer) clearInterval(this.watchTimer);
+    this.watchTimer = undefined;
+  }
+
+  private async probe(): Promise<void> {
+    if (!this.token || this.closing || this.lostWhy !== undefined || this.probing) return;
+    this.probing = true;
+    try {
+      const h = (await this.transport.call('health', {}, { verb: 'GET', sessionToken: this.token, deadlineMs: 3000 })).body as unknown as PlaneHealth;
+      this.unreachableSince = undefined;
+      if (typeof h.session_lost === 'string') this.markLost(h.session_lost);
+      else if (!h.session_bound || (this.runId !== undefined && h.run_id !== undefined && h.run_id !== this.runId)) {
+        this.markLost('the plane agent no longer holds this session (it restarted or closed it)');
+      }
+    } catch (err) {
+      const e = err instanceof PlaneCallError ? err : new PlaneCallError(503, String(err), 'unavailable');
+      if (e.kind === 'unauthorized') this.markLost(`the plane agent no longer accepts this client (${e.detail})`);
+      // Nothing listens where the agent was: it exited (a restarted agent holds no session either).
+      else if (/ECONNREFUSED/.test(e.detail)) this.markLost(`the plane agent is gone: ${e.detail.slice(0, 200)}`);
+      else {
+        this.unreachableSince ??= Date.now();
+        if (Date.now() - this.unreachableSince >= this.unreachableMs) this.markLost(`the plane agent is unreachable: ${e.detail}`);
+      }
+    } finally {
+      this.probing = false;
+    }
   }
 
   async screenshot(format: 'png' | 'jpeg' | 'webp' = 'png', o: StepOptions = {}): Promise<Screenshot> {
@@ -185,6 +294,7 @@ export class PlaneSession {
 
   /** Drops the connection only; the agent keeps the session until close(). */
   disconnect(): void {
+    this.stopWatch();
     this.transport.disconnect();
   }
 }

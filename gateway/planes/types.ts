@@ -132,6 +132,10 @@ export interface PlaneHealth {
   uptime_ms: number;
   /** Warm items ready on the agent (PlaneSession.status(); the unary gRPC Health carries the base fields). */
   pool_ready?: number;
+  /** The run the bound session serves (PlaneSession.status()). */
+  run_id?: string | null;
+  /** Why the bound session is lost (its browser or display is gone); ok is false then (PlaneSession.status()). */
+  session_lost?: string | null;
   /** The bound session's egress guard (PlaneSession.status()). */
   egress?: { allow_private: boolean; chained: boolean; blocked_count: number; last_blocked: { host: string; address: string; at_ms: number } | null };
 }
@@ -142,6 +146,8 @@ export type PlaneErrorKind =
   | 'forbidden'
   | 'not_found'
   | 'conflict'
+  /** The session's browser (or display, or the agent holding it) is gone for good: 410. */
+  | 'lost'
   | 'unavailable'
   | 'timeout'
   | 'internal';
@@ -153,6 +159,7 @@ const KIND_BY_STATUS: Record<number, PlaneErrorKind> = {
   404: 'not_found',
   405: 'not_found',
   409: 'conflict',
+  410: 'lost',
   413: 'bad_request',
   422: 'bad_request',
   503: 'unavailable',
@@ -189,6 +196,9 @@ export interface CallReply {
   blob?: Buffer;
 }
 
+/** What a transport tells its session unasked: the agent's notice that the session is lost, or its stream went down. */
+export type TransportEvent = { type: 'lost'; detail: string } | { type: 'down'; detail: string };
+
 /** One wire format (gRPC stream or HTTP) to one agent. */
 export interface PlaneTransport {
   readonly kind: 'grpc' | 'http';
@@ -196,6 +206,8 @@ export interface PlaneTransport {
   health(deadlineMs: number): Promise<PlaneHealth>;
   /** Drops connections; does not close the plane session. */
   disconnect(): void;
+  /** Events the transport hears between calls (gRPC only; HTTP has no channel for them). */
+  onEvent?(listener: (e: TransportEvent) => void): void;
 }
 
 export interface TransportOptions {

@@ -60,19 +60,48 @@ async function keepRecording(session: PlaneSession, file: string | undefined): P
   await writeFile(file, rec.video);
 }
 
-async function lease(session: PlaneSession, run: RunRecord, backend: Backend, lost: Promise<string>, release: () => Promise<void>, videoFile?: string): Promise<PlaneLease> {
+/** How a lease watches its session between calls (a remote agent has no process to watch). */
+const WATCH = { intervalMs: 1000, unreachableMs: 5000 };
+
+/**
+ * A lease on an initialised session. It is lost when the agent process exits (local
+ * agents), or the session is: a call answered 410 (the browser or display died),
+ * the agent's notice on the stream, or the watch probe finding the session gone
+ * (agent restarted, unreachable). Nothing is reported once close() has begun.
+ */
+async function lease(session: PlaneSession, run: RunRecord, backend: Backend, agent: Agent | undefined, release: () => Promise<void>, videoFile?: string): Promise<PlaneLease> {
   const init = await session.init(initRequest(run, backend));
   const plane = adaptPlane(session, init.capabilities);
   let closed = false;
+  let why: string | undefined;
+  session.watch(WATCH);
+  void agent?.exited.then((reason) => session.markLost(reason));
+  const first = Promise.race(agent ? [agent.exited, session.lost] : [session.lost]).then((reason) => {
+    why ??= reason;
+    return reason;
+  });
+  // Synchronous: the agent's exit may be known before the promise chain above has run.
+  const agentGone = (): string | undefined => {
+    const c = agent?.child;
+    return c && (c.exitCode !== null || c.signalCode !== null) ? `agent exited (${c.signalCode ?? c.exitCode})` : undefined;
+  };
   return {
     plane,
-    lost: lost.then((why) => (closed ? new Promise<string>(() => {}) : why)),
+    lost: first.then((reason) => (closed ? new Promise<string>(() => {}) : reason)),
+    isLost: () => (closed ? undefined : (why ?? session.lostReason ?? agentGone())),
     async close() {
+      const wasLost = why ?? session.lostReason;
       closed = true;
+      session.stopWatch();
       try {
-        await session.close({ deadlineMs: 15_000 });
+        // A lost session is still closed (the agent reaps its display and recorder and
+        // keeps the video); an agent that is gone has nothing left to close.
+        await session.close({ deadlineMs: wasLost ? 5000 : 15_000 });
         await keepRecording(session, videoFile);
+      } catch (err) {
+        if (!wasLost) throw err;
       } finally {
+        session.disconnect();
         await release();
       }
     },
@@ -191,7 +220,7 @@ export class LocalAgentPlanes implements PlaneProvider {
     try {
       if (signal?.aborted) throw new Error('the run was stopped before its plane opened');
       const session = connectPlane({ url: agent.url, secret: agent.secret, initDeadlineMs: 60_000 });
-      return await lease(session, run, backend, agent.exited, stop, path.join(runDir(this.dataDir, run), 'video.webm'));
+      return await lease(session, run, backend, agent, stop, path.join(runDir(this.dataDir, run), 'video.webm'));
     } catch (err) {
       await stop();
       throw new PlaneUnavailable(`${backend} session could not start: ${(err as Error).message}`);
@@ -239,7 +268,7 @@ export class RemoteAgentPlanes implements PlaneProvider {
     this.busy.add(backend);
     try {
       const session = connectPlane({ url, secret: this.secret, ca: this.ca });
-      return await lease(session, run, backend, new Promise<string>(() => {}), async () => {
+      return await lease(session, run, backend, undefined, async () => {
         this.busy.delete(backend);
       });
     } catch (err) {

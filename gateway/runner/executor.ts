@@ -107,7 +107,7 @@ export class RunExecutor {
       run = { ...run, phase: 'running' };
       await this.d.store.save(run);
       await this.d.store.emit(run, 'run.status', { status: 'running', phase: 'running', backend: opened.plane.capabilities.backend });
-      const w = new Walker(this.d, run, opened.plane, st, abort.signal, (r) => (run = r), () => lost ?? opened.isLost?.(), recording);
+      const w = new Walker(this.d, run, opened.plane, st, abort.signal, (r) => (run = r), () => lost ?? opened.isLost(), recording);
       await w.walk(run.plan.steps, 'steps');
       // a stop that came during the last step (cancel, cap, a plane that died) is the run's ending
       w.check();

@@ -5,10 +5,14 @@ import type { RunRecord } from '../runs/records.ts';
 
 export interface PlaneLease {
   plane: Plane;
-  /** fires when the plane goes away mid-run (agent or browser died) */
+  /**
+   * Resolves (with the reason) when the plane goes away mid-run: the agent exited or is
+   * unreachable, the session's browser or display died (a call answered 410, kind
+   * 'lost'), or the agent no longer holds the session. Never resolves after close().
+   */
   lost: Promise<string>;
-  /** why the plane went away, once it has; undefined while it is alive */
-  isLost?(): string | undefined;
+  /** The reason `lost` resolved with (or is about to), checked synchronously after a failed step; undefined while the plane is fine and after close(). */
+  isLost(): string | undefined;
   close(): Promise<void>;
 }
 

@@ -96,7 +96,16 @@ export async function startFixture(): Promise<Fixture> {
       '/other': PAGE('Other page', '<h1>other</h1>'),
       '/page2': PAGE('Page two', '<h1>two</h1>'),
       '/start': PAGE('Start', '<h1>start</h1>'),
+      // A full-width magenta band from the page's very top: whatever the browser puts
+      // between its toolbar and the page (an infobar) shows as rows of another colour.
+      '/band': PAGE('Band', '<div style="position:fixed;top:0;left:0;width:100%;height:240px;background:#ff00ff"></div>'),
     };
+    if (path === '/slow') {
+      // Answers after 20 s: a navigation that is still in flight when a test kills the browser.
+      const t = setTimeout(() => res.writeHead(200, { 'content-type': 'text/html' }).end(PAGE('Slow', 'slow')), 20_000);
+      res.once('close', () => clearTimeout(t));
+      return;
+    }
     const html = pages[path ?? ''];
     res.writeHead(html ? 200 : 404, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
     res.end(html ?? 'not found');
@@ -218,6 +227,32 @@ export function processesMentioning(needle: string): number[] {
     if (Number.isInteger(p) && p !== process.pid && cmdline(p).includes(needle)) out.push(p);
   }
   return out;
+}
+
+/** Uid, seccomp mode and pid-namespace pids of a process, from /proc/<pid>/status. */
+export function procStatus(pid: number): { uid: number; seccomp: number; nspid: number[] } | undefined {
+  try {
+    const st = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const field = (k: string): string => new RegExp(`^${k}:\\s*(.*)$`, 'm').exec(st)?.[1] ?? '';
+    return { uid: Number(field('Uid').split(/\s+/)[1]), seccomp: Number(field('Seccomp')), nspid: field('NSpid').split(/\s+/).filter(Boolean).map(Number) };
+  } catch {
+    return undefined;
+  }
+}
+
+/** The browser process and every process it started (zygotes, renderers, GPU, utilities). */
+export function browserTree(chromePid: number): number[] {
+  return [chromePid, ...descendants(chromePid)];
+}
+
+/** `p`, or a rejection naming `what` after `ms`. */
+export function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  return Promise.race([
+    p,
+    new Promise<T>((_, reject) => {
+      setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms).unref();
+    }),
+  ]);
 }
 
 export async function waitFor<T>(fn: () => Promise<T | undefined> | T | undefined, ms = 10_000, what = 'condition'): Promise<T> {
