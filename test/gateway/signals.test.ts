@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { cmdline, descendants, stillPresent } from '../planes/support.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
@@ -154,7 +155,9 @@ describe('signals to `npm start`', function () {
     const runId = accepted.body.run_id as string;
     const running = await until(async () => (await request(started!.url, 'GET', `/v1/runs/${runId}`, { token })).body?.phase === 'running', 60_000);
     expect(running, 'the run reached its wait step').to.equal(true);
-    const browsers = (await processesMentioning(dir)).filter((p) => /chrom/i.test(p.cmd));
+    // the browser runs with an allowlisted environment (not the data dir): find it below the gateway's processes
+    const ours = (await processesMentioning(dir)).map((p) => p.pid);
+    const browsers = [...new Set(ours.flatMap((p) => descendants(p)))].filter((p) => /chrom/i.test(cmdline(p)));
     expect(browsers, 'the run has a browser').to.not.have.length(0);
 
     const t0 = Date.now();
@@ -162,6 +165,7 @@ describe('signals to `npm start`', function () {
     await within(30_000, 'npm exits', started.exited);
     const stoppedMs = Date.now() - t0;
     expect(await until(async () => (await processesMentioning(dir)).length === 0, 5_000), JSON.stringify(await processesMentioning(dir))).to.equal(true);
+    expect(await until(async () => stillPresent(browsers).length === 0, 5_000), `browsers left: ${stillPresent(browsers).join(' ')}`).to.equal(true);
     expect(await portOpen(started.port)).to.equal(false);
     expect(started.stdout()).to.match(/halting 1 run/);
 

@@ -86,9 +86,11 @@ describe('the example plugins in a run (SERVICE_PLUGINS_DIR=examples/plugins, re
     expect(life).to.include({ status: 'failed', halt_class: 'no_schema_configured' });
     expect(r.body.error).to.equal('extract_failed');
     const steps = r.body.steps as Body[];
-    // a step that halts the run is not recorded as a step entry (the runner's behaviour for every halt)
-    expect(steps.map((s) => s.type)).to.deep.equal(['navigate', 'brain_task']);
+    // the step that halted the run has its entry, saying why
+    expect(steps.map((s) => s.type)).to.deep.equal(['navigate', 'brain_task', 'extract_data']);
     expect(steps[1]).to.include({ success: false, attempts: 1, data: "brain 'default-cua' is not configured on this deployment" });
+    expect(steps[2]).to.include({ success: false, failure_class: 'extractor_error', attempts: 1 });
+    expect(steps[2]!.data).to.match(/^halted \(no_schema_configured\): step type 'extract_data' needs an extraction schema/);
     expect(r.body.summary).to.match(/halted: step type 'extract_data' needs an extraction schema: an extract block or a _recipe$/);
   });
 });
