@@ -47,5 +47,8 @@ export function grpcStatusOf(httpStatus: number): GrpcStatus {
 // or stack details, so the client only ever sees a generic detail.
 export function toPlaneError(err: unknown): PlaneError {
   if (err instanceof PlaneError) return err;
+  // the cause stays in the agent's log (stderr) for the operator, never in the answer
+  const cause = err instanceof Error ? (err.stack ?? err.message) : String(err);
+  process.stderr.write(`${JSON.stringify({ level: 50, time: Date.now(), msg: 'internal error in plane agent', err: cause.slice(0, 2000) })}\n`);
   return new PlaneError(500, 'internal error in plane agent');
 }

@@ -13,6 +13,10 @@ async function evalJson<T>(s: PlaneSession, expr: string): Promise<T> {
 describe('dom_plane agent', function () {
   this.timeout(60_000);
   let agent: AgentProc;
+  // a failure shows the agent's log: an internal error's cause is only there (seen once under load in safe_back)
+  afterEach(function () {
+    if (this.currentTest?.state === 'failed') console.error(`dom_plane agent log:\n${agent?.stderr() ?? ''}`);
+  });
   let site: Fixture;
 
   before(async () => {
