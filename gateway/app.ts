@@ -21,14 +21,21 @@ import { recipeRoutes } from './routes/recipes.ts';
 import { wsRoutes } from './routes/ws.ts';
 import { pluginListRoutes } from './routes/plugins.ts';
 import { brainRoutes } from './routes/brains.ts';
+import { chatRoutes } from './routes/chat-completions.ts';
 import { diagnoseRoutes } from './routes/diagnose.ts';
 
 /** The gateway's own routes; the routes plugins declare are added by createGateway. */
-export const ALL_ROUTES: RouteSpec[] = [...opsRoutes, ...predictRoutes, ...runRoutes, ...recipeRoutes, ...wsRoutes, ...pluginListRoutes, ...brainRoutes, ...diagnoseRoutes];
+export const ALL_ROUTES: RouteSpec[] = [...opsRoutes, ...predictRoutes, ...runRoutes, ...recipeRoutes, ...wsRoutes, ...pluginListRoutes, ...brainRoutes, ...chatRoutes, ...diagnoseRoutes];
 
 function routeChain(route: RouteSpec, s: Services) {
   const chain: Array<(ctx: Ctx, next: Next) => Promise<unknown>> = [];
-  if (route.auth) chain.push(authenticate(s.tenants));
+  if (route.openai) {
+    chain.push(async (ctx, next) => {
+      ctx.state.errorShape = 'openai';
+      return next();
+    });
+  }
+  if (route.auth) chain.push(authenticate(s.tenants, { bearer: route.openai === true }));
   if (route.scope) {
     const scope = route.scope;
     chain.push(async (ctx, next) => {
