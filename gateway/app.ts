@@ -75,6 +75,12 @@ function pluginMounts(s: Services) {
   };
 }
 
+/** Which error shape a (method, path) gets before routing: OpenAI's when it is an `openai` route's (the platform layer's refusals). */
+function errorShapeOf(routes: RouteSpec[]) {
+  const openai = routes.filter((r) => r.openai).map((r) => ({ method: r.method, re: new RegExp(`^${r.path.replace(/:[A-Za-z_]+/g, '[^/]+')}$`) }));
+  return (method: string, path: string): 'openai' | undefined => (openai.some((r) => r.method === method && r.re.test(path)) ? 'openai' : undefined);
+}
+
 export function buildApp(s: Services, routes: RouteSpec[] = ALL_ROUTES): Koa<GatewayState> {
   const app = new Koa<GatewayState>({ proxy: false });
   app.silent = true; // errors are logged by errorBodies, once, without tokens
@@ -86,7 +92,7 @@ export function buildApp(s: Services, routes: RouteSpec[] = ALL_ROUTES): Koa<Gat
   app.use(requestId());
   app.use(accessLog(s.log, (route, method, status, seconds) => s.metrics.httpRequest(route, method, status, seconds)));
   app.use(errorBodies(s.log));
-  app.use(platformRoutes(s.config.gatewayApiKey));
+  app.use(platformRoutes(s.config.gatewayApiKey, errorShapeOf(routes)));
   app.use(pluginMounts(s));
   app.use(router.routes());
   app.use(router.allowedMethods({ throw: true }));

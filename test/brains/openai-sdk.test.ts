@@ -29,12 +29,14 @@ describe('OpenAI SDK against the OpenAI-compatible routes (fake model server)', 
   let gw: TestGateway;
   let client: OpenAI;
   let shot: string;
+  let brainsFile: string;
 
   before(async () => {
     fake = await startFakeModel();
     shot = (await sharp({ create: { width: 800, height: 500, channels: 3, background: { r: 250, g: 250, b: 250 } } }).png().toBuffer()).toString('base64');
     const dir = await mkdtemp(path.join(tmpdir(), 'runplane-openai-sdk-'));
     const file = path.join(dir, 'brains.json');
+    brainsFile = file;
     await writeFile(
       file,
       JSON.stringify({
@@ -93,6 +95,24 @@ describe('OpenAI SDK against the OpenAI-compatible routes (fake model server)', 
     const sync = new OpenAI({ apiKey: token, baseURL: `${gw.url}/production/sync/v1` });
     const c = await sync.chat.completions.create({ model: 'default-cua', messages: messages() });
     expect(c.choices[0]!.finish_reason).to.equal('tool_calls');
+  });
+
+  it('behind GATEWAY_API_KEY: Authorization carries the platform key, the tenant token goes as X-Service-Token in defaultHeaders', async () => {
+    const keyed = await startGateway({ env: { SERVICE_BRAINS_PATH: brainsFile, GATEWAY_API_KEY: 'platform-key' }, keys: { [token]: { tenant_id: 'acme', rate_limit_per_minute: 0 } } });
+    try {
+      const baseURL = `${keyed.url}/production/sync/v1`;
+      const platform = new OpenAI({ apiKey: token, baseURL, defaultHeaders: { Authorization: 'Api-Key platform-key', 'X-Service-Token': token } });
+      const c = await platform.chat.completions.create({ model: 'default-cua', messages: messages() });
+      expect(c.choices[0]!.finish_reason).to.equal('tool_calls');
+      // a Bearer token where the platform wants its key is refused by the platform layer, in the inner route's (OpenAI) shape
+      const e = await thrown(new OpenAI({ apiKey: token, baseURL, maxRetries: 0 }).chat.completions.create({ model: 'default-cua', messages: messages() }));
+      expect(e).to.be.instanceOf(OpenAI.AuthenticationError);
+      expect((e as Error).message).to.equal('401 missing or invalid Authorization: Api-Key header');
+      // a service route behind the platform keeps {detail}
+      expect((await keyed.req('GET', '/production/sync/v1/recipes')).body).to.deep.equal({ detail: 'missing or invalid Authorization: Api-Key header' });
+    } finally {
+      await keyed.close();
+    }
   });
 
   it('models.list returns only the configured brains; models.retrieve 404s the others', async () => {
