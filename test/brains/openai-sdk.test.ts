@@ -159,6 +159,20 @@ describe('OpenAI SDK against the OpenAI-compatible routes (fake model server)', 
     expect(err.message).to.match(/^502 brain 'mid-cua-8b': .*unreachable \(ECONNREFUSED\); gave up after 2 attempts$/);
   });
 
+  it('over the rate limit is OpenAI.RateLimitError (rate_limit_exceeded) with Retry-After', async () => {
+    const slow = newToken();
+    const keys = { [token]: { tenant_id: 'acme', rate_limit_per_minute: 0 }, [slow]: { tenant_id: 'slow', rate_limit_per_minute: 1 } };
+    await gw.writeKeys(keys);
+    await new Promise((r) => setTimeout(r, 250)); // the test gateway's keys cache is 200 ms
+    const limited = new OpenAI({ apiKey: slow, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    await limited.chat.completions.create({ model: 'default-cua', messages: messages() });
+    const e = await thrown(limited.chat.completions.create({ model: 'default-cua', messages: messages() }));
+    expect(e).to.be.instanceOf(OpenAI.RateLimitError);
+    const err = e as InstanceType<typeof OpenAI.RateLimitError>;
+    expect(err.code).to.equal('rate_limit_exceeded');
+    expect(err.headers.get('retry-after')).to.match(/^\d+$/);
+  });
+
   describe("the caller's tools", () => {
     const computer: OpenAI.Chat.ChatCompletionTool = {
       type: 'function',
