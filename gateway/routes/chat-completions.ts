@@ -87,7 +87,7 @@ export const chatRoutes: RouteSpec[] = [
       '502': '{error: {type: server_error, code: upstream_unreachable}}: the brain upstream is unreachable, refused the call or answered without a usable action',
     },
     async handler(ctx, s) {
-      const body = ctx.state.body as ChatCompletionRequest & { tool_choice?: unknown };
+      const body = ctx.state.body as ChatCompletionRequest;
       const messages = body.messages as ChatMessage[];
       const user = [...messages].reverse().find((m) => m.role === 'user');
       const image = Array.isArray(user?.content) ? user.content.filter((p) => p.type === 'image_url').at(-1) : undefined;
