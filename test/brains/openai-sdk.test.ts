@@ -133,6 +133,10 @@ describe('OpenAI SDK against the OpenAI-compatible routes (fake model server)', 
     expect(err.code).to.equal('invalid_api_key');
     expect(err.message).to.equal('401 the bearer token matches no tenant');
     expect(gw.logs.join('\n')).to.not.include(token);
+    const none = await gw.req('POST', '/v1/chat/completions', { body: { model: 'default-cua', messages: messages() } });
+    expect(none.status).to.equal(401);
+    expect(none.headers.get('www-authenticate')).to.equal('Bearer');
+    expect(none.body).to.deep.equal({ error: { message: 'missing credentials: send the tenant token as Authorization: Bearer <token> or X-Service-Token', type: 'invalid_request_error', code: 'invalid_api_key', param: null } });
   });
 
   it('an unconfigured model is OpenAI.NotFoundError (model_not_found), and the SDK sends it exactly once', async () => {
