@@ -21,14 +21,21 @@ import { recipeRoutes } from './routes/recipes.ts';
 import { wsRoutes } from './routes/ws.ts';
 import { pluginListRoutes } from './routes/plugins.ts';
 import { brainRoutes } from './routes/brains.ts';
+import { chatRoutes } from './routes/chat-completions.ts';
 import { diagnoseRoutes } from './routes/diagnose.ts';
 
 /** The gateway's own routes; the routes plugins declare are added by createGateway. */
-export const ALL_ROUTES: RouteSpec[] = [...opsRoutes, ...predictRoutes, ...runRoutes, ...recipeRoutes, ...wsRoutes, ...pluginListRoutes, ...brainRoutes, ...diagnoseRoutes];
+export const ALL_ROUTES: RouteSpec[] = [...opsRoutes, ...predictRoutes, ...runRoutes, ...recipeRoutes, ...wsRoutes, ...pluginListRoutes, ...brainRoutes, ...chatRoutes, ...diagnoseRoutes];
 
 function routeChain(route: RouteSpec, s: Services) {
   const chain: Array<(ctx: Ctx, next: Next) => Promise<unknown>> = [];
-  if (route.auth) chain.push(authenticate(s.tenants));
+  if (route.openai) {
+    chain.push(async (ctx, next) => {
+      ctx.state.errorShape = 'openai';
+      return next();
+    });
+  }
+  if (route.auth) chain.push(authenticate(s.tenants, { bearer: route.openai === true }));
   if (route.scope) {
     const scope = route.scope;
     chain.push(async (ctx, next) => {
@@ -68,6 +75,12 @@ function pluginMounts(s: Services) {
   };
 }
 
+/** Which error shape a (method, path) gets before routing: OpenAI's when it is an `openai` route's (the platform layer's refusals). */
+function errorShapeOf(routes: RouteSpec[]) {
+  const openai = routes.filter((r) => r.openai).map((r) => ({ method: r.method, re: new RegExp(`^${r.path.replace(/:[A-Za-z_]+/g, '[^/]+')}$`) }));
+  return (method: string, path: string): 'openai' | undefined => (openai.some((r) => r.method === method && r.re.test(path)) ? 'openai' : undefined);
+}
+
 export function buildApp(s: Services, routes: RouteSpec[] = ALL_ROUTES): Koa<GatewayState> {
   const app = new Koa<GatewayState>({ proxy: false });
   app.silent = true; // errors are logged by errorBodies, once, without tokens
@@ -79,7 +92,7 @@ export function buildApp(s: Services, routes: RouteSpec[] = ALL_ROUTES): Koa<Gat
   app.use(requestId());
   app.use(accessLog(s.log, (route, method, status, seconds) => s.metrics.httpRequest(route, method, status, seconds)));
   app.use(errorBodies(s.log));
-  app.use(platformRoutes(s.config.gatewayApiKey));
+  app.use(platformRoutes(s.config.gatewayApiKey, errorShapeOf(routes)));
   app.use(pluginMounts(s));
   app.use(router.routes());
   app.use(router.allowedMethods({ throw: true }));

@@ -8,6 +8,8 @@ export interface GatewayState {
   originalPath: string;
   tenant?: Tenant;
   body?: unknown;
+  /** set by a route that declares `openai`: its errors take OpenAI's shape */
+  errorShape?: 'openai';
 }
 
 export type Ctx = ParameterizedContext<GatewayState>;

@@ -1,6 +1,8 @@
 // The one catalogue of errors the gateway answers with. Each carries an HTTP
 // status, a stable class from the spec's taxonomy and a `detail` that is safe to
-// show. Anything that is not a ServiceError becomes a generic 500 whose cause is
+// show. The error middleware writes it as {detail}, or as OpenAI's
+// {error: {message, type, code, param}} on routes that declare `openai`
+// (http/openai-errors.ts maps each class). Anything that is not a ServiceError becomes a generic 500 whose cause is
 // logged, never returned.
 
 export type ErrorClass =
@@ -8,6 +10,7 @@ export type ErrorClass =
   | 'unauthenticated'
   | 'forbidden'
   | 'not_found'
+  | 'model_not_found'
   | 'method_not_allowed'
   | 'conflict'
   | 'profile_busy'
@@ -27,6 +30,7 @@ const STATUS: Record<ErrorClass, number> = {
   unauthenticated: 401,
   forbidden: 403,
   not_found: 404,
+  model_not_found: 404,
   method_not_allowed: 405,
   conflict: 409,
   profile_busy: 409,
@@ -46,13 +50,16 @@ export class ServiceError extends Error {
   readonly status: number;
   readonly errorClass: ErrorClass;
   readonly headers: Record<string, string>;
+  /** the request field at fault, when one is (OpenAI-shaped errors carry it as `param`) */
+  readonly param: string | null;
 
-  constructor(errorClass: ErrorClass, detail: string, headers: Record<string, string> = {}) {
+  constructor(errorClass: ErrorClass, detail: string, headers: Record<string, string> = {}, param: string | null = null) {
     super(detail);
     this.name = 'ServiceError';
     this.errorClass = errorClass;
     this.status = STATUS[errorClass];
     this.headers = headers;
+    this.param = param;
   }
 
   get detail(): string {
@@ -60,8 +67,10 @@ export class ServiceError extends Error {
   }
 }
 
-export const badRequest = (detail: string) => new ServiceError('bad_request', detail);
+export const badRequest = (detail: string, param: string | null = null) => new ServiceError('bad_request', detail, {}, param);
 export const notFound = (detail = 'not found') => new ServiceError('not_found', detail);
+/** 404 model_not_found: no backend serves this brain id here (GET /v1/models lists those that are). */
+export const modelNotFound = (id: string) => new ServiceError('model_not_found', `the model '${id.slice(0, 64)}' does not exist on this deployment; GET /v1/models lists the served ids`, {}, 'model');
 export const forbidden = (detail: string) => new ServiceError('forbidden', detail);
 export const unauthenticated = (detail: string) => new ServiceError('unauthenticated', detail);
 

@@ -368,7 +368,7 @@ success?: boolean
 }
 
 /**
- * Body of POST /v1/chat/completions: the OpenAI chat-completions body, read as one brain step. The last user message carries the screenshot (an image_url part with a data: URL) and the task (its text parts); earlier assistant tool calls of `act` are the action history. Other OpenAI fields are accepted and ignored.
+ * Body of POST /v1/chat/completions: the OpenAI chat-completions body, read as one brain step. The last user message carries the screenshot (an image_url part with a data: URL) and the task (its text parts); earlier assistant calls of `act` (or of the caller's functions) are the action history. Other OpenAI fields are accepted and ignored.
  */
 
 export interface ChatCompletionRequest {
@@ -386,11 +386,19 @@ messages: [ChatMessage, ...(ChatMessage)[]]
  */
 stream?: boolean
 /**
+ * The caller's functions ({type: function, function: {name, parameters}}). The action goes to the first function whose parameters JSON Schema accepts the `act` arguments object {action, ...params}; tools that cannot carry an action are 400. Absent: the service's `act` function.
+ * 
  * @maxItems 64
  */
 tools?: {
 [k: string]: unknown
 }[]
+/**
+ * auto, required, or {type: function, function: {name}} (narrows the choice to that function); none is refused with 400.
+ */
+tool_choice?: (string | {
+[k: string]: unknown
+})
 [k: string]: unknown
 }
 /**

@@ -7,11 +7,11 @@
 // state.
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { badRequest } from '../errors.ts';
+import { badRequest, modelNotFound } from '../errors.ts';
 import type { Brain, ThinkOptions } from '../plugins/contract.ts';
 import type { PluginRegistry } from '../plugins/registry.ts';
 import type { TenantResolver } from '../http/tenants.ts';
-import { DEFAULT_MODEL, servedModels } from './model-ids.ts';
+import { DEFAULT_MODEL, configuredModels, servedModels } from './model-ids.ts';
 
 export class BrainDirectory {
   constructor(
@@ -29,6 +29,18 @@ export class BrainDirectory {
       throw badRequest(`cua_model: unknown brain '${id.slice(0, 64)}'; GET /v1/models lists the accepted ids`);
     }
     return id;
+  }
+
+  /** The brain id of an OpenAI-style request: like select, but an id no backend serves here is 404 model_not_found. */
+  selectServed(requested: string | undefined): string {
+    const id = this.singleModel ?? requested ?? DEFAULT_MODEL;
+    if (!this.configured().includes(id)) throw modelNotFound(id);
+    return id;
+  }
+
+  /** The ids a backend serves on this deployment (GET /v1/models). */
+  configured(): string[] {
+    return configuredModels(this.singleModel, this.plugins.brainIds());
   }
 
   /** The tenant's hosted-model key, or undefined when its secret file is missing or empty. */

@@ -7,3 +7,12 @@ export const DEFAULT_MODEL = 'default-cua';
 export function servedModels(singleModel?: string, pluginBrains: string[] = []): string[] {
   return singleModel ? [singleModel] : [...new Set([...MODEL_IDS, ...pluginBrains])];
 }
+
+/**
+ * The ids this deployment serves (GET /v1/models): those a backend is
+ * configured for (SERVICE_BRAINS_PATH, or a plugin's brain); in single-brain
+ * mode only SERVICE_MODEL, and only when a backend serves it.
+ */
+export function configuredModels(singleModel: string | undefined, configured: string[]): string[] {
+  return singleModel ? configured.filter((id) => id === singleModel) : [...configured];
+}

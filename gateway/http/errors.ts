@@ -1,11 +1,19 @@
-// Turns every failure into {detail} with the right status. A ServiceError's
-// detail is safe to show; a dependency that cannot be reached (Redis) is 503
-// with Retry-After; anything else is logged with its stack and answered with a
+// Turns every failure into {detail} with the right status, or into OpenAI's
+// {error: {message, type, code, param}} when the matched route declares
+// `openai` (its chain marks ctx.state.errorShape). A ServiceError's detail is
+// safe to show; a dependency that cannot be reached (Redis) is 503 with
+// Retry-After; anything else is logged with its stack and answered with a
 // generic 500.
 import type { Logger } from '../log.ts';
-import { dependencyUnavailable, isServiceError, type ServiceError } from '../errors.ts';
+import { dependencyUnavailable, isServiceError, type ErrorClass, type ServiceError } from '../errors.ts';
 import { isRedisConnectionError } from '../state/redis-client.ts';
 import type { Ctx, Next } from '../context.ts';
+import { openAiError } from './openai-errors.ts';
+
+function answer(ctx: Ctx, status: number, message: string, errorClass?: ErrorClass, param: string | null = null): void {
+  ctx.status = status;
+  ctx.body = ctx.state.errorShape === 'openai' ? openAiError(status, message, errorClass, param) : { detail: message };
+}
 
 /** The 503 of a dependency that went away (the client's to retry, not a bug of ours), or undefined. */
 export function dependencyError(err: unknown): ServiceError | undefined {
@@ -25,21 +33,18 @@ export function errorBodies(log: Logger) {
       if (down) log.warn({ request_id: ctx.state.requestId, err: (caught as Error).message }, down.detail);
       const err = down ?? caught;
       if (isServiceError(err)) {
-        ctx.status = err.status;
         ctx.set(err.headers);
-        ctx.body = { detail: err.detail };
+        answer(ctx, err.status, err.detail, err.errorClass, err.param);
         return;
       }
       const e = err as { status?: unknown; expose?: unknown; message?: unknown };
       // koa / http-errors raised by libraries: 4xx with expose are safe to show
       if (typeof e.status === 'number' && e.status >= 400 && e.status < 500 && e.expose === true) {
-        ctx.status = e.status;
-        ctx.body = { detail: String(e.message) };
+        answer(ctx, e.status, String(e.message));
         return;
       }
       log.error({ err, request_id: ctx.state.requestId, tenant_id: ctx.state.tenant?.tenant_id }, 'unhandled error');
-      ctx.status = 500;
-      ctx.body = { detail: `internal error (request id ${ctx.state.requestId})` };
+      answer(ctx, 500, `internal error (request id ${ctx.state.requestId})`, 'internal');
     }
   };
 }

@@ -2,6 +2,8 @@
 // /deployment/<id>/predict reach the predict handler; .../sync/<path> reaches
 // <path> inside. When GATEWAY_API_KEY is set these families also need
 // `Authorization: Api-Key <key>`; the inner route's own auth still applies.
+// A refusal here takes the error shape of the inner route (OpenAI's for the
+// `openai` routes), so an OpenAI SDK behind the platform can read it.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { ServiceError, notFound } from '../errors.ts';
 import type { Ctx, Next } from '../context.ts';
@@ -11,7 +13,7 @@ const DEPLOYMENT_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 const sha = (s: string) => createHash('sha256').update(s, 'utf8').digest();
 
-export function platformRoutes(apiKey: string | undefined) {
+export function platformRoutes(apiKey: string | undefined, errorShapeOf: (method: string, path: string) => 'openai' | undefined = () => undefined) {
   const expected = apiKey ? sha(apiKey) : undefined;
   return async (ctx: Ctx, next: Next) => {
     const m = FAMILY.exec(ctx.path);
@@ -23,6 +25,8 @@ export function platformRoutes(apiKey: string | undefined) {
     else if (rest.startsWith('/sync/') && rest.length > '/sync/'.length) inner = rest.slice('/sync'.length);
     else throw notFound(`no route for ${ctx.method} ${ctx.path}`);
     if (FAMILY.test(inner)) throw notFound('platform routes do not nest');
+    const shape = errorShapeOf(ctx.method, inner);
+    if (shape) ctx.state.errorShape = shape;
     if (expected) {
       const header = ctx.get('authorization');
       const m2 = /^Api-Key\s+(.+)$/i.exec(header);

@@ -1,18 +1,16 @@
 // The brain routes: one brain turn for a caller that runs its own loop.
 //  - POST /v1/cua: the service's own body (screenshot, task, action_history,
-//    screen_size) in, the mapped service action out; rate-limited.
-//  - POST /v1/chat/completions: the OpenAI chat-completions body in, the
-//    action as an `act` tool call in the OpenAI response shape out (SSE chunks
-//    when stream is true); also reachable as /production/sync/v1/chat/completions.
+//    screen_size) in, the mapped service action out; rate-limited; the
+//    service's own route, so X-Service-Token and {detail} errors.
+//  - POST /v1/chat/completions: the OpenAI-compatible route, in
+//    chat-completions.ts, on the helpers here.
 // Both pick the brain like a run does (SERVICE_MODEL, else the body's id) and
-// bind it to the caller's tenant. An unreachable, refusing or garbling
-// upstream is 502 {detail}.
-import { randomUUID } from 'node:crypto';
-import { PassThrough } from 'node:stream';
+// bind it to the caller's tenant. A brain id no backend serves here is 404
+// (model_not_found); an unreachable, refusing or garbling upstream is 502.
 import sharp from 'sharp';
-import { ServiceError, badRequest } from '../errors.ts';
+import { ServiceError, badRequest, modelNotFound } from '../errors.ts';
 import { isBrainError, type Action, type Frame, type Inference } from '../plugins/contract.ts';
-import type { ChatCompletionRequest, ChatMessage, CuaRequest } from '../../schemas/types.gen.ts';
+import type { CuaRequest } from '../../schemas/types.gen.ts';
 import type { Ctx } from '../context.ts';
 import type { Services } from '../services.ts';
 import type { RouteSpec } from './route.ts';
@@ -44,10 +42,10 @@ export async function frameOf(field: string, data: string, url?: string): Promis
 }
 
 /** One turn of brain `id` for the request's tenant; brain failures become 502. */
-async function turn(ctx: Ctx, s: Services, id: string, frame: Frame, task: string, history: Action[], screen?: { width: number; height: number }): Promise<Inference> {
+export async function turn(ctx: Ctx, s: Services, id: string, frame: Frame, task: string, history: Action[], screen?: { width: number; height: number }): Promise<Inference> {
   const tenant = ctx.state.tenant!;
   const brain = s.brains.forTenant(id, tenant.tenant_id);
-  if (!brain) throw new ServiceError('upstream_unreachable', `brain '${id}' is not configured on this deployment`);
+  if (!brain) throw modelNotFound(id);
   const size = screen ?? { width: frame.screenshot.width, height: frame.screenshot.height };
   const abort = new AbortController();
   const onClose = () => abort.abort(new Error('the caller went away'));
@@ -65,62 +63,9 @@ async function turn(ctx: Ctx, s: Services, id: string, frame: Frame, task: strin
   }
 }
 
-async function rateToken(ctx: Ctx, s: Services): Promise<void> {
+export async function rateToken(ctx: Ctx, s: Services): Promise<void> {
   const headers = await s.limits.takeRateToken(ctx.state.tenant!);
   if (headers) ctx.set({ ...headers });
-}
-
-// ------------------------------------------------------------ chat completions
-
-const textOf = (m: ChatMessage): string => (typeof m.content === 'string' ? m.content : Array.isArray(m.content) ? m.content.filter((p) => p.type === 'text' && typeof p.text === 'string').map((p) => p.text).join('\n') : '');
-
-/** The action of an earlier assistant `act` tool call (the caller's loop history); unreadable ones are skipped. */
-function historyOf(messages: ChatMessage[]): Action[] {
-  const out: Action[] = [];
-  for (const m of messages) {
-    if (m.role !== 'assistant') continue;
-    for (const call of m.tool_calls ?? []) {
-      if (call.function.name !== 'act') continue;
-      try {
-        const { action, reasoning: _r, ...params } = JSON.parse(call.function.arguments ?? '{}') as Record<string, unknown>;
-        if (typeof action === 'string') out.push({ type: action, ...params } as Action);
-      } catch {
-        // not JSON: nothing to learn from it
-      }
-    }
-  }
-  return out;
-}
-
-function completion(id: string, out: Inference) {
-  const { type, ...params } = out.action;
-  return {
-    id: `chatcmpl-${randomUUID()}`,
-    object: 'chat.completion',
-    created: Math.floor(Date.now() / 1000),
-    model: id,
-    choices: [
-      {
-        index: 0,
-        message: { role: 'assistant', content: out.reasoning || null, tool_calls: [{ id: `call_${randomUUID().replace(/-/g, '').slice(0, 24)}`, type: 'function', function: { name: 'act', arguments: JSON.stringify({ action: type, ...params }) } }] },
-        finish_reason: 'tool_calls',
-      },
-    ],
-    usage: { prompt_tokens: out.usage.tokens_in, completion_tokens: out.usage.tokens_out, total_tokens: out.usage.tokens_in + out.usage.tokens_out },
-  };
-}
-
-/** The same completion as chat.completion.chunk events: role and reasoning, the tool call, the finish, usage, [DONE]. */
-function chunks(c: ReturnType<typeof completion>): string {
-  const base = { id: c.id, object: 'chat.completion.chunk', created: c.created, model: c.model };
-  const msg = c.choices[0]!.message;
-  const call = msg.tool_calls[0]!;
-  const events = [
-    { ...base, choices: [{ index: 0, delta: { role: 'assistant', content: msg.content ?? '' }, finish_reason: null }] },
-    { ...base, choices: [{ index: 0, delta: { tool_calls: [{ index: 0, id: call.id, type: 'function', function: { name: call.function.name, arguments: call.function.arguments } }] }, finish_reason: null }] },
-    { ...base, choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }], usage: c.usage },
-  ];
-  return events.map((e) => `data: ${JSON.stringify(e)}\n\n`).join('') + 'data: [DONE]\n\n';
 }
 
 export const brainRoutes: RouteSpec[] = [
@@ -141,42 +86,6 @@ export const brainRoutes: RouteSpec[] = [
       await rateToken(ctx, s);
       const out = await turn(ctx, s, id, frame, body.task, (body.action_history ?? []) as Action[], body.screen_size);
       ctx.body = { action: out.action, reasoning: out.reasoning, usage: out.usage, model: id };
-    },
-  },
-  {
-    method: 'POST',
-    path: '/v1/chat/completions',
-    summary: 'OpenAI-compatible chat completions for one brain step (the action comes as an `act` tool call; stream: true for SSE)',
-    tags: ['brains'],
-    auth: true,
-    scope: 'run',
-    rateLimited: true,
-    body: { schema: 'chat.schema.json', maxBytes: (s) => s.config.maxBrainBodyBytes },
-    responses: { '200': 'chat.completion (or text/event-stream of chat.completion.chunk ending with data: [DONE])', '502': 'the brain upstream is unreachable, refused the call or answered without a usable action' },
-    async handler(ctx, s) {
-      const body = ctx.state.body as ChatCompletionRequest;
-      const messages = body.messages as ChatMessage[];
-      const user = [...messages].reverse().find((m) => m.role === 'user');
-      const image = Array.isArray(user?.content) ? user.content.filter((p) => p.type === 'image_url').at(-1) : undefined;
-      if (!image?.image_url) throw badRequest('messages: the last user message needs an image_url part with the screenshot as a data: URL');
-      if (!image.image_url.url.startsWith('data:image/')) throw badRequest('messages: image_url must be a data:image/... URL (the gateway fetches nothing)');
-      const task = textOf(user!).trim();
-      if (!task) throw badRequest('messages: the last user message needs a text part with the task');
-      const frame = await frameOf('messages image_url', image.image_url.url);
-      const id = s.brains.select(body.model);
-      await rateToken(ctx, s);
-      const out = await turn(ctx, s, id, frame, task, historyOf(messages));
-      const c = completion(id, out);
-      if (!body.stream) {
-        ctx.body = c;
-        return;
-      }
-      ctx.status = 200;
-      ctx.type = 'text/event-stream';
-      ctx.set('Cache-Control', 'no-cache');
-      const stream = new PassThrough();
-      ctx.body = stream;
-      stream.end(chunks(c));
     },
   },
 ];

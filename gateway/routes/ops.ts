@@ -4,10 +4,10 @@
 import { createReadStream } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { DEPENDENCY_RETRY_AFTER_SECONDS, ServiceError, notFound } from '../errors.ts';
-import { servedModels } from '../brains/model-ids.ts';
+import { DEPENDENCY_RETRY_AFTER_SECONDS, ServiceError, modelNotFound, notFound } from '../errors.ts';
 import { versionBody } from '../version.ts';
 import type { Ctx } from '../context.ts';
+import type { Services } from '../services.ts';
 import { param, type RouteSpec } from './route.ts';
 
 const require = createRequire(import.meta.url);
@@ -49,6 +49,9 @@ function docsPage(path: string, summary: string, html: string): RouteSpec {
   };
 }
 
+const createdOf = (s: Services): number => Math.floor(Date.parse(s.version.started_at) / 1000);
+const modelObject = (id: string, created: number) => ({ id, object: 'model', created, owned_by: 'runplane' });
+
 const health: RouteSpec['handler'] = async (ctx) => {
   ctx.body = { status: 'ok' };
 };
@@ -83,11 +86,27 @@ export const opsRoutes: RouteSpec[] = [
   {
     method: 'GET',
     path: '/v1/models',
-    summary: 'Accepted brain ids',
+    summary: 'The brain ids this deployment serves (a backend is configured for each), in the OpenAI list shape',
     tags: ['ops'],
     auth: false,
+    openai: true,
     async handler(ctx, s) {
-      ctx.body = { object: 'list', data: servedModels(s.config.singleModel, s.plugins.brainIds()).map((id) => ({ id, object: 'model', owned_by: 'runplane' })) };
+      const created = createdOf(s);
+      ctx.body = { object: 'list', data: s.brains.configured().map((id) => modelObject(id, created)) };
+    },
+  },
+  {
+    method: 'GET',
+    path: '/v1/models/:model',
+    summary: 'One served brain id; 404 model_not_found for any other',
+    tags: ['ops'],
+    auth: false,
+    openai: true,
+    responses: { '200': '{id, object: model, created, owned_by}', '404': '{error: {code: model_not_found}}' },
+    async handler(ctx, s) {
+      const id = param(ctx, 'model');
+      if (!s.brains.configured().includes(id)) throw modelNotFound(id);
+      ctx.body = modelObject(id, createdOf(s));
     },
   },
   {

@@ -25,6 +25,12 @@ export interface RouteSpec {
   summary: string;
   tags: string[];
   auth: boolean;
+  /**
+   * An OpenAI-compatible route (for clients such as the official SDKs): the
+   * tenant token is also accepted as `Authorization: Bearer <token>`, and
+   * errors take OpenAI's {error: {message, type, code, param}} shape.
+   */
+  openai?: boolean;
   scope?: Scope;
   body?: RouteBody;
   /** documented in OpenAPI: this route carries X-RateLimit-* headers */

@@ -215,17 +215,19 @@ describe('brain routes: POST /v1/cua and POST /v1/chat/completions (fake model s
       expect(chunks.at(-1).choices[0].finish_reason).to.equal('tool_calls');
     });
 
-    it('refuses a body without a screenshot or task with 400, and a down upstream with 502', async () => {
+    it('refuses a body without a screenshot or task with 400, and a down upstream with 502 (OpenAI error shape)', async () => {
       const noImage = await multi.req('POST', '/v1/chat/completions', { token, body: { messages: [{ role: 'user', content: 'hello' }] } });
       expect(noImage.status).to.equal(400);
-      expect(noImage.body.detail).to.match(/needs an image_url part/);
+      expect(noImage.body.error).to.deep.include({ type: 'invalid_request_error', code: null, param: 'messages' });
+      expect(noImage.body.error.message).to.match(/needs an image_url part/);
       const remote = await multi.req('POST', '/v1/chat/completions', { token, body: { messages: [{ role: 'user', content: [{ type: 'text', text: 'x' }, { type: 'image_url', image_url: { url: 'http://169.254.169.254/latest' } }] }] } });
       expect(remote.status).to.equal(400);
-      expect(remote.body.detail).to.match(/data:image/);
+      expect(remote.body.error.message).to.match(/data:image/);
       expect((await multi.req('POST', '/v1/chat/completions', { token, body: { messages: 'hi' } })).status).to.equal(400);
       const down = await multi.req('POST', '/v1/chat/completions', { token, body: { model: 'mid-cua-8b', messages: messages() } });
       expect(down.status).to.equal(502);
-      expect(down.body.detail).to.match(/unreachable/);
+      expect(down.body.error).to.deep.include({ type: 'server_error', code: 'upstream_unreachable' });
+      expect(down.body.error.message).to.match(/unreachable/);
     });
   });
 });

@@ -29,16 +29,19 @@ describe('unauthenticated and ops endpoints', () => {
     expect(Date.parse(r.body.started_at)).to.be.a('number');
   });
 
-  it('lists the eight brain ids on /v1/models', async () => {
+  it('lists on /v1/models only the brain ids a backend serves: none without a brains file', async () => {
     const r = await gw.req('GET', '/v1/models');
-    expect(r.body.data.map((m: { id: string }) => m.id)).to.deep.equal([...MODEL_IDS]);
+    expect(r.body).to.deep.equal({ object: 'list', data: [] });
+    const one = await gw.req('GET', `/v1/models/${MODEL_IDS[0]}`);
+    expect(one.status).to.equal(404);
+    expect(one.body.error).to.deep.include({ code: 'model_not_found', param: 'model' });
   });
 
-  it('in single-brain mode lists SERVICE_MODEL only and ignores cua_model', async () => {
+  it('in single-brain mode lists SERVICE_MODEL only when a backend serves it, and ignores cua_model', async () => {
     const token = newToken();
     const single = await startGateway({ env: { SERVICE_MODEL: 'compact-cua' }, keys: { [token]: { tenant_id: 'solo' } } });
     try {
-      expect((await single.req('GET', '/v1/models')).body.data).to.deep.equal([{ id: 'compact-cua', object: 'model', owned_by: 'runplane' }]);
+      expect((await single.req('GET', '/v1/models')).body.data, 'no brains file: compact-cua has no backend').to.deep.equal([]);
       const r = await single.req('POST', '/v1/predict', { token, body: { plan: [step()], cua_model: 'large-cua-72b' } });
       expect(r.status).to.equal(200);
       const rec = await single.gateway.services.runs.get((await single.gateway.services.tenants.resolve(token))!, r.body.run_id);
