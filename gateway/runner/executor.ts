@@ -86,7 +86,6 @@ export class RunExecutor {
     const st = new RunState();
     st.topIndex = queued.start_step ?? 0;
     let lease: PlaneLease | undefined;
-    let lost: string | undefined;
     let outcome: RunOutcome;
     const recording = await this.d.recorder?.begin(run).catch((err: unknown) => {
       this.d.log.error({ run_id: runId, err: (err as Error)?.message }, 'the run could not start its trace; it runs unrecorded');
@@ -98,16 +97,13 @@ export class RunExecutor {
       const opened = await this.openPlane(run, abort.signal);
       lease = opened;
       opened.lost.then(
-        (why) => {
-          lost ??= why;
-          halt(new Halt('plane_lost', `the compute plane went away: ${why}`));
-        },
+        (why) => halt(new Halt('plane_lost', `the compute plane went away: ${why}`)),
         () => undefined,
       );
       run = { ...run, phase: 'running' };
       await this.d.store.save(run);
       await this.d.store.emit(run, 'run.status', { status: 'running', phase: 'running', backend: opened.plane.capabilities.backend });
-      const w = new Walker(this.d, run, opened.plane, st, abort.signal, (r) => (run = r), () => lost ?? opened.isLost(), recording);
+      const w = new Walker(this.d, run, opened.plane, st, abort.signal, (r) => (run = r), () => opened.isLost(), recording);
       await w.walk(run.plan.steps, 'steps');
       // a stop that came during the last step (cancel, cap, a plane that died) is the run's ending
       w.check();

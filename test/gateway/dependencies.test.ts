@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import WebSocket from 'ws';
-import { newToken, request, sleep, startGateway, type TestGateway, type TestResponse } from '../support/gateway.ts';
+import { newToken, request, sleep, startGateway, until, type TestGateway, type TestResponse } from '../support/gateway.ts';
 import { startRedis, type RedisHandle } from '../support/redis.ts';
 
 // Redis goes away under a running gateway: requests that need it answer 503
@@ -35,14 +35,6 @@ describe('dependencies going away: Redis', function () {
       }),
     ]);
 
-  async function until(cond: () => Promise<boolean>, ms: number): Promise<boolean> {
-    const end = Date.now() + ms;
-    while (Date.now() < end) {
-      if (await cond()) return true;
-      await sleep(100);
-    }
-    return cond();
-  }
 
   /** The status a WebSocket upgrade is refused with, and its Retry-After. */
   function wsRefusal(p: string): Promise<{ status: number; retryAfter: string | undefined }> {

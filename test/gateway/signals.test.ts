@@ -1,15 +1,14 @@
 import { expect } from 'chai';
 import { cmdline, descendants, stillPresent } from '../planes/support.ts';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { newToken, request, sleep, startGateway } from '../support/gateway.ts';
+import { newToken, request, startGateway, until } from '../support/gateway.ts';
+import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
 import { startRedis, type RedisHandle } from '../support/redis.ts';
 
-const root = path.resolve(import.meta.dirname, '../..');
 
 /** Pids of every process whose command line or environment names `marker` (the gateway, its agents, their browsers). */
 async function processesMentioning(marker: string): Promise<Array<{ pid: number; cmd: string }>> {
@@ -39,40 +38,8 @@ async function portOpen(port: number): Promise<boolean> {
   }
 }
 
-interface NpmStart {
-  child: ChildProcess;
-  url: string;
-  port: number;
-  stderr: () => string;
-  stdout: () => string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-/** `npm start` as an operator (or systemd, or a container runtime) runs it: the real npm, its prestart and the shell it uses. */
-async function npmStart(env: Record<string, string>): Promise<NpmStart> {
-  const child = spawn('npm', ['start'], {
-    cwd: root,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', SERVICE_PORT: '0', SERVICE_LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let err = '';
-  let out = '';
-  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`npm start did not listen: ${err}`)), 60_000);
-    child.stderr!.on('data', (d: Buffer) => {
-      err += d.toString();
-      const m = /listening on (http:\/\/\S+)/.exec(err);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    });
-    void exited.then(({ code }) => reject(new Error(`npm start exited ${code}: ${err}`)));
-  });
-  return { child, url, port: Number(new URL(url).port), stderr: () => err, stdout: () => out, exited };
-}
+/** `npm start` as an operator runs it: the real npm, its prestart and the shell it uses. */
+const npmStart = (env: Record<string, string>): Promise<GatewayProcess> => startGatewayProcess({ SERVICE_LOG_LEVEL: 'info', ...env }, { via: 'npm' });
 
 async function within<T>(ms: number, what: string, p: Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -84,14 +51,6 @@ async function within<T>(ms: number, what: string, p: Promise<T>): Promise<T> {
   }
 }
 
-async function until(cond: () => Promise<boolean>, ms: number): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await cond()) return true;
-    await sleep(100);
-  }
-  return cond();
-}
 
 describe('signals to `npm start`', function () {
   this.timeout(150_000);
@@ -99,7 +58,7 @@ describe('signals to `npm start`', function () {
   let dir: string;
   const token = newToken();
   const keys = { [token]: { tenant_id: 'ops', rate_limit_per_minute: 0, default_compute_backend: 'dom_plane' } };
-  let started: NpmStart | undefined;
+  let started: GatewayProcess | undefined;
 
   before(async () => {
     redis = await startRedis();

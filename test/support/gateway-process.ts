@@ -9,14 +9,21 @@ const root = path.resolve(import.meta.dirname, '../..');
 export interface GatewayProcess {
   child: ChildProcess;
   url: string;
+  port: number;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   stderr: () => string;
   stdout: () => string;
   /** SIGTERM, then SIGKILL after `graceMs`; resolves when it has exited */
   stop(graceMs?: number): Promise<void>;
 }
 
-export async function startGatewayProcess(env: Record<string, string>): Promise<GatewayProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/start.ts'], {
+/**
+ * `via: 'npm'` runs `npm start` as an operator (or systemd, or a container runtime)
+ * does: the real npm, its prestart and the shell it uses.
+ */
+export async function startGatewayProcess(env: Record<string, string>, o: { via?: 'node' | 'npm' } = {}): Promise<GatewayProcess> {
+  const [cmd, args] = o.via === 'npm' ? ['npm', ['start']] : [process.execPath, ['--import', 'tsx', 'gateway/start.ts']];
+  const child = spawn(cmd, args, {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', SERVICE_PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -24,9 +31,9 @@ export async function startGatewayProcess(env: Record<string, string>): Promise<
   let err = '';
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not start: ${err}`)), 20_000);
+    const timer = setTimeout(() => reject(new Error(`gateway did not start: ${err}`)), o.via === 'npm' ? 60_000 : 20_000);
     child.stderr!.on('data', (d: Buffer) => {
       err += d.toString();
       const m = /listening on (http:\/\/\S+)/.exec(err);
@@ -35,11 +42,13 @@ export async function startGatewayProcess(env: Record<string, string>): Promise<
         resolve(m[1]!);
       }
     });
-    child.once('exit', (code) => reject(new Error(`gateway exited ${code}: ${err}`)));
+    void exited.then(({ code }) => reject(new Error(`gateway exited ${code}: ${err}`)));
   });
   return {
     child,
     url,
+    port: Number(new URL(url).port),
+    exited,
     stderr: () => err,
     stdout: () => out,
     async stop(graceMs = 20_000) {

@@ -95,6 +95,16 @@ export async function startGateway(
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Polls `cond` every 100 ms until it holds or `ms` passes; its last answer. */
+export async function until(cond: () => Promise<boolean>, ms: number): Promise<boolean> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await cond()) return true;
+    await sleep(100);
+  }
+  return cond();
+}
+
 export const step = (over: Record<string, unknown> = {}) => ({ intent: 'open the page', type: 'navigate', url: 'https://example.com/', ...over });
 
 /** The env of a gateway that runs plans on local agents against the loopback fixture site. */
