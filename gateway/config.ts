@@ -13,6 +13,10 @@ export interface GatewayConfig {
   apiTokenTenantId: string;
   gatewayApiKey?: string;
   redisUrl?: string;
+  /** SERVICE_STATE: where the store of record lives without Redis: sqlite (default, in the data dir) or memory (tests) */
+  stateStore: 'sqlite' | 'memory';
+  /** SERVICE_RUN_LEASE_SECONDS: a runner's lease on a run; renewed every third of it, a dead runner's runs are recovered past it */
+  runLeaseMs: number;
   plansDir: string;
   /** SERVICE_PLUGINS_DIR: the operator's plugin modules, loaded after the built-ins under plugins/ */
   pluginsDir?: string;
@@ -63,6 +67,12 @@ function captureModeOf(v: string): CaptureMode {
   return mode;
 }
 
+function stateStoreOf(v: string): 'sqlite' | 'memory' {
+  const kind = v.trim().toLowerCase();
+  if (kind !== 'sqlite' && kind !== 'memory') throw new Error(`SERVICE_STATE must be sqlite or memory, got ${JSON.stringify(v)}`);
+  return kind;
+}
+
 export function envFlag(value: string | undefined, dflt: boolean): boolean {
   if (value === undefined || value.trim() === '') return dflt;
   return !['0', 'false', 'no', 'off'].includes(value.trim().toLowerCase());
@@ -103,6 +113,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Gateway
     apiTokenTenantId: envStr(env, 'SERVICE_API_TENANT_ID') ?? 'default',
     gatewayApiKey: envStr(env, 'GATEWAY_API_KEY'),
     redisUrl: envStr(env, 'SERVICE_REDIS_URL'),
+    stateStore: stateStoreOf(envStr(env, 'SERVICE_STATE') ?? 'sqlite'),
+    runLeaseMs: envInt(env, 'SERVICE_RUN_LEASE_SECONDS', 30, 3, 600) * 1000,
     plansDir: path.resolve(cwd, envStr(env, 'SERVICE_PLANS_DIR') ?? path.join(root, 'config/plans')),
     pluginsDir: envStr(env, 'SERVICE_PLUGINS_DIR') === undefined ? undefined : path.resolve(cwd, envStr(env, 'SERVICE_PLUGINS_DIR')!),
     builtinPluginsDir: path.join(root, 'plugins'),

@@ -14,7 +14,7 @@ import { openStateBackend } from './state/backend.ts';
 import { Limits } from './http/limits.ts';
 import { KeysFileResolver, SingleTokenResolver, UnconfiguredResolver, type TenantResolver } from './http/tenants.ts';
 import { RunsService } from './runs/runs-service.ts';
-import { openEventLog } from './runs/events.ts';
+import { MAX_EVENTS_PER_RUN, openEventLog } from './runs/events.ts';
 import { Webhooks } from './runs/webhooks.ts';
 import { Idempotency } from './runs/idempotency.ts';
 import { RecipeStore } from './recipes/store.ts';
@@ -97,12 +97,12 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
   // plugins first: a refused plugin stops start-up before anything is opened
   const plugins = await loadPlugins({ builtinDir: config.builtinPluginsDir, operatorDir: config.pluginsDir, dataDir: config.dataDir, log: namedLogger(log, 'gateway.plugins'), env: config.env });
   const metrics = await createMetrics(opts.loadMetricsLibrary);
-  const state = await openStateBackend(config.redisUrl);
+  const state = await openStateBackend({ redisUrl: config.redisUrl, dataDir: config.dataDir, kind: config.stateStore, maxEventsPerRun: MAX_EVENTS_PER_RUN });
   const limits = new Limits(state.atomic, metrics);
   const tenants = await tenantResolver(config, log);
   const version = readVersionInfo(config.gitSha, config.deployedAt);
   let openapiDoc: Record<string, unknown> | undefined;
-  const events = await openEventLog(config.redisUrl);
+  const events = await openEventLog(config.redisUrl, state.eventTable);
   events.onAppend((e) => plugins.emit(e));
   const webhooks = new Webhooks({
     secretsDir: config.secretsDir,
@@ -113,7 +113,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     // called only after start-up, when `services` exists
     record: (runId, attempt) => services.runs.recordDelivery(runId, attempt),
   });
-  const runs = new RunsService(state.store<RunRecord>('runs'), state.atomic, limits, events, webhooks);
+  const runs = new RunsService(state.runs<RunRecord>(), state.atomic, limits, events, webhooks);
   const services: Services = {
     config,
     log,

@@ -1,9 +1,8 @@
-// Recipes: runtime extraction schemas per tenant, stored through keyv (memory
-// or Redis), with the recipes plugins registered (the shipped ones) resolved
+// Recipes: runtime extraction schemas per tenant, kept in the store of record
+// (SQLite by default, Redis when shared), with the recipes plugins registered (the shipped ones) resolved
 // after the tenant's own. A write that fails to persist is reported and not applied.
-import type { Keyv } from 'keyv';
 import { ServiceError, notFound } from '../errors.ts';
-import type { StateBackend } from '../state/backend.ts';
+import type { KeyedStore, StateBackend } from '../state/backend.ts';
 import { isRedisConnectionError } from '../state/redis-client.ts';
 import { validator, describeError } from '../../schemas/index.ts';
 
@@ -36,16 +35,12 @@ export class RecipeStore {
     private readonly maxPerTenant: number,
   ) {}
 
-  private store(tenantId: string): Keyv<Recipe> {
+  private store(tenantId: string): KeyedStore<Recipe> {
     return this.backend.store<Recipe>(`recipes:${tenantId}`);
   }
 
   private async tenantNames(tenantId: string): Promise<string[]> {
-    const names: string[] = [];
-    const s = this.store(tenantId);
-    if (!s.iterator) return names;
-    for await (const [key] of s.iterator(undefined)) names.push(String(key));
-    return names.sort();
+    return this.store(tenantId).keys();
   }
 
   async list(tenantId: string): Promise<RecipeListing[]> {

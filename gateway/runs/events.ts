@@ -1,7 +1,8 @@
 // Run events: every state change of a run becomes an ordered event (seq from 1
 // per run), kept for replay (SSE Last-Event-ID, WebSocket ?after=) and fanned
 // out live to watchers and, through onAppend, to the plugins' trace sinks. In
-// memory by default; on Redis the log is a list per run and fan-out goes
+// the store of record by default (the SQLite table takes the seq inside the
+// insert's transaction); in memory for tests; on Redis the log is a list per run and fan-out goes
 // through pub/sub, so a watcher on one replica sees events published by
 // another. One script (scripts/append-event-2.lua) takes the seq, stores and
 // publishes the event in one step, so two replicas appending to one run (the
@@ -13,6 +14,7 @@ import path from 'node:path';
 import type { RunEvent } from '../plugins/contract.ts';
 import { redisClient, type RedisClient } from '../state/redis-client.ts';
 import { RedisScript } from '../state/redis-script.ts';
+import type { SqliteEventTable } from '../state/sqlite/tables.ts';
 
 export type { RunEvent };
 
@@ -96,6 +98,32 @@ export class MemoryEventLog extends FanOut implements EventLog {
   }
 }
 
+/** Events in the embedded store of record; live fan-out within this process. */
+export class SqliteEventLog extends FanOut implements EventLog {
+  constructor(private readonly table: SqliteEventTable) {
+    super();
+  }
+
+  async append(input: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent> {
+    const { run_id, tenant_id, type, data } = input;
+    const ts = input.ts ?? new Date().toISOString();
+    let e: RunEvent | undefined;
+    this.table.append(run_id, (seq) => JSON.stringify((e = { run_id, tenant_id, type, ts, data, seq })));
+    this.deliver(e!);
+    this.appended(e!);
+    return e!;
+  }
+
+  async history(runId: string, after = 0): Promise<RunEvent[]> {
+    return this.table.after(runId, after).map((t) => JSON.parse(t) as RunEvent);
+  }
+
+  async close(): Promise<void> {
+    this.emitter.removeAllListeners();
+    this.appendListeners.clear();
+  }
+}
+
 const CHANNEL = 'runplane:events';
 const APPEND_EVENT = new RedisScript(path.join(import.meta.dirname, 'scripts', 'append-event-2.lua'));
 
@@ -147,6 +175,7 @@ export class RedisEventLog extends FanOut implements EventLog {
   }
 }
 
-export async function openEventLog(redisUrl?: string): Promise<EventLog> {
-  return redisUrl ? RedisEventLog.open(redisUrl) : new MemoryEventLog();
+export async function openEventLog(redisUrl?: string, table?: SqliteEventTable): Promise<EventLog> {
+  if (redisUrl) return RedisEventLog.open(redisUrl);
+  return table ? new SqliteEventLog(table) : new MemoryEventLog();
 }

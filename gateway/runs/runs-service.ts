@@ -3,9 +3,9 @@
 // the one call that moves a run to a terminal state). Executing plans is the
 // runner's job.
 import { randomUUID } from 'node:crypto';
-import type { Keyv } from 'keyv';
-import { ServiceError, notFound } from '../errors.ts';
+import { ServiceError, badRequest, notFound } from '../errors.ts';
 import type { AtomicOps } from '../state/atomic.ts';
+import { BadCursor, type RunPage, type RunQuery, type RunTable } from '../state/tables.ts';
 import type { Limits } from '../http/limits.ts';
 import type { Tenant } from '../http/tenants.ts';
 import { failureHelp } from './failure-help.ts';
@@ -48,7 +48,7 @@ export class RunsService {
   }
 
   constructor(
-    private readonly runs: Keyv<RunRecord>,
+    private readonly runs: RunTable<RunRecord>,
     private readonly atomic: AtomicOps,
     private readonly limits: Limits,
     private readonly events: EventLog,
@@ -103,7 +103,7 @@ export class RunsService {
         start_step: spec.start_step ?? 0,
         resume_step: null,
       };
-      await this.runs.set(runId, record);
+      await this.runs.put(record);
       await this.events.append({ run_id: runId, tenant_id: tenant.tenant_id, type: 'run.status', data: { status: 'queued', phase: 'queued' } });
       for (const l of this.acceptedListeners) l(runId);
       return record;
@@ -121,6 +121,21 @@ export class RunsService {
     return r;
   }
 
+  /** The tenant's runs, newest first, a page at a time. */
+  async list(tenant: Tenant, q: RunQuery): Promise<RunPage<RunRecord>> {
+    try {
+      return await this.runs.page(tenant.tenant_id, q);
+    } catch (err) {
+      if (err instanceof BadCursor) throw badRequest(err.message, 'cursor');
+      throw err;
+    }
+  }
+
+  /** Every run still queued or running, whoever owns it (recovery). */
+  unfinished(): Promise<RunRecord[]> {
+    return this.runs.unfinished();
+  }
+
   /** Reads a run by id, whoever owns it (the runner's view). */
   async load(runId: string): Promise<RunRecord | undefined> {
     return this.runs.get(runId);
@@ -128,7 +143,7 @@ export class RunsService {
 
   /** Saves a run the runner is working on. */
   async save(r: RunRecord): Promise<void> {
-    await this.runs.set(r.run_id, { ...r, updated_at: new Date().toISOString() });
+    await this.runs.put({ ...r, updated_at: new Date().toISOString() });
   }
 
   async emit(r: RunRecord, type: string, data: Record<string, unknown>): Promise<void> {
@@ -179,7 +194,7 @@ export class RunsService {
     };
     const current = await this.runs.get(r.run_id);
     if (current && TERMINAL.has(current.status)) return current;
-    await this.runs.set(r.run_id, ended);
+    await this.runs.put(ended);
     const released = await this.limits.releaseRunSlot(r.tenant_id, r.run_id);
     if (released && r.profile_id) {
       await this.atomic.deleteIf(`profile:${r.profile_id}`, r.run_id);
@@ -200,7 +215,7 @@ export class RunsService {
   async recordDelivery(runId: string, attempt: DeliveryAttempt): Promise<void> {
     const r = await this.runs.get(runId);
     if (!r) return;
-    await this.runs.set(runId, { ...r, webhook_deliveries: [...r.webhook_deliveries, attempt] });
+    await this.runs.put({ ...r, webhook_deliveries: [...r.webhook_deliveries, attempt] });
   }
 
   history(runId: string, after?: number) {

@@ -11,7 +11,7 @@ export interface BucketResult {
 }
 
 export interface AtomicOps {
-  readonly kind: 'memory' | 'redis';
+  readonly kind: 'memory' | 'redis' | 'sqlite';
   /** Take one token from a bucket of `capacity` refilled at `refillPerSec`. */
   takeToken(key: string, capacity: number, refillPerSec: number): Promise<BucketResult>;
   /** Add `holder` to the slot set when fewer than `max` are held; re-adding a holder is a no-op success. */
@@ -25,6 +25,8 @@ export interface AtomicOps {
   put(key: string, value: string, ttlMs: number): Promise<void>;
   /** Delete key only if it still holds `expected` (so a late caller cannot drop another's claim). */
   deleteIf(key: string, expected: string): Promise<boolean>;
+  /** Extend key's expiry to ttlMs from now only if it still holds `expected` and has not expired (a lease's heartbeat). */
+  renew(key: string, expected: string, ttlMs: number): Promise<boolean>;
   close(): Promise<void>;
 }
 
@@ -96,6 +98,13 @@ export class MemoryAtomicOps implements AtomicOps {
   async deleteIf(key: string, expected: string): Promise<boolean> {
     if (this.live(key) !== expected) return false;
     this.values.delete(key);
+    return true;
+  }
+
+  async renew(key: string, expected: string, ttlMs: number): Promise<boolean> {
+    const v = this.values.get(key);
+    if (this.live(key) !== expected || !v) return false;
+    v.expiresAt = this.clock() + ttlMs;
     return true;
   }
 

@@ -1,21 +1,44 @@
-// The state backend: keyv stores for records and atomic operations for limits.
-// In memory by default; Redis when a URL is given, shared by every replica.
+// The state backend: the store of record (run rows, event logs, keyed stores)
+// and the atomic operations limits hang on. Embedded default: one SQLite file
+// in the data dir, so a restart loses nothing. With SERVICE_REDIS_URL every
+// replica shares Redis for both. Memory: tests only (SERVICE_STATE=memory).
+import path from 'node:path';
 import { Keyv } from 'keyv';
 import KeyvRedis from '@keyv/redis';
 import { MemoryAtomicOps, type AtomicOps } from './atomic.ts';
 import { RedisAtomicOps } from './redis-atomic.ts';
 import { pingRedis, redisClient, type DependencyCheck, type RedisClient } from './redis-client.ts';
+import { openDb } from './sqlite/db.ts';
+import { SqliteAtomicOps } from './sqlite/atomic.ts';
+import { SqliteEventTable, SqliteKeyedStore, SqliteRunTable } from './sqlite/tables.ts';
+import { UNFINISHED, pageOf, type KeyedStore, type RunKey, type RunTable } from './tables.ts';
 
 export type { DependencyCheck };
+export type { KeyedStore, RunTable } from './tables.ts';
+
+export type StateKind = 'memory' | 'redis' | 'sqlite';
 
 export interface StateBackend {
-  readonly kind: 'memory' | 'redis';
+  readonly kind: StateKind;
   readonly atomic: AtomicOps;
-  /** A keyv store whose keys live under `namespace`; writes throw on failure. */
-  store<T>(namespace: string): Keyv<T>;
+  /** A keyed store under `namespace`; writes throw on failure. */
+  store<T>(namespace: string): KeyedStore<T>;
+  /** The run rows. */
+  runs<T extends RunKey>(): RunTable<T>;
+  /** The SQLite event table, when the events live in the store of record (embedded default). */
+  readonly eventTable?: SqliteEventTable;
   /** Each dependency this backend needs, checked now (readiness). None on the embedded default. */
   dependencies(): Promise<Record<string, DependencyCheck>>;
   close(): Promise<void>;
+}
+
+export interface StateOptions {
+  redisUrl?: string;
+  /** the embedded store lives at <dataDir>/runplane.db */
+  dataDir: string;
+  kind?: 'memory' | 'sqlite';
+  /** most events kept per run in the event table */
+  maxEventsPerRun: number;
 }
 
 // Plain JSON: keyv's default serializer (which also encodes Buffers) was the
@@ -25,31 +48,87 @@ const json = {
   deserialize: <V>(data: string) => JSON.parse(data) as V,
 } as const;
 
-export async function openStateBackend(redisUrl?: string): Promise<StateBackend> {
-  return redisUrl ? openRedisBackend(redisUrl) : openMemoryBackend();
+export async function openStateBackend(o: StateOptions): Promise<StateBackend> {
+  if (o.redisUrl) return openRedisBackend(o.redisUrl);
+  return o.kind === 'memory' ? openMemoryBackend() : openSqliteBackend(o);
+}
+
+/** A keyv store seen as a KeyedStore. */
+function keyed<T>(kv: Keyv<T>): KeyedStore<T> {
+  return {
+    get: (key) => kv.get(key),
+    set: async (key, value) => {
+      await kv.set(key, value);
+    },
+    delete: (key) => kv.delete(key),
+    async keys() {
+      const names: string[] = [];
+      if (kv.iterator) for await (const [key] of kv.iterator(undefined)) names.push(String(key));
+      return names.sort();
+    },
+  };
+}
+
+/** Run rows in a keyed store: listing reads them all (fine in memory; the Redis mode's known cost). */
+function keyedRuns<T extends RunKey>(s: KeyedStore<T>): RunTable<T> {
+  const all = async (): Promise<T[]> => {
+    const rows: T[] = [];
+    for (const k of await s.keys()) {
+      const r = await s.get(k);
+      if (r !== undefined) rows.push(r);
+    }
+    return rows;
+  };
+  return {
+    get: (runId) => s.get(runId),
+    put: (run) => s.set(run.run_id, run),
+    page: async (tenantId, q) => pageOf(await all(), tenantId, q),
+    unfinished: async () => (await all()).filter((r) => UNFINISHED.has(r.status)).sort((a, b) => (a.created_at < b.created_at ? -1 : 1)),
+  };
+}
+
+function memoize<T>(make: (namespace: string) => T): (namespace: string) => T {
+  const made = new Map<string, T>();
+  return (namespace) => {
+    let s = made.get(namespace);
+    if (!s) made.set(namespace, (s = make(namespace)));
+    return s;
+  };
 }
 
 function openMemoryBackend(): StateBackend {
-  const atomic = new MemoryAtomicOps();
-  const stores = new Map<string, Keyv>();
+  // one Map per namespace already isolates keys; keyv's own prefixing would
+  // break its iterator for namespaces that contain ':'
+  const store = memoize((_ns) => keyed(new Keyv({ store: new Map(), throwOnErrors: true, ...json })));
   return {
     kind: 'memory',
-    atomic,
-    store<T>(namespace: string): Keyv<T> {
-      let s = stores.get(namespace);
-      if (!s) {
-        // one Map per namespace already isolates keys; keyv's own prefixing would
-        // break its iterator for namespaces that contain ':'
-        s = new Keyv({ store: new Map(), throwOnErrors: true, ...json });
-        stores.set(namespace, s);
-      }
-      return s as Keyv<T>;
+    atomic: new MemoryAtomicOps(),
+    store: <T>(namespace: string) => store(namespace) as KeyedStore<T>,
+    runs: <T extends RunKey>() => keyedRuns(store('runs') as KeyedStore<T>),
+    async dependencies() {
+      return {};
     },
+    async close() {},
+  };
+}
+
+function openSqliteBackend(o: StateOptions): StateBackend {
+  const db = openDb(path.join(o.dataDir, 'runplane.db'));
+  const atomic = new SqliteAtomicOps(db);
+  atomic.sweep();
+  const store = memoize((ns) => new SqliteKeyedStore<unknown>(db, ns));
+  const runs = new SqliteRunTable<RunKey>(db);
+  return {
+    kind: 'sqlite',
+    atomic,
+    store: <T>(namespace: string) => store(namespace) as KeyedStore<T>,
+    runs: <T extends RunKey>() => runs as unknown as RunTable<T>,
+    eventTable: new SqliteEventTable(db, o.maxEventsPerRun),
     async dependencies() {
       return {};
     },
     async close() {
-      stores.clear();
+      if (db.open) db.close();
     },
   };
 }
@@ -57,25 +136,19 @@ function openMemoryBackend(): StateBackend {
 async function openRedisBackend(url: string): Promise<StateBackend> {
   const client: RedisClient = redisClient(url);
   await client.connect();
-  const atomic = new RedisAtomicOps(client);
-  const stores = new Map<string, Keyv>();
+  const store = memoize((namespace) => {
+    const adapter = new KeyvRedis(client as never, { namespace: `runplane:${namespace}`, keyPrefixSeparator: ':', throwOnErrors: true });
+    return keyed(new Keyv({ store: adapter, namespace: `runplane:${namespace}`, useKeyPrefix: false, throwOnErrors: true, ...json }));
+  });
   return {
     kind: 'redis',
-    atomic,
-    store<T>(namespace: string): Keyv<T> {
-      let s = stores.get(namespace);
-      if (!s) {
-        const adapter = new KeyvRedis(client as never, { namespace: `runplane:${namespace}`, keyPrefixSeparator: ':', throwOnErrors: true });
-        s = new Keyv({ store: adapter, namespace: `runplane:${namespace}`, useKeyPrefix: false, throwOnErrors: true, ...json });
-        stores.set(namespace, s);
-      }
-      return s as Keyv<T>;
-    },
+    atomic: new RedisAtomicOps(client),
+    store: <T>(namespace: string) => store(namespace) as KeyedStore<T>,
+    runs: <T extends RunKey>() => keyedRuns(store('runs') as KeyedStore<T>),
     async dependencies() {
       return { redis: await pingRedis(client) };
     },
     async close() {
-      stores.clear();
       if (client.isOpen) await client.close();
     },
   };

@@ -35,6 +35,11 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 `;
 
+const RENEW = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+`;
+
 export class RedisAtomicOps implements AtomicOps {
   readonly kind = 'redis' as const;
 
@@ -89,6 +94,11 @@ export class RedisAtomicOps implements AtomicOps {
 
   async deleteIf(key: string, expected: string): Promise<boolean> {
     const reply = await this.client.eval(DELETE_IF, { keys: [this.prefix + 'kv:' + key], arguments: [expected] });
+    return Number(reply) === 1;
+  }
+
+  async renew(key: string, expected: string, ttlMs: number): Promise<boolean> {
+    const reply = await this.client.eval(RENEW, { keys: [this.prefix + 'kv:' + key], arguments: [expected, String(ttlMs)] });
     return Number(reply) === 1;
   }
 

@@ -1,0 +1,78 @@
+// What the store of record keeps, whatever holds it (SQLite, Redis, memory):
+// keyed stores (recipes), run rows that can be listed per tenant newest first,
+// and per-run event logs whose seq is taken in the same step as the append.
+
+/** A store of values by key under one namespace; writes throw when they fail. */
+export interface KeyedStore<T> {
+  get(key: string): Promise<T | undefined>;
+  set(key: string, value: T): Promise<void>;
+  /** true when the key existed */
+  delete(key: string): Promise<boolean>;
+  keys(): Promise<string[]>;
+}
+
+/** The columns every run row is found by. */
+export interface RunKey {
+  run_id: string;
+  tenant_id: string;
+  status: string;
+  created_at: string;
+}
+
+export interface RunPage<T> {
+  items: T[];
+  /** opaque; null on the last page */
+  next_cursor: string | null;
+}
+
+export interface RunQuery {
+  status?: string;
+  limit: number;
+  cursor?: string;
+}
+
+export interface RunTable<T extends RunKey> {
+  get(runId: string): Promise<T | undefined>;
+  put(run: T): Promise<void>;
+  /** A tenant's runs, newest first (created_at, then run_id); throws BadCursor for a cursor it did not make. */
+  page(tenantId: string, q: RunQuery): Promise<RunPage<T>>;
+  /** Every run still queued or running, oldest first (recovery). */
+  unfinished(): Promise<T[]>;
+}
+
+export class BadCursor extends Error {}
+
+/** The cursor after `last`: where the next page starts. Opaque to callers. */
+export function encodeCursor(last: RunKey): string {
+  return Buffer.from(JSON.stringify([last.created_at, last.run_id])).toString('base64url');
+}
+
+export function decodeCursor(cursor: string): { created_at: string; run_id: string } {
+  try {
+    if (cursor.length > 400) throw new Error('too long');
+    const v = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
+    if (Array.isArray(v) && v.length === 2 && typeof v[0] === 'string' && typeof v[1] === 'string') return { created_at: v[0], run_id: v[1] };
+  } catch {
+    /* falls through */
+  }
+  throw new BadCursor('cursor is not one this service made');
+}
+
+/** Newest first, run_id breaking ties: the one order every RunTable pages in. */
+export function newestFirst(a: RunKey, b: RunKey): number {
+  if (a.created_at !== b.created_at) return a.created_at < b.created_at ? 1 : -1;
+  return a.run_id < b.run_id ? 1 : a.run_id > b.run_id ? -1 : 0;
+}
+
+/** Pages an in-memory list of runs the way the SQL tables do. */
+export function pageOf<T extends RunKey>(all: T[], tenantId: string, q: RunQuery): RunPage<T> {
+  const after = q.cursor ? decodeCursor(q.cursor) : undefined;
+  const mine = all
+    .filter((r) => r.tenant_id === tenantId && (!q.status || r.status === q.status))
+    .sort(newestFirst)
+    .filter((r) => !after || newestFirst(r, { ...after, tenant_id: tenantId, status: '' }) > 0);
+  const items = mine.slice(0, q.limit);
+  return { items, next_cursor: mine.length > q.limit ? encodeCursor(items[items.length - 1]) : null };
+}
+
+export const UNFINISHED: ReadonlySet<string> = new Set(['queued', 'running']);
