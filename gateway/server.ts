@@ -33,6 +33,7 @@ import { loadPlugins } from './plugins/loader.ts';
 import { BrainDirectory } from './brains/directory.ts';
 import { pluginRouteSpecs } from './routes/plugins.ts';
 import type { Services } from './services.ts';
+import { RunRecovery, runnerOwner } from './runs/recovery.ts';
 import type { GatewayState } from './context.ts';
 
 export interface GatewayOptions {
@@ -145,7 +146,8 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     metrics,
     log: namedLogger(log, 'gateway.runner'),
     dataDir: config.dataDir,
-    owner: `${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
+    owner: runnerOwner(),
+    leaseMs: config.runLeaseMs,
     maxLoopIterations: config.maxLoopIterations,
     maxRunSteps: config.maxRunSteps,
     stepTimeoutMs: config.stepTimeoutMs,
@@ -172,6 +174,15 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     : new MemoryRunQueue();
   runs.onAccepted((id) => void queue.push(id).catch((err: Error) => log.error({ run_id: id, err: err.message }, 'run could not be queued')));
   if (scheduler) queue.consume((id) => scheduler.submit(id), () => scheduler.hasRoom());
+  const recovery = new RunRecovery({
+    runs,
+    atomic: state.atomic,
+    requeue: (id) => queue.push(id),
+    log: namedLogger(log, 'gateway.recovery'),
+    intervalMs: Math.max(1000, Math.floor(config.runLeaseMs / 3)),
+    queuedGraceMs: config.runLeaseMs,
+  });
+  await recovery.start();
   const app = buildApp(services, routes);
   let server: Server | undefined;
   let selfUrl: string | undefined;
@@ -204,6 +215,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
       for (const stop of [...services.watchers]) stop();
       // requests first (one may still accept a run and queue it), then the queue
       if (server) await closeServer(server, deadline);
+      await recovery.close();
       await queue.close();
       const runsEnded = scheduler?.close() ?? Promise.resolve();
       if (!(await endsBy(runsEnded, deadline))) {

@@ -1,10 +1,10 @@
 // /v1/runs/{run_id} and its sub-routes. Another tenant's run is 404, never 403.
-import { notFound } from '../errors.ts';
+import { badRequest, notFound } from '../errors.ts';
 import { requireScope } from '../http/auth.ts';
 import { readFile, stat } from 'node:fs/promises';
 import { createReadStream } from 'node:fs';
 import path from 'node:path';
-import { lifecycleBody, resultBody, runDir, statusBody } from '../runs/records.ts';
+import { RUN_STATUSES, lifecycleBody, resultBody, runDir, statusBody, type RunStatus } from '../runs/records.ts';
 import { lastEventId, streamRunEvents } from './sse.ts';
 import { traceDir } from '../trace/recorder.ts';
 import { checkRelpath } from '../../sdk/store.ts';
@@ -38,9 +38,38 @@ function runFileRoute(routePath: string, summary: string, file: string, type: st
   };
 }
 
+/** One query parameter given at most once, as a string (absent: undefined). */
+function query(ctx: Ctx, name: string): string | undefined {
+  const v = ctx.query[name];
+  if (Array.isArray(v)) throw badRequest(`${name} may be given once`, name);
+  return v === undefined || v === '' ? undefined : v;
+}
+
+/** The listing's query: status (one of the run statuses), limit 1..100 (default 20), cursor from a previous page. */
+function listQuery(ctx: Ctx): { status?: RunStatus; limit: number; cursor?: string } {
+  const status = query(ctx, 'status');
+  if (status !== undefined && !RUN_STATUSES.includes(status as RunStatus)) throw badRequest(`status must be one of ${RUN_STATUSES.join(', ')}`, 'status');
+  const rawLimit = query(ctx, 'limit');
+  const limit = rawLimit === undefined ? 20 : Number(rawLimit);
+  if (!/^\d{1,3}$/.test(rawLimit ?? '20') || limit < 1 || limit > 100) throw badRequest('limit must be an integer from 1 to 100', 'limit');
+  return { status: status as RunStatus | undefined, limit, cursor: query(ctx, 'cursor') };
+}
+
 const BUNDLE_TYPES: Record<string, string> = { '.json': 'application/json', '.jsonl': 'application/x-ndjson', '.png': 'image/png', '.log': 'text/plain; charset=utf-8' };
 
 export const runRoutes: RouteSpec[] = [
+  {
+    method: 'GET',
+    path: '/v1/runs',
+    summary: "The tenant's runs, newest first: ?status= filters, ?limit= (1-100, default 20) sizes the page, ?cursor= (next_cursor of the previous page) pages on",
+    tags: ['runs'],
+    auth: true,
+    scope: 'status',
+    async handler(ctx, s) {
+      const page = await s.runs.list(ctx.state.tenant!, listQuery(ctx));
+      ctx.body = { runs: page.items.map(lifecycleBody), next_cursor: page.next_cursor };
+    },
+  },
   {
     method: 'GET',
     path: '/v1/runs/:run_id',

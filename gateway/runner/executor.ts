@@ -27,6 +27,8 @@ export interface RunnerStore {
   emit(r: RunRecord, type: string, data: Record<string, unknown>): Promise<void>;
   end(r: RunRecord, outcome: RunOutcome): Promise<RunRecord>;
   claimForRunner(runId: string, owner: string, ttlMs: number): Promise<boolean>;
+  renewRunner(runId: string, owner: string, ttlMs: number): Promise<boolean>;
+  releaseRunner(runId: string, owner: string): Promise<void>;
   subscribe(topic: string, listener: EventListener): () => void;
 }
 
@@ -45,6 +47,8 @@ export interface RunnerDeps {
   /** run directories live under <dataDir>/runs/<tenant_id>/<run_id> */
   dataDir: string;
   owner: string;
+  /** the runner's lease on a run it executes, renewed every third of it (SERVICE_RUN_LEASE_SECONDS) */
+  leaseMs: number;
   maxLoopIterations: number;
   /** most steps one run may execute, loop iterations included (SERVICE_MAX_RUN_STEPS) */
   maxRunSteps: number;
@@ -69,13 +73,14 @@ export class RunExecutor {
     const queued = await this.d.store.load(runId);
     if (!queued || queued.status !== 'queued') return;
     const maxMs = queued.runtime.max_time_minutes * 60_000;
-    if (!(await this.d.store.claimForRunner(runId, this.d.owner, maxMs + 10 * 60_000))) return;
+    if (!(await this.d.store.claimForRunner(runId, this.d.owner, this.d.leaseMs))) return;
 
     const abort = new AbortController();
     const halt = (h: Halt) => {
       if (!abort.signal.aborted) abort.abort(h);
     };
     this.running.set(runId, halt);
+    const heartbeat = this.heartbeat(runId, halt);
     const timer = setTimeout(() => halt(new Halt('time_cap', `max_time_minutes (${queued.runtime.max_time_minutes}) reached`)), maxMs);
     timer.unref();
     const unsubscribe = this.d.store.subscribe(`run:${runId}`, (e) => {
@@ -131,6 +136,7 @@ export class RunExecutor {
       };
     } finally {
       this.running.delete(runId);
+      clearInterval(heartbeat);
       clearTimeout(timer);
       unsubscribe();
       await lease?.close().catch((e: unknown) => this.d.log.warn({ run_id: runId, err: (e as Error).message }, 'plane close failed'));
@@ -142,6 +148,32 @@ export class RunExecutor {
     }
     await recording?.close({ status: outcome.status, halt_class: outcome.haltClass, summary: outcome.summary ?? '', cost_usd: st.cost });
     await this.d.store.end(run, outcome);
+    await this.d.store.releaseRunner(runId, this.d.owner).catch(() => undefined);
+  }
+
+  /**
+   * Renews this runner's lease on the run every third of the lease. A lease
+   * that is gone (the run was recovered elsewhere, or this process stalled past
+   * it) stops the run at once: no run is driven by two runners. A store that
+   * cannot be reached is tried again until the lease would have run out.
+   */
+  private heartbeat(runId: string, halt: (h: Halt) => void): NodeJS.Timeout {
+    let renewedAt = Date.now();
+    const lost = (why: string) => halt(new Halt('runner_lost', `this runner lost its lease on the run (${why}); the run was handed to recovery`));
+    const timer = setInterval(() => {
+      this.d.store.renewRunner(runId, this.d.owner, this.d.leaseMs).then(
+        (held) => {
+          if (held) renewedAt = Date.now();
+          else lost('taken or expired');
+        },
+        (err: unknown) => {
+          this.d.log.warn({ run_id: runId, err: (err as Error)?.message }, 'run lease renewal failed; retrying');
+          if (Date.now() - renewedAt >= this.d.leaseMs) lost('not renewed within the lease');
+        },
+      );
+    }, Math.max(500, Math.floor(this.d.leaseMs / 3)));
+    timer.unref();
+    return timer;
   }
 
   /**

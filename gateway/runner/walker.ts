@@ -66,7 +66,11 @@ export class Walker {
     let i = top ? Math.min(this.run.start_step ?? 0, steps.length) : 0;
     while (i < steps.length && !this.st.finished) {
       this.check();
-      if (top) this.st.topIndex = i;
+      if (top && this.st.topIndex !== i) {
+        this.st.topIndex = i;
+        // where recovery points a resume if this runner dies during the step
+        await this.d.store.save({ ...this.run, steps: this.st.steps, checkpoint_step: i });
+      }
       const step = steps[i]!;
       const p = `${at}[${i}]`;
       if (step.type === 'loop') {
@@ -343,7 +347,7 @@ export class Walker {
     this.onRun(this.run);
     if (!result.success || Date.now() - this.savedAt >= SAVE_EVERY_MS) {
       this.savedAt = Date.now();
-      await this.d.store.save({ ...this.run, steps: this.st.steps });
+      await this.d.store.save({ ...this.run, steps: this.st.steps, checkpoint_step: this.st.topIndex });
     }
 
     if (this.drift.observe(info.url)) throw new Halt('off_source_drift', `more than ${this.run.runtime.off_source_step_budget} consecutive steps outside ${this.run.runtime.pinned_source_url_pattern}`);

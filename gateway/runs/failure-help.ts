@@ -105,6 +105,11 @@ const CATALOGUE: Record<string, Entry> = {
     likely_causes: ['a deploy, restart or scale-down stopped the gateway replica that executed the run', 'the run needed longer than the shutdown grace'],
     next_steps: ['resume it with POST /v1/predict {"action":"resume","run_id":...} (it restarts at the top-level step where it stopped)', 'raise SERVICE_SHUTDOWN_GRACE_MS (and the orchestrator\'s own grace) if runs should finish during a shutdown'],
   },
+  runner_lost: {
+    summary: 'The gateway process executing the run went away (crashed, was killed, or stalled past its lease), so another gateway ended the run rather than leave it running. It was not re-executed on its own, because a step may already have submitted a form or called a tool.',
+    likely_causes: ['the gateway replica or its host was killed (SIGKILL, out of memory, a lost machine)', 'the gateway process stalled longer than SERVICE_RUN_LEASE_SECONDS'],
+    next_steps: ['resume it with POST /v1/predict {"action":"resume","run_id":...}: it restarts at the top-level step where the runner was (resume_step), with a fresh screenshot', 'check the steps already recorded for side effects before resuming'],
+  },
   halt_timeout: {
     summary: 'A step did not finish within its own time limit.',
     likely_causes: ['a page or an agent call hung'],

@@ -3,7 +3,8 @@ import path from 'node:path';
 import type { NormalizedPlan } from './plan-policy.ts';
 import type { DeliveryAttempt, WebhookTarget } from './webhooks.ts';
 
-export type RunStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
+export const RUN_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
 
 export interface FailureHelp {
   halt_class: string;
@@ -52,6 +53,8 @@ export interface RunRecord {
   start_step?: number;
   /** Top-level step index a resume of this run would restart at; null when there is nothing to resume. */
   resume_step?: number | null;
+  /** While running: the top-level step the runner is on, saved with the steps (where recovery points a resume). */
+  checkpoint_step?: number;
 }
 
 /** The run's directory: tenant-prefixed under the data dir. */

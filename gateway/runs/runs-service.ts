@@ -12,6 +12,7 @@ import { failureHelp } from './failure-help.ts';
 import type { NormalizedPlan } from './plan-policy.ts';
 import { TERMINAL, type EffectiveRuntime, type RunRecord, type RunStatus } from './records.ts';
 import type { EventLog } from './events.ts';
+import { runnerKey } from './recovery.ts';
 import type { DeliveryAttempt, Webhooks, WebhookTarget } from './webhooks.ts';
 
 export interface RunOutcome {
@@ -141,9 +142,9 @@ export class RunsService {
     return this.runs.get(runId);
   }
 
-  /** Saves a run the runner is working on. */
+  /** Saves a run the runner is working on; a run that has ended meanwhile (recovered, cancelled) is left as it ended. */
   async save(r: RunRecord): Promise<void> {
-    await this.runs.put({ ...r, updated_at: new Date().toISOString() });
+    await this.runs.putUnlessEnded({ ...r, updated_at: new Date().toISOString() });
   }
 
   async emit(r: RunRecord, type: string, data: Record<string, unknown>): Promise<void> {
@@ -161,12 +162,21 @@ export class RunsService {
 
   /** True while a runner has claimed the run (set by the runner when it starts one). */
   private async runnerOwns(runId: string): Promise<boolean> {
-    return (await this.atomic.get(`runner:${runId}`)) !== null;
+    return (await this.atomic.get(runnerKey(runId))) !== null;
   }
 
   /** Claims a queued run for execution; false when someone else has it or it has ended. */
   async claimForRunner(runId: string, owner: string, ttlMs: number): Promise<boolean> {
-    return (await this.atomic.claim(`runner:${runId}`, owner, ttlMs)) === null;
+    return (await this.atomic.claim(runnerKey(runId), owner, ttlMs)) === null;
+  }
+
+  /** The runner's heartbeat: false when its lease is gone (expired, or the run was recovered). */
+  renewRunner(runId: string, owner: string, ttlMs: number): Promise<boolean> {
+    return this.atomic.renew(runnerKey(runId), owner, ttlMs);
+  }
+
+  async releaseRunner(runId: string, owner: string): Promise<void> {
+    await this.atomic.deleteIf(runnerKey(runId), owner);
   }
 
   /**
@@ -192,9 +202,7 @@ export class RunsService {
       ended_at: now,
       events: [...r.events, `${now} status ${status}${haltClass ? ` (halt_class ${haltClass})` : ''}`],
     };
-    const current = await this.runs.get(r.run_id);
-    if (current && TERMINAL.has(current.status)) return current;
-    await this.runs.put(ended);
+    if (!(await this.runs.putUnlessEnded(ended))) return (await this.runs.get(r.run_id)) ?? ended;
     const released = await this.limits.releaseRunSlot(r.tenant_id, r.run_id);
     if (released && r.profile_id) {
       await this.atomic.deleteIf(`profile:${r.profile_id}`, r.run_id);

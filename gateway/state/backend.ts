@@ -82,6 +82,13 @@ function keyedRuns<T extends RunKey>(s: KeyedStore<T>): RunTable<T> {
   return {
     get: (runId) => s.get(runId),
     put: (run) => s.set(run.run_id, run),
+    // not atomic across replicas on Redis (the known gap of that mode until the shared store of record lands)
+    async putUnlessEnded(run) {
+      const current = await s.get(run.run_id);
+      if (current && !UNFINISHED.has(current.status)) return false;
+      await s.set(run.run_id, run);
+      return true;
+    },
     page: async (tenantId, q) => pageOf(await all(), tenantId, q),
     unfinished: async () => (await all()).filter((r) => UNFINISHED.has(r.status)).sort((a, b) => (a.created_at < b.created_at ? -1 : 1)),
   };

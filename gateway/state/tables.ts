@@ -34,6 +34,8 @@ export interface RunQuery {
 export interface RunTable<T extends RunKey> {
   get(runId: string): Promise<T | undefined>;
   put(run: T): Promise<void>;
+  /** Writes `run` unless its stored row has ended (queued or running, or none yet); true when written. */
+  putUnlessEnded(run: T): Promise<boolean>;
   /** A tenant's runs, newest first (created_at, then run_id); throws BadCursor for a cursor it did not make. */
   page(tenantId: string, q: RunQuery): Promise<RunPage<T>>;
   /** Every run still queued or running, oldest first (recovery). */

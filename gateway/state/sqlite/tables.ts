@@ -47,6 +47,9 @@ export class SqliteRunTable<T extends RunKey> implements RunTable<T> {
       put: db.prepare(
         'INSERT INTO runs (run_id, tenant_id, status, created_at, body) VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, body = excluded.body',
       ),
+      putUnlessEnded: db.prepare(
+        "INSERT INTO runs (run_id, tenant_id, status, created_at, body) VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, body = excluded.body WHERE runs.status IN ('queued', 'running')",
+      ),
       first: db.prepare<[string, number], { body: string }>('SELECT body FROM runs WHERE tenant_id = ? ORDER BY created_at DESC, run_id DESC LIMIT ?'),
       firstByStatus: db.prepare<[string, string, number], { body: string }>(
         'SELECT body FROM runs WHERE tenant_id = ? AND status = ? ORDER BY created_at DESC, run_id DESC LIMIT ?',
@@ -68,6 +71,10 @@ export class SqliteRunTable<T extends RunKey> implements RunTable<T> {
 
   async put(run: T): Promise<void> {
     this.q.put.run(run.run_id, run.tenant_id, run.status, run.created_at, JSON.stringify(run));
+  }
+
+  async putUnlessEnded(run: T): Promise<boolean> {
+    return this.q.putUnlessEnded.run(run.run_id, run.tenant_id, run.status, run.created_at, JSON.stringify(run)).changes > 0;
   }
 
   async page(tenantId: string, q: RunQuery): Promise<RunPage<T>> {

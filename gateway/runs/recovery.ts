@@ -1,0 +1,114 @@
+// Recovery: no run stays queued or running forever. A runner holds a lease on
+// each run it executes (runner:<run_id>, renewed by its heartbeat); a sweep on
+// every gateway finds runs whose lease is gone and ends them failed with halt
+// class runner_lost and a resume pointer (the rule is in docs/decisions.md: a
+// run is never silently re-executed, since its steps may have submitted a form
+// or called a tool). Queued runs the dispatch lost (a restart of the embedded
+// gateway, a replica that popped a run and died) are handed to the queue again.
+import { hostname } from 'node:os';
+import type { Logger } from '../log.ts';
+import type { AtomicOps } from '../state/atomic.ts';
+import type { RunRecord } from './records.ts';
+import type { RunsService } from './runs-service.ts';
+
+export const RUNNER_LOST = 'runner_lost';
+
+/** A runner owner id that says which process holds a lease: host, pid and a nonce. */
+export function runnerOwner(): string {
+  return `${hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`;
+}
+
+/** True when `owner` names a process of this host that no longer exists (its lease can be taken at once). */
+export function ownerIsDead(owner: string): boolean {
+  const [host, pid] = owner.split(':');
+  if (host !== hostname() || !/^\d+$/.test(pid ?? '')) return false;
+  if (Number(pid) === process.pid) return false;
+  try {
+    process.kill(Number(pid), 0);
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ESRCH';
+  }
+}
+
+export const runnerKey = (runId: string): string => `runner:${runId}`;
+
+export interface RecoveryOptions {
+  runs: RunsService;
+  atomic: AtomicOps;
+  /** hands a queued run to the dispatch again */
+  requeue(runId: string): Promise<void>;
+  log: Logger;
+  /** how often to sweep */
+  intervalMs: number;
+  /** a queued run unclaimed for longer than this is handed to the dispatch again */
+  queuedGraceMs: number;
+}
+
+export class RunRecovery {
+  private timer: NodeJS.Timeout | undefined;
+  private sweeping: Promise<void> | undefined;
+  /** when each queued run was last handed to the dispatch by this sweeper */
+  private readonly requeuedAt = new Map<string, number>();
+
+  constructor(private readonly o: RecoveryOptions) {}
+
+  /** Sweeps now (the start-up reconcile: every queued run is handed over again) and then every intervalMs. */
+  async start(): Promise<void> {
+    await this.sweep(true);
+    this.timer = setInterval(() => void this.sweep(false), this.o.intervalMs);
+    this.timer.unref();
+  }
+
+  /** One pass; never throws (a store that is away is tried again next time). */
+  sweep(startup = false): Promise<void> {
+    this.sweeping ??= this.pass(startup)
+      .catch((err: unknown) => this.o.log.warn({ err: (err as Error)?.message }, 'run recovery sweep failed; trying again'))
+      .finally(() => (this.sweeping = undefined));
+    return this.sweeping;
+  }
+
+  private async pass(startup: boolean): Promise<void> {
+    const now = Date.now();
+    for (const r of await this.o.runs.unfinished()) {
+      const holder = await this.o.atomic.get(runnerKey(r.run_id));
+      const orphaned = holder === null || ownerIsDead(holder);
+      if (!orphaned) continue;
+      if (r.status === 'running') await this.recover(r, holder);
+      else if (r.status === 'queued') {
+        const age = now - Math.max(Date.parse(r.created_at), this.requeuedAt.get(r.run_id) ?? 0);
+        if (startup || age >= this.o.queuedGraceMs) {
+          this.requeuedAt.set(r.run_id, now);
+          if (holder !== null) await this.o.atomic.deleteIf(runnerKey(r.run_id), holder);
+          await this.o.requeue(r.run_id);
+        }
+      }
+    }
+    for (const id of this.requeuedAt.keys()) if (now - this.requeuedAt.get(id)! > 10 * this.o.queuedGraceMs) this.requeuedAt.delete(id);
+  }
+
+  /** Ends a run whose runner is gone: failed, runner_lost, resumable from its last checkpoint. */
+  private async recover(r: RunRecord, holder: string | null): Promise<void> {
+    // one sweeper recovers a run, however many replicas sweep
+    if ((await this.o.atomic.claim(`recover:${r.run_id}`, 'x', 60_000)) !== null) return;
+    const current = await this.o.runs.load(r.run_id);
+    if (!current || current.status !== 'running') return;
+    const resumeStep = current.checkpoint_step ?? current.start_step ?? 0;
+    await this.o.runs.emit(current, 'run.recovered', { rule: 'ended', halt_class: RUNNER_LOST, resume_step: resumeStep, previous_runner: holder });
+    this.o.log.warn({ run_id: r.run_id, tenant_id: r.tenant_id, previous_runner: holder, resume_step: resumeStep }, 'run recovered: its runner is gone');
+    await this.o.runs.end(current, {
+      status: 'failed',
+      haltClass: RUNNER_LOST,
+      error: RUNNER_LOST,
+      summary: `${current.summary ? `${current.summary}; ` : ''}the runner executing this run went away (crash or lost lease) at top-level step ${resumeStep}`,
+      steps: current.steps,
+      resumeStep,
+    });
+    if (holder !== null) await this.o.atomic.deleteIf(runnerKey(r.run_id), holder);
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.timer);
+    await this.sweeping;
+  }
+}
