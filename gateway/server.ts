@@ -113,7 +113,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     log: namedLogger(log, 'gateway.webhooks'),
     // called only after start-up, when `services` exists
     record: (runId, attempt) => services.runs.recordDelivery(runId, attempt),
-  });
+  }, state.outbox);
   const runs = new RunsService(state.runs<RunRecord>(), state.atomic, limits, events, webhooks);
   const services: Services = {
     config,
@@ -183,6 +183,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     queuedGraceMs: config.runLeaseMs,
   });
   await recovery.start();
+  webhooks.start();
   const app = buildApp(services, routes);
   let server: Server | undefined;
   let selfUrl: string | undefined;
@@ -226,7 +227,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
       await executor.drain();
       await planes.close();
       await plugins.close();
-      webhooks.close();
+      await webhooks.close();
       await events.close();
       await state.close();
       log.info('gateway stopped');

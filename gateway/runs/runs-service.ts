@@ -214,7 +214,7 @@ export class RunsService {
         type: 'run.ended',
         data: { status, phase: ended.phase, halt_class: haltClass, error },
       });
-      if (r.webhook) this.webhooks.deliver(r.run_id, r.webhook, completionPayload(ended));
+      if (r.webhook) await this.webhooks.deliver(r.run_id, r.webhook, completionPayload(ended));
     }
     return ended;
   }

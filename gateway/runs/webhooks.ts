@@ -2,7 +2,8 @@
 // webhook-id, webhook-timestamp and webhook-signature `v1,<base64 HMAC-SHA256
 // of "id.timestamp.body">`. Deliveries never block the run: they are retried on
 // a backoff schedule in the background, through the egress guard, and each
-// attempt is logged on the run.
+// attempt is logged on the run. Pending deliveries live in the outbox of the
+// store of record, so a restart resumes their schedule.
 import { createHmac, randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import http from 'node:http';
@@ -10,6 +11,7 @@ import https from 'node:https';
 import path from 'node:path';
 import type { Logger } from '../log.ts';
 import { pinnedLookup, resolvePublic } from '../net/egress.ts';
+import type { Outbox, OutboxItem } from '../state/outbox.ts';
 
 export interface WebhookTarget {
   url: string;
@@ -49,10 +51,16 @@ export function sign(key: Buffer, id: string, timestamp: number, body: string): 
 const SECRET_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
 
 export class Webhooks {
-  private readonly timers = new Set<NodeJS.Timeout>();
+  private timer: NodeJS.Timeout | undefined;
+  private pumping: Promise<void> | undefined;
+  private again = false;
   private closed = false;
+  private readonly inFlight = new Set<Promise<void>>();
 
-  constructor(private readonly opts: WebhookOptions) {}
+  constructor(
+    private readonly opts: WebhookOptions,
+    private readonly outbox: Outbox,
+  ) {}
 
   private async secret(name: string): Promise<Buffer | undefined> {
     if (!name) return undefined;
@@ -60,48 +68,84 @@ export class Webhooks {
     return signingKey(await readFile(path.join(this.opts.secretsDir, name), 'utf8'));
   }
 
-  /** Starts delivering in the background; returns at once. */
-  deliver(runId: string, target: WebhookTarget, payload: Record<string, unknown>): void {
-    const id = `msg_${randomUUID()}`;
-    const body = JSON.stringify(payload);
-    const attempt = async (n: number): Promise<void> => {
-      if (this.closed) return;
-      const started = Date.now();
-      let status: number | null = null;
-      let error: string | null = null;
+  /** Delivers what the outbox holds from earlier processes, and what is added from now on. */
+  start(): void {
+    this.wake(0);
+  }
+
+  /** Puts a delivery in the outbox (stored before this returns); it is attempted in the background. */
+  async deliver(runId: string, target: WebhookTarget, payload: Record<string, unknown>): Promise<void> {
+    await this.outbox.add({ id: `msg_${randomUUID()}`, run_id: runId, target: JSON.stringify(target), payload: JSON.stringify(payload), attempt: 1, due_at: Date.now() });
+    this.wake(0);
+  }
+
+  private wake(inMs: number): void {
+    if (this.closed) return;
+    if (this.pumping) {
+      this.again = true;
+      return;
+    }
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => void this.pump(), inMs);
+    this.timer.unref();
+  }
+
+  /** Attempts every due delivery, then sleeps until the next one falls due (at most a second, for items other replicas add). */
+  private async pump(): Promise<void> {
+    this.pumping = (async () => {
       try {
-        const key = await this.secret(target.secret_name);
-        const ts = Math.floor(Date.now() / 1000);
-        const headers: Record<string, string> = {
-          'content-type': 'application/json',
-          'user-agent': 'runplane-webhooks/1',
-          'webhook-id': id,
-          'webhook-timestamp': String(ts),
-        };
-        if (key) headers['webhook-signature'] = sign(key, id, ts, body);
-        status = await this.post(target.url, headers, body);
-        if (status < 200 || status >= 300) error = `receiver answered ${status}`;
+        const lease = this.opts.timeoutMs + 5_000;
+        for (const item of await this.outbox.take(Date.now(), 20, lease)) {
+          const p = this.attempt(item).finally(() => this.inFlight.delete(p));
+          this.inFlight.add(p);
+        }
       } catch (err) {
-        error = (err as Error).message.slice(0, 300);
+        this.opts.log.warn({ err: (err as Error).message }, 'webhook outbox could not be read; retrying');
       }
-      const ok = error === null;
-      const last = ok || n > this.opts.retrySchedule.length;
-      await this.opts
-        .record(runId, { attempt: n, at: new Date(started).toISOString(), status, error, duration_ms: Date.now() - started }, last)
-        .catch((err: unknown) => this.opts.log.warn({ run_id: runId, err: (err as Error).message }, 'webhook delivery log not saved'));
-      if (ok) return;
-      if (last) {
-        this.opts.log.warn({ run_id: runId, attempts: n }, 'webhook delivery gave up');
-        return;
-      }
-      const timer = setTimeout(() => {
-        this.timers.delete(timer);
-        void attempt(n + 1);
-      }, this.opts.retrySchedule[n - 1]! * 1000);
-      timer.unref();
-      this.timers.add(timer);
-    };
-    void attempt(1);
+    })();
+    await this.pumping;
+    this.pumping = undefined;
+    const next = await this.outbox.nextDue().catch(() => undefined);
+    const wait = this.again ? 0 : next === undefined ? 1000 : Math.min(1000, Math.max(20, next - Date.now()));
+    this.again = false;
+    this.wake(wait);
+  }
+
+  private async attempt(item: OutboxItem): Promise<void> {
+    const target = JSON.parse(item.target) as WebhookTarget;
+    const n = item.attempt;
+    const started = Date.now();
+    let status: number | null = null;
+    let error: string | null = null;
+    try {
+      const key = await this.secret(target.secret_name);
+      const ts = Math.floor(Date.now() / 1000);
+      const headers: Record<string, string> = {
+        'content-type': 'application/json',
+        'user-agent': 'runplane-webhooks/1',
+        'webhook-id': item.id,
+        'webhook-timestamp': String(ts),
+      };
+      if (key) headers['webhook-signature'] = sign(key, item.id, ts, item.payload);
+      status = await this.post(target.url, headers, item.payload);
+      if (status < 200 || status >= 300) error = `receiver answered ${status}`;
+    } catch (err) {
+      error = (err as Error).message.slice(0, 300);
+    }
+    const ok = error === null;
+    const last = ok || n > this.opts.retrySchedule.length;
+    try {
+      if (last) await this.outbox.remove(item.id);
+      else await this.outbox.reschedule(item.id, n + 1, Date.now() + this.opts.retrySchedule[n - 1]! * 1000);
+    } catch (err) {
+      // the lease runs out and the attempt is made again: at least once
+      this.opts.log.warn({ run_id: item.run_id, err: (err as Error).message }, 'webhook outbox not updated');
+    }
+    await this.opts
+      .record(item.run_id, { attempt: n, at: new Date(started).toISOString(), status, error, duration_ms: Date.now() - started }, last)
+      .catch((err: unknown) => this.opts.log.warn({ run_id: item.run_id, err: (err as Error).message }, 'webhook delivery log not saved'));
+    if (!ok && last) this.opts.log.warn({ run_id: item.run_id, attempts: n }, 'webhook delivery gave up');
+    if (!last) this.wake(0);
   }
 
   private async post(url: string, headers: Record<string, string>, body: string): Promise<number> {
@@ -126,9 +170,11 @@ export class Webhooks {
     });
   }
 
-  close(): void {
+  /** Stops attempting; waits for the attempts in flight (each bounded by the timeout). Pending items stay in the outbox. */
+  async close(): Promise<void> {
     this.closed = true;
-    for (const t of this.timers) clearTimeout(t);
-    this.timers.clear();
+    clearTimeout(this.timer);
+    await this.pumping;
+    await Promise.allSettled([...this.inFlight]);
   }
 }

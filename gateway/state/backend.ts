@@ -11,6 +11,7 @@ import { pingRedis, redisClient, type DependencyCheck, type RedisClient } from '
 import { openDb } from './sqlite/db.ts';
 import { SqliteAtomicOps } from './sqlite/atomic.ts';
 import { SqliteEventTable, SqliteKeyedStore, SqliteRunTable } from './sqlite/tables.ts';
+import { MemoryOutbox, SqliteOutbox, type Outbox } from './outbox.ts';
 import { UNFINISHED, pageOf, type KeyedStore, type RunKey, type RunTable } from './tables.ts';
 
 export type { DependencyCheck };
@@ -25,6 +26,8 @@ export interface StateBackend {
   store<T>(namespace: string): KeyedStore<T>;
   /** The run rows. */
   runs<T extends RunKey>(): RunTable<T>;
+  /** Webhook deliveries waiting for their next attempt. */
+  readonly outbox: Outbox;
   /** The SQLite event table, when the events live in the store of record (embedded default). */
   readonly eventTable?: SqliteEventTable;
   /** Each dependency this backend needs, checked now (readiness). None on the embedded default. */
@@ -110,6 +113,7 @@ function openMemoryBackend(): StateBackend {
   return {
     kind: 'memory',
     atomic: new MemoryAtomicOps(),
+    outbox: new MemoryOutbox(),
     store: <T>(namespace: string) => store(namespace) as KeyedStore<T>,
     runs: <T extends RunKey>() => keyedRuns(store('runs') as KeyedStore<T>),
     async dependencies() {
@@ -128,6 +132,7 @@ function openSqliteBackend(o: StateOptions): StateBackend {
   return {
     kind: 'sqlite',
     atomic,
+    outbox: new SqliteOutbox(db),
     store: <T>(namespace: string) => store(namespace) as KeyedStore<T>,
     runs: <T extends RunKey>() => runs as unknown as RunTable<T>,
     eventTable: new SqliteEventTable(db, o.maxEventsPerRun),
@@ -150,6 +155,8 @@ async function openRedisBackend(url: string): Promise<StateBackend> {
   return {
     kind: 'redis',
     atomic: new RedisAtomicOps(client),
+    // per replica until the shared store of record (PostgreSQL) lands: a restart of this replica loses its pending retries
+    outbox: new MemoryOutbox(),
     store: <T>(namespace: string) => store(namespace) as KeyedStore<T>,
     runs: <T extends RunKey>() => keyedRuns(store('runs') as KeyedStore<T>),
     async dependencies() {

@@ -4,6 +4,9 @@
 // runs that were running (recovered: failed runner_lost, resumable) or queued
 // (executed after the restart). Nothing the dead process started is left running.
 import { expect } from 'chai';
+import { createServer, type Server } from 'node:http';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
 import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -21,6 +24,9 @@ describe('restart on the embedded store of record (SIGKILL, same data dir)', fun
   let dir: string;
   let site: Site;
   let gw: GatewayProcess | undefined;
+  let receiver: Server;
+  let receiverUrl: string;
+  const deliveries: Array<{ id: string; at: number; status: number }> = [];
 
   const env = () => ({
     SERVICE_DATA_DIR: dir,
@@ -30,12 +36,23 @@ describe('restart on the embedded store of record (SIGKILL, same data dir)', fun
     SERVICE_ALLOW_PRIVATE_NETWORKS: '1',
     SERVICE_MAX_ACTIVE_RUNS: '1',
     SERVICE_LOG_LEVEL: 'warn',
+    // the first attempt fails; the retry falls due after the gateway was killed and started again
+    SERVICE_WEBHOOK_RETRY_SECONDS: '20',
   });
   const req = (method: string, p: string, body?: unknown, headers?: Record<string, string>, as = token): Promise<TestResponse> =>
     request(gw!.url, method, p, { token: as, body, headers });
 
   before(async () => {
     site = await startSite();
+    receiver = createServer((req, res) => {
+      req.resume();
+      const status = deliveries.length === 0 ? 503 : 204;
+      deliveries.push({ id: String(req.headers['webhook-id']), at: Date.now(), status });
+      res.writeHead(status).end();
+    });
+    receiver.listen(0, '127.0.0.1');
+    await once(receiver, 'listening');
+    receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
     dir = await mkdtemp(path.join(tmpdir(), 'runplane-restart-'));
     await mkdir(path.join(dir, 'secrets'));
     await writeFile(
@@ -46,12 +63,13 @@ describe('restart on the embedded store of record (SIGKILL, same data dir)', fun
   after(async () => {
     await gw?.stop();
     await site?.close();
+    receiver?.close();
   });
 
   it('keeps finished runs, recipes and idempotency keys, recovers the running run, executes the queued one, and leaves nothing running', async () => {
     gw = await startGatewayProcess(env());
     // a finished run
-    const done = await req('POST', '/v1/predict', { plan: [{ intent: 'open the listings', type: 'navigate', url: `${site.url}/list` }], compute_backend: 'dom_plane', detached: false });
+    const done = await req('POST', '/v1/predict', { plan: [{ intent: 'open the listings', type: 'navigate', url: `${site.url}/list` }], compute_backend: 'dom_plane', detached: false, callback_url: receiverUrl });
     expect(done.status, done.text).to.equal(200);
     expect(done.body.status, done.text).to.equal('succeeded');
     const doneId = done.body.run_id as string;
@@ -82,6 +100,7 @@ describe('restart on the embedded store of record (SIGKILL, same data dir)', fun
     expect(await until(async () => stillPresent(spawned).length === 0, 15_000), `left running: ${stillPresent(spawned).map((p) => `${p} ${cmdline(p).slice(0, 80)}`).join('; ')}`).to.equal(true);
 
     gw = await startGatewayProcess(env());
+    const restartedAt = Date.now();
     // the finished run: record, events and result as they were
     const again = await req('GET', `/v1/runs/${doneId}`);
     expect(again.status).to.equal(200);
@@ -119,6 +138,12 @@ describe('restart on the embedded store of record (SIGKILL, same data dir)', fun
     expect((next.body.runs as Body[]).map((r) => r.run_id)).to.deep.equal([doneId]);
     expect(next.body.next_cursor).to.equal(null);
     expect(((await req('GET', '/v1/runs', undefined, undefined, other)).body.runs as Body[]).length, 'beta sees none of alpha').to.equal(0);
+    // the webhook whose first attempt failed before the kill is delivered by the new process, under the same webhook-id
+    expect(await until(async () => deliveries.length >= 2, 30_000), 'the pending webhook retry survived the restart').to.equal(true);
+    expect(deliveries[0]!.status).to.equal(503);
+    expect(deliveries[1]!.id).to.equal(deliveries[0]!.id);
+    expect(deliveries[1]!.at).to.be.above(restartedAt);
+    expect(await until(async () => ((await req('GET', `/v1/runs/${doneId}`)).body.webhook.deliveries as Body[]).length === 2, 5_000)).to.equal(true);
     // the resume the failure_help points at works
     const resumed = await req('POST', '/v1/predict', { action: 'resume', run_id: runningId, detached: true });
     expect(resumed.status, resumed.text).to.equal(200);
