@@ -1,7 +1,8 @@
 // bench/gateway: requests per second and p50/p99 latency on loopback of
 //   (a) an authenticated GET /v1/runs/{id}/status
 //   (b) POST /v1/predict validating a 50-step plan
-// each beside a bare Koa route answering the same JSON, in the same run.
+// each on the in-memory store and on the SQLite store of record (the embedded
+// default), beside a bare Koa route answering the same JSON, in the same run.
 // Usage: npm run bench:gateway [-- --seconds 5 --connections 10]
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
@@ -16,8 +17,8 @@ const seconds = opt('seconds', 5);
 const connections = opt('connections', 10);
 const here = import.meta.dirname;
 
-function start(file: string): Promise<{ child: ChildProcess; line: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(here, file)], { stdio: ['ignore', 'pipe', 'inherit'] });
+function start(file: string, ...argv: string[]): Promise<{ child: ChildProcess; line: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(here, file), ...argv], { stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
     child.stdout!.once('data', (d: Buffer) => resolve({ child, line: d.toString().trim().split('\n')[0]! }));
     child.once('exit', (c) => reject(new Error(`${file} exited ${c}`)));
@@ -48,22 +49,26 @@ async function measure(name: string, url: string, opts: Partial<autocannon.Optio
   return { name, rps: Math.round(r.requests.average), p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx };
 }
 
-const gw = await start('gateway-server.ts');
+const mem = await start('gateway-server.ts', 'memory');
+const sql = await start('gateway-server.ts', 'sqlite');
 const bare = await start('bare-server.ts');
 try {
-  const { url, token, run_id } = JSON.parse(gw.line) as { url: string; token: string; run_id: string };
+  const stores = [
+    { name: 'memory', ...(JSON.parse(mem.line) as { url: string; token: string; run_id: string }) },
+    { name: 'sqlite', ...(JSON.parse(sql.line) as { url: string; token: string; run_id: string }) },
+  ];
   const rows: Row[] = [];
   rows.push(await measure('bare GET (same JSON)', `${bare.line}/status`, {}));
-  rows.push(await measure('gateway GET /v1/runs/{id}/status', `${url}/v1/runs/${run_id}/status`, { headers: { 'X-Service-Token': token } }));
-  const post = { method: 'POST' as const, body: predictBody, headers: { 'Content-Type': 'application/json', 'X-Service-Token': token } };
-  rows.push(await measure('bare POST (parse 50 steps)', `${bare.line}/v1/predict`, post));
-  rows.push(await measure('gateway POST /v1/predict 50 steps', `${url}/v1/predict`, post));
-  console.log(`\nbench/gateway: ${seconds}s per case, ${connections} connections, loopback, ${predictBody.length} byte plan body\n`);
+  for (const g of stores) rows.push(await measure(`gateway GET status (${g.name})`, `${g.url}/v1/runs/${g.run_id}/status`, { headers: { 'X-Service-Token': g.token } }));
+  const post = (token: string) => ({ method: 'POST' as const, body: predictBody, headers: { 'Content-Type': 'application/json', 'X-Service-Token': token } });
+  rows.push(await measure('bare POST (parse 50 steps)', `${bare.line}/v1/predict`, post('')));
+  for (const g of stores) rows.push(await measure(`gateway POST predict 50 (${g.name})`, `${g.url}/v1/predict`, post(g.token)));
+  console.log(`\nbench/gateway: ${seconds}s per case, ${connections} connections, loopback, ${predictBody.length} byte plan body, load average ${(await import('node:os')).loadavg().map((l) => l.toFixed(2)).join(' ')}\n`);
   console.log('case'.padEnd(38) + 'req/s'.padStart(9) + 'p50 ms'.padStart(9) + 'p99 ms'.padStart(9) + 'non2xx'.padStart(8));
   for (const r of rows) console.log(r.name.padEnd(38) + String(r.rps).padStart(9) + String(r.p50).padStart(9) + String(r.p99).padStart(9) + String(r.non2xx).padStart(8));
   const ratio = (a: Row, b: Row) => (a.rps / b.rps).toFixed(2);
-  console.log(`\nthroughput ratio gateway/bare: status ${ratio(rows[1]!, rows[0]!)}, predict ${ratio(rows[3]!, rows[2]!)}`);
+  console.log(`\nthroughput ratio gateway/bare: status ${ratio(rows[1]!, rows[0]!)} memory, ${ratio(rows[2]!, rows[0]!)} sqlite; predict ${ratio(rows[4]!, rows[3]!)} memory, ${ratio(rows[5]!, rows[3]!)} sqlite`);
+  console.log(`sqlite/memory: status ${ratio(rows[2]!, rows[1]!)}, predict ${ratio(rows[5]!, rows[4]!)}`);
 } finally {
-  gw.child.kill('SIGTERM');
-  bare.child.kill('SIGTERM');
+  for (const c of [mem, sql, bare]) c.child.kill('SIGTERM');
 }
