@@ -13,6 +13,8 @@ export interface GatewayConfig {
   apiTokenTenantId: string;
   gatewayApiKey?: string;
   redisUrl?: string;
+  /** SERVICE_DATABASE_URL: PostgreSQL, the store of record shared by replicas (postgres://...) */
+  databaseUrl?: string;
   /** SERVICE_STATE: where the store of record lives without Redis: sqlite (default, in the data dir) or memory (tests) */
   stateStore: 'sqlite' | 'memory';
   /** SERVICE_RUN_LEASE_SECONDS: a runner's lease on a run; renewed every third of it, a dead runner's runs are recovered past it */
@@ -113,6 +115,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Gateway
     apiTokenTenantId: envStr(env, 'SERVICE_API_TENANT_ID') ?? 'default',
     gatewayApiKey: envStr(env, 'GATEWAY_API_KEY'),
     redisUrl: envStr(env, 'SERVICE_REDIS_URL'),
+    databaseUrl: envStr(env, 'SERVICE_DATABASE_URL'),
     stateStore: stateStoreOf(envStr(env, 'SERVICE_STATE') ?? 'sqlite'),
     runLeaseMs: envInt(env, 'SERVICE_RUN_LEASE_SECONDS', 30, 3, 600) * 1000,
     plansDir: path.resolve(cwd, envStr(env, 'SERVICE_PLANS_DIR') ?? path.join(root, 'config/plans')),

@@ -98,7 +98,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
   // plugins first: a refused plugin stops start-up before anything is opened
   const plugins = await loadPlugins({ builtinDir: config.builtinPluginsDir, operatorDir: config.pluginsDir, dataDir: config.dataDir, log: namedLogger(log, 'gateway.plugins'), env: config.env });
   const metrics = await createMetrics(opts.loadMetricsLibrary);
-  const state = await openStateBackend({ redisUrl: config.redisUrl, dataDir: config.dataDir, kind: config.stateStore, maxEventsPerRun: MAX_EVENTS_PER_RUN });
+  const state = await openStateBackend({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, dataDir: config.dataDir, kind: config.stateStore, maxEventsPerRun: MAX_EVENTS_PER_RUN });
   const limits = new Limits(state.atomic, metrics);
   const tenants = await tenantResolver(config, log);
   const version = readVersionInfo(config.gitSha, config.deployedAt);

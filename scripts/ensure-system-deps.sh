@@ -36,6 +36,8 @@ for bin in "${!NEEDS[@]}"; do
 done
 # fonts make screenshots of text legible; checked by file, not by binary
 [ -d /usr/share/fonts/truetype/liberation ] || missing+=(fonts-liberation)
+# the tests start throwaway PostgreSQL clusters (the store of record at scale); Debian keeps its binaries off PATH
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
 
 if [ ${#missing[@]} -eq 0 ]; then
   ensure_browser_user

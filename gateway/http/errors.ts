@@ -1,12 +1,13 @@
 // Turns every failure into {detail} with the right status, or into OpenAI's
 // {error: {message, type, code, param}} when the matched route declares
 // `openai` (its chain marks ctx.state.errorShape). A ServiceError's detail is
-// safe to show; a dependency that cannot be reached (Redis) is 503 with
+// safe to show; a dependency that cannot be reached (Redis, PostgreSQL) is 503 with
 // Retry-After; anything else is logged with its stack and answered with a
 // generic 500.
 import type { Logger } from '../log.ts';
 import { dependencyUnavailable, isServiceError, type ErrorClass, type ServiceError } from '../errors.ts';
 import { isRedisConnectionError } from '../state/redis-client.ts';
+import { isPgConnectionError } from '../state/pg/db.ts';
 import type { Ctx, Next } from '../context.ts';
 import { openAiError } from './openai-errors.ts';
 
@@ -17,7 +18,8 @@ function answer(ctx: Ctx, status: number, message: string, errorClass?: ErrorCla
 
 /** The 503 of a dependency that went away (the client's to retry, not a bug of ours), or undefined. */
 export function dependencyError(err: unknown): ServiceError | undefined {
-  return isRedisConnectionError(err) ? dependencyUnavailable('redis') : undefined;
+  if (isRedisConnectionError(err)) return dependencyUnavailable('redis');
+  return isPgConnectionError(err) ? dependencyUnavailable('postgres') : undefined;
 }
 
 export function errorBodies(log: Logger) {

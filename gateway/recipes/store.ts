@@ -4,6 +4,7 @@
 import { ServiceError, notFound } from '../errors.ts';
 import type { KeyedStore, StateBackend } from '../state/backend.ts';
 import { isRedisConnectionError } from '../state/redis-client.ts';
+import { isPgConnectionError } from '../state/pg/db.ts';
 import { validator, describeError } from '../../schemas/index.ts';
 
 import type { Recipe } from '../../schemas/types.gen.ts';
@@ -72,7 +73,7 @@ export class RecipeStore {
       await s.set(recipe.name, stored);
     } catch (err) {
       // a store that cannot be reached is 503 (retry later), not a failed write
-      if (isRedisConnectionError(err)) throw err;
+      if (isRedisConnectionError(err) || isPgConnectionError(err)) throw err;
       throw new ServiceError('persist_failed', `recipe '${recipe.name}' could not be stored and was not applied`);
     }
     return stored;
@@ -85,7 +86,7 @@ export class RecipeStore {
     try {
       deleted = await s.delete(name);
     } catch (err) {
-      if (isRedisConnectionError(err)) throw err;
+      if (isRedisConnectionError(err) || isPgConnectionError(err)) throw err;
       throw new ServiceError('persist_failed', `recipe '${name}' could not be deleted`);
     }
     return { name, deleted };

@@ -1,8 +1,8 @@
 // Run events: every state change of a run becomes an ordered event (seq from 1
 // per run), kept for replay (SSE Last-Event-ID, WebSocket ?after=) and fanned
 // out live to watchers and, through onAppend, to the plugins' trace sinks. In
-// the store of record by default (the SQLite table takes the seq inside the
-// insert's transaction); in memory for tests; on Redis the log is a list per run and fan-out goes
+// the store of record by default (its table takes the seq with the insert:
+// SQLite embedded, PostgreSQL shared); in memory for tests; on Redis the log is a list per run and fan-out goes
 // through pub/sub, so a watcher on one replica sees events published by
 // another. One script (scripts/append-event-2.lua) takes the seq, stores and
 // publishes the event in one step, so two replicas appending to one run (the
@@ -14,7 +14,7 @@ import path from 'node:path';
 import type { RunEvent } from '../plugins/contract.ts';
 import { redisClient, type RedisClient } from '../state/redis-client.ts';
 import { RedisScript } from '../state/redis-script.ts';
-import type { SqliteEventTable } from '../state/sqlite/tables.ts';
+import type { EventTable } from '../state/tables.ts';
 
 export type { RunEvent };
 
@@ -98,32 +98,6 @@ export class MemoryEventLog extends FanOut implements EventLog {
   }
 }
 
-/** Events in the embedded store of record; live fan-out within this process. */
-export class SqliteEventLog extends FanOut implements EventLog {
-  constructor(private readonly table: SqliteEventTable) {
-    super();
-  }
-
-  async append(input: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent> {
-    const { run_id, tenant_id, type, data } = input;
-    const ts = input.ts ?? new Date().toISOString();
-    let e: RunEvent | undefined;
-    this.table.append(run_id, (seq) => JSON.stringify((e = { run_id, tenant_id, type, ts, data, seq })));
-    this.deliver(e!);
-    this.appended(e!);
-    return e!;
-  }
-
-  async history(runId: string, after = 0): Promise<RunEvent[]> {
-    return this.table.after(runId, after).map((t) => JSON.parse(t) as RunEvent);
-  }
-
-  async close(): Promise<void> {
-    this.emitter.removeAllListeners();
-    this.appendListeners.clear();
-  }
-}
-
 const CHANNEL = 'runplane:events';
 const APPEND_EVENT = new RedisScript(path.join(import.meta.dirname, 'scripts', 'append-event-2.lua'));
 
@@ -175,7 +149,66 @@ export class RedisEventLog extends FanOut implements EventLog {
   }
 }
 
-export async function openEventLog(redisUrl?: string, table?: SqliteEventTable): Promise<EventLog> {
-  if (redisUrl) return RedisEventLog.open(redisUrl);
-  return table ? new SqliteEventLog(table) : new MemoryEventLog();
+/**
+ * Events in the store of record (SQLite or PostgreSQL), whose table takes the
+ * seq with the insert. Live fan-out within this process, or, with Redis,
+ * through pub/sub so a watcher on any replica sees every event.
+ */
+export class TableEventLog extends FanOut implements EventLog {
+  private constructor(
+    private readonly table: EventTable,
+    private readonly pub?: RedisClient,
+    private readonly sub?: RedisClient,
+  ) {
+    super();
+  }
+
+  static async open(table: EventTable, redisUrl?: string): Promise<TableEventLog> {
+    if (!redisUrl) return new TableEventLog(table);
+    const pub = redisClient(redisUrl);
+    const sub = redisClient(redisUrl);
+    await pub.connect();
+    await sub.connect();
+    const log = new TableEventLog(table, pub, sub);
+    await sub.subscribe(CHANNEL, (message) => {
+      try {
+        log.deliver(JSON.parse(message) as RunEvent);
+      } catch {
+        /* not ours */
+      }
+    });
+    return log;
+  }
+
+  async append(input: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent> {
+    const { run_id, tenant_id, type, data } = input;
+    const e = (await this.table.append(run_id, { run_id, tenant_id, type, ts: input.ts ?? new Date().toISOString(), data })) as unknown as RunEvent;
+    let published = false;
+    if (this.pub) {
+      // stored first: a watcher that misses the message (Redis away) resumes from the store with Last-Event-ID
+      published = await this.pub.publish(CHANNEL, JSON.stringify(e)).then(
+        () => true,
+        () => false,
+      );
+    }
+    if (!published) this.deliver(e);
+    this.appended(e);
+    return e;
+  }
+
+  async history(runId: string, after = 0): Promise<RunEvent[]> {
+    return (await this.table.after(runId, after)) as unknown as RunEvent[];
+  }
+
+  async close(): Promise<void> {
+    this.emitter.removeAllListeners();
+    this.appendListeners.clear();
+    for (const c of [this.sub, this.pub]) if (c?.isOpen) await c.close().catch(() => {});
+  }
+}
+
+/** Events live in the store of record's table when there is one; else in Redis (shared) or memory (tests). */
+export async function openEventLog(redisUrl?: string, table?: EventTable): Promise<EventLog> {
+  if (table) return TableEventLog.open(table, redisUrl);
+  return redisUrl ? RedisEventLog.open(redisUrl) : new MemoryEventLog();
 }

@@ -11,7 +11,7 @@ export interface BucketResult {
 }
 
 export interface AtomicOps {
-  readonly kind: 'memory' | 'redis' | 'sqlite';
+  readonly kind: 'memory' | 'redis' | 'sqlite' | 'postgres';
   /** Take one token from a bucket of `capacity` refilled at `refillPerSec`. */
   takeToken(key: string, capacity: number, refillPerSec: number): Promise<BucketResult>;
   /** Add `holder` to the slot set when fewer than `max` are held; re-adding a holder is a no-op success. */

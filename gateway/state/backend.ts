@@ -1,7 +1,9 @@
-// The state backend: the store of record (run rows, event logs, keyed stores)
-// and the atomic operations limits hang on. Embedded default: one SQLite file
-// in the data dir, so a restart loses nothing. With SERVICE_REDIS_URL every
-// replica shares Redis for both. Memory: tests only (SERVICE_STATE=memory).
+// The state backend: the store of record (run rows, event logs, keyed stores,
+// the webhook outbox) and the atomic operations limits hang on. Embedded
+// default: one SQLite file in the data dir, so a restart loses nothing. With
+// SERVICE_DATABASE_URL, PostgreSQL shared by every replica (Redis, when set,
+// then only fans events out and dispatches runs). With SERVICE_REDIS_URL alone,
+// Redis holds both. Memory: tests only (SERVICE_STATE=memory).
 import path from 'node:path';
 import { Keyv } from 'keyv';
 import KeyvRedis from '@keyv/redis';
@@ -9,15 +11,18 @@ import { MemoryAtomicOps, type AtomicOps } from './atomic.ts';
 import { RedisAtomicOps } from './redis-atomic.ts';
 import { pingRedis, redisClient, type DependencyCheck, type RedisClient } from './redis-client.ts';
 import { openDb } from './sqlite/db.ts';
+import { isPgConnectionError, openPool, type Pool } from './pg/db.ts';
+import { PgAtomicOps } from './pg/atomic.ts';
+import { PgEventTable, PgKeyedStore, PgOutbox, PgRunTable } from './pg/tables.ts';
 import { SqliteAtomicOps } from './sqlite/atomic.ts';
 import { SqliteEventTable, SqliteKeyedStore, SqliteRunTable } from './sqlite/tables.ts';
 import { MemoryOutbox, SqliteOutbox, type Outbox } from './outbox.ts';
-import { UNFINISHED, pageOf, type KeyedStore, type RunKey, type RunTable } from './tables.ts';
+import { UNFINISHED, pageOf, type EventTable, type KeyedStore, type RunKey, type RunTable } from './tables.ts';
 
 export type { DependencyCheck };
 export type { KeyedStore, RunTable } from './tables.ts';
 
-export type StateKind = 'memory' | 'redis' | 'sqlite';
+export type StateKind = 'memory' | 'redis' | 'sqlite' | 'postgres';
 
 export interface StateBackend {
   readonly kind: StateKind;
@@ -28,8 +33,8 @@ export interface StateBackend {
   runs<T extends RunKey>(): RunTable<T>;
   /** Webhook deliveries waiting for their next attempt. */
   readonly outbox: Outbox;
-  /** The SQLite event table, when the events live in the store of record (embedded default). */
-  readonly eventTable?: SqliteEventTable;
+  /** The event table, when the events live in the store of record (SQLite, PostgreSQL). */
+  readonly eventTable?: EventTable;
   /** Each dependency this backend needs, checked now (readiness). None on the embedded default. */
   dependencies(): Promise<Record<string, DependencyCheck>>;
   close(): Promise<void>;
@@ -37,6 +42,8 @@ export interface StateBackend {
 
 export interface StateOptions {
   redisUrl?: string;
+  /** PostgreSQL, the shared store of record */
+  databaseUrl?: string;
   /** the embedded store lives at <dataDir>/runplane.db */
   dataDir: string;
   kind?: 'memory' | 'sqlite';
@@ -52,6 +59,7 @@ const json = {
 } as const;
 
 export async function openStateBackend(o: StateOptions): Promise<StateBackend> {
+  if (o.databaseUrl) return openPgBackend(o.databaseUrl, o);
   if (o.redisUrl) return openRedisBackend(o.redisUrl);
   return o.kind === 'memory' ? openMemoryBackend() : openSqliteBackend(o);
 }
@@ -143,6 +151,47 @@ function openSqliteBackend(o: StateOptions): StateBackend {
       if (db.open) db.close();
     },
   };
+}
+
+async function openPgBackend(url: string, o: StateOptions): Promise<StateBackend> {
+  const pool: Pool = await openPool(url);
+  const atomic = new PgAtomicOps(pool);
+  await atomic.sweep();
+  // readiness reports Redis too when the replicas use it for fan-out and dispatch
+  const redis = o.redisUrl ? redisClient(o.redisUrl) : undefined;
+  await redis?.connect();
+  const store = memoize((ns) => new PgKeyedStore<unknown>(pool, ns));
+  const runs = new PgRunTable<RunKey>(pool);
+  return {
+    kind: 'postgres',
+    atomic,
+    outbox: new PgOutbox(pool),
+    store: <T>(namespace: string) => store(namespace) as KeyedStore<T>,
+    runs: <T extends RunKey>() => runs as unknown as RunTable<T>,
+    eventTable: new PgEventTable(pool, o.maxEventsPerRun),
+    async dependencies() {
+      return { postgres: await pingPg(pool), ...(redis ? { redis: await pingRedis(redis) } : {}) };
+    },
+    async close() {
+      if (redis?.isOpen) await redis.close().catch(() => undefined);
+      await pool.end().catch(() => undefined);
+    },
+  };
+}
+
+async function pingPg(pool: Pool, timeoutMs = 1000): Promise<DependencyCheck> {
+  const t0 = performance.now();
+  const ms = () => Math.round((performance.now() - t0) * 10) / 10;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs)));
+    await Promise.race([pool.query('SELECT 1'), late]);
+    return { ok: true, latency_ms: ms() };
+  } catch (err) {
+    return { ok: false, latency_ms: ms(), detail: isPgConnectionError(err) ? 'not reachable' : (err as Error).message.startsWith('no answer') ? (err as Error).message : 'query failed' };
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 async function openRedisBackend(url: string): Promise<StateBackend> {

@@ -42,6 +42,14 @@ export interface RunTable<T extends RunKey> {
   unfinished(): Promise<T[]>;
 }
 
+/** Per-run event logs: the seq is taken in the same step as the append, dense from 1 whoever appends. */
+export interface EventTable {
+  /** Stores `event` as the run's next event; returns it with its seq. */
+  append<E extends Record<string, unknown>>(runId: string, event: E): Promise<E & { seq: number }>;
+  /** The run's events with seq > after, oldest first. */
+  after<E extends Record<string, unknown>>(runId: string, seq: number): Promise<Array<E & { seq: number }>>;
+}
+
 export class BadCursor extends Error {}
 
 /** The cursor after `last`: where the next page starts. Opaque to callers. */

@@ -77,13 +77,13 @@ describe('store of record on SQLite', () => {
     expect((await runs.unfinished()).length).to.equal(0);
   });
 
-  it('keeps event seq dense and ordered when two connections append to one run', () => {
+  it('keeps event seq dense and ordered when two connections append to one run', async () => {
     const a = new SqliteEventTable(db, 10_000);
     const b = new SqliteEventTable(open(), 10_000);
-    for (let i = 0; i < 200; i++) (i % 3 === 0 ? b : a).append('run-x', (seq) => JSON.stringify({ seq, by: i % 3 === 0 ? 'b' : 'a' }));
-    const seqs = a.after('run-x', 0).map((t) => (JSON.parse(t) as { seq: number }).seq);
-    expect(seqs).to.deep.equal(Array.from({ length: 200 }, (_, i) => i + 1));
-    expect(b.after('run-x', 195).length).to.equal(5);
+    await Promise.all(Array.from({ length: 200 }, (_, i) => (i % 3 === 0 ? b : a).append('run-x', { n: i })));
+    const events = await a.after<{ n: number }>('run-x', 0);
+    expect(events.map((e) => e.seq)).to.deep.equal(Array.from({ length: 200 }, (_, i) => i + 1));
+    expect((await b.after('run-x', 195)).length).to.equal(5);
   });
 
   it('expires claims, renews a lease only for its holder, and counts slots exactly', async () => {

@@ -1,27 +1,14 @@
 // The embedded store of record: one SQLite file in the data dir, in WAL mode so
 // readers never wait for the writer, with numbered migrations applied at open.
 // Every write is a committed transaction before the caller is answered.
-import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
+import { migrations } from '../migrations.ts';
 
 export type Db = Database.Database;
 
 const MIGRATIONS_DIR = path.join(import.meta.dirname, 'migrations');
-const MIGRATION_FILE = /^(\d{3})_[a-z0-9_]+\.sql$/;
-
-export interface Migration {
-  version: number;
-  name: string;
-  sql: string;
-}
-
-export function migrations(dir = MIGRATIONS_DIR): Migration[] {
-  return readdirSync(dir)
-    .filter((f) => MIGRATION_FILE.test(f))
-    .sort()
-    .map((f) => ({ version: Number(MIGRATION_FILE.exec(f)![1]), name: f, sql: readFileSync(path.join(dir, f), 'utf8') }));
-}
 
 /** Opens (creating it if needed) the database at `file` and brings its schema up to date. */
 export function openDb(file: string): Db {
@@ -40,7 +27,7 @@ function migrate(db: Db): void {
   db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)');
   const applied = new Set((db.prepare('SELECT version FROM schema_migrations').all() as Array<{ version: number }>).map((r) => r.version));
   const record = db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)');
-  for (const m of migrations()) {
+  for (const m of migrations(MIGRATIONS_DIR)) {
     if (applied.has(m.version)) continue;
     // IMMEDIATE: two gateways opening one file at once apply each migration once
     db.transaction(() => {

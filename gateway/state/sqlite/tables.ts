@@ -2,7 +2,7 @@
 // call below is one short transaction on an indexed row, answered in
 // microseconds, so wrapping them in promises keeps one interface with the
 // networked stores without a thread pool.
-import { decodeCursor, encodeCursor, type KeyedStore, type RunKey, type RunPage, type RunQuery, type RunTable } from '../tables.ts';
+import { decodeCursor, encodeCursor, type EventTable, type KeyedStore, type RunKey, type RunPage, type RunQuery, type RunTable } from '../tables.ts';
 import type { Db } from './db.ts';
 
 export class SqliteKeyedStore<T> implements KeyedStore<T> {
@@ -96,13 +96,8 @@ export class SqliteRunTable<T extends RunKey> implements RunTable<T> {
   }
 }
 
-export interface StoredEvent {
-  run_id: string;
-  seq: number;
-}
-
 /** Per-run event logs: the seq is taken inside the insert's transaction, so appends from any process stay dense and ordered. */
-export class SqliteEventTable {
+export class SqliteEventTable implements EventTable {
   private readonly appendTx;
   private readonly q;
 
@@ -116,22 +111,21 @@ export class SqliteEventTable {
       trim: db.prepare('DELETE FROM run_events WHERE run_id = ? AND seq <= ?'),
       after: db.prepare<[string, number], { body: string }>('SELECT body FROM run_events WHERE run_id = ? AND seq > ? ORDER BY seq'),
     };
-    this.appendTx = db.transaction((runId: string, build: (seq: number) => string) => {
+    this.appendTx = db.transaction((runId: string, event: Record<string, unknown>) => {
       const seq = (this.q.last.get(runId)?.seq ?? 0) + 1;
-      const body = build(seq);
-      this.q.insert.run(runId, seq, body);
+      const stored = { ...event, seq };
+      this.q.insert.run(runId, seq, JSON.stringify(stored));
       // trimmed in steps of 100, not on every append past the cap
       if (seq > this.maxPerRun && seq % 100 === 0) this.q.trim.run(runId, seq - this.maxPerRun);
-      return body;
+      return stored;
     });
   }
 
-  /** Appends the body `build` makes for the next seq; returns it as stored. */
-  append(runId: string, build: (seq: number) => string): string {
-    return this.appendTx.immediate(runId, build);
+  async append<E extends Record<string, unknown>>(runId: string, event: E): Promise<E & { seq: number }> {
+    return this.appendTx.immediate(runId, event) as E & { seq: number };
   }
 
-  after(runId: string, seq: number): string[] {
-    return this.q.after.all(runId, seq).map((r) => r.body);
+  async after<E extends Record<string, unknown>>(runId: string, seq: number): Promise<Array<E & { seq: number }>> {
+    return this.q.after.all(runId, seq).map((r) => JSON.parse(r.body) as E & { seq: number });
   }
 }

@@ -1,0 +1,155 @@
+// The store of record's tables on PostgreSQL: the same behaviour as the SQLite
+// tables, shared by every replica.
+import type { Outbox, OutboxItem } from '../outbox.ts';
+import { decodeCursor, encodeCursor, type EventTable, type KeyedStore, type RunKey, type RunPage, type RunQuery, type RunTable } from '../tables.ts';
+import type { Pool } from './db.ts';
+
+/** The database server's clock in milliseconds: every replica compares expiries against one clock. */
+export const NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+export class PgKeyedStore<T> implements KeyedStore<T> {
+  constructor(
+    private readonly pool: Pool,
+    private readonly namespace: string,
+  ) {}
+
+  async get(key: string): Promise<T | undefined> {
+    const { rows } = await this.pool.query<{ value: string }>('SELECT value FROM kv WHERE namespace = $1 AND key = $2 AND expires_at IS NULL', [this.namespace, key]);
+    return rows[0] ? (JSON.parse(rows[0].value) as T) : undefined;
+  }
+
+  async set(key: string, value: T): Promise<void> {
+    await this.pool.query(
+      'INSERT INTO kv (namespace, key, value, expires_at) VALUES ($1, $2, $3, NULL) ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, expires_at = NULL',
+      [this.namespace, key, JSON.stringify(value)],
+    );
+  }
+
+  async delete(key: string): Promise<boolean> {
+    return ((await this.pool.query('DELETE FROM kv WHERE namespace = $1 AND key = $2', [this.namespace, key])).rowCount ?? 0) > 0;
+  }
+
+  async keys(): Promise<string[]> {
+    const { rows } = await this.pool.query<{ key: string }>('SELECT key FROM kv WHERE namespace = $1 AND expires_at IS NULL ORDER BY key', [this.namespace]);
+    return rows.map((r) => r.key);
+  }
+}
+
+const UPSERT_RUN = 'INSERT INTO runs (run_id, tenant_id, status, created_at, body) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, body = excluded.body';
+
+export class PgRunTable<T extends RunKey> implements RunTable<T> {
+  constructor(private readonly pool: Pool) {}
+
+  async get(runId: string): Promise<T | undefined> {
+    const { rows } = await this.pool.query<{ body: string }>('SELECT body FROM runs WHERE run_id = $1', [runId]);
+    return rows[0] ? (JSON.parse(rows[0].body) as T) : undefined;
+  }
+
+  async put(run: T): Promise<void> {
+    await this.pool.query(UPSERT_RUN, [run.run_id, run.tenant_id, run.status, run.created_at, JSON.stringify(run)]);
+  }
+
+  async putUnlessEnded(run: T): Promise<boolean> {
+    const r = await this.pool.query(`${UPSERT_RUN} WHERE runs.status IN ('queued', 'running')`, [run.run_id, run.tenant_id, run.status, run.created_at, JSON.stringify(run)]);
+    return (r.rowCount ?? 0) > 0;
+  }
+
+  async page(tenantId: string, q: RunQuery): Promise<RunPage<T>> {
+    const after = q.cursor ? decodeCursor(q.cursor) : undefined;
+    const params: unknown[] = [tenantId];
+    let where = 'tenant_id = $1';
+    if (q.status) {
+      params.push(q.status);
+      where += ` AND status = $${params.length}`;
+    }
+    if (after) {
+      params.push(after.created_at, after.run_id);
+      where += ` AND (created_at, run_id) < ($${params.length - 1}, $${params.length})`;
+    }
+    params.push(q.limit + 1);
+    const { rows } = await this.pool.query<{ body: string }>(
+      `SELECT body FROM runs WHERE ${where} ORDER BY created_at DESC, run_id DESC LIMIT $${params.length}`,
+      params,
+    );
+    const items = rows.slice(0, q.limit).map((r) => JSON.parse(r.body) as T);
+    return { items, next_cursor: rows.length > q.limit ? encodeCursor(items[items.length - 1]!) : null };
+  }
+
+  async unfinished(): Promise<T[]> {
+    const { rows } = await this.pool.query<{ body: string }>("SELECT body FROM runs WHERE status IN ('queued', 'running') ORDER BY created_at");
+    return rows.map((r) => JSON.parse(r.body) as T);
+  }
+}
+
+export class PgEventTable implements EventTable {
+  constructor(
+    private readonly pool: Pool,
+    private readonly maxPerRun: number,
+  ) {}
+
+  async append<E extends Record<string, unknown>>(runId: string, event: E): Promise<E & { seq: number }> {
+    // the counter row's lock orders concurrent appenders; one statement, so the seq and the event commit together
+    const { rows } = await this.pool.query<{ seq: string }>(
+      `WITH s AS (
+         INSERT INTO run_event_seq (run_id, seq) VALUES ($1, 1)
+         ON CONFLICT (run_id) DO UPDATE SET seq = run_event_seq.seq + 1 RETURNING seq
+       )
+       INSERT INTO run_events (run_id, seq, body) SELECT $1, s.seq, $2 FROM s RETURNING seq`,
+      [runId, JSON.stringify(event)],
+    );
+    const seq = Number(rows[0]!.seq);
+    if (seq > this.maxPerRun && seq % 100 === 0) await this.pool.query('DELETE FROM run_events WHERE run_id = $1 AND seq <= $2', [runId, seq - this.maxPerRun]);
+    return { ...event, seq };
+  }
+
+  async after<E extends Record<string, unknown>>(runId: string, seq: number): Promise<Array<E & { seq: number }>> {
+    const { rows } = await this.pool.query<{ seq: string; body: string }>('SELECT seq, body FROM run_events WHERE run_id = $1 AND seq > $2 ORDER BY seq', [runId, seq]);
+    return rows.map((r) => ({ ...(JSON.parse(r.body) as E), seq: Number(r.seq) }));
+  }
+}
+
+interface OutboxRow {
+  id: string;
+  run_id: string;
+  target: string;
+  payload: string;
+  attempt: number;
+  due_at: string;
+}
+
+const item = (r: OutboxRow): OutboxItem => ({ ...r, due_at: Number(r.due_at) });
+
+export class PgOutbox implements Outbox {
+  constructor(private readonly pool: Pool) {}
+
+  async add(i: OutboxItem): Promise<void> {
+    await this.pool.query(
+      'INSERT INTO webhook_outbox (id, run_id, target, payload, attempt, due_at, lease_until) VALUES ($1, $2, $3, $4, $5, $6, 0) ON CONFLICT (id) DO NOTHING',
+      [i.id, i.run_id, i.target, i.payload, i.attempt, i.due_at],
+    );
+  }
+
+  async take(now: number, limit: number, leaseMs: number): Promise<OutboxItem[]> {
+    // SKIP LOCKED: two senders taking at once get different items, never the same one twice
+    const { rows } = await this.pool.query<OutboxRow>(
+      `UPDATE webhook_outbox SET lease_until = $1 + $3::bigint
+       WHERE id IN (SELECT id FROM webhook_outbox WHERE due_at <= $1 AND lease_until <= $1 ORDER BY due_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+       RETURNING id, run_id, target, payload, attempt, due_at`,
+      [now, limit, leaseMs],
+    );
+    return rows.map(item);
+  }
+
+  async reschedule(id: string, attempt: number, dueAt: number): Promise<void> {
+    await this.pool.query('UPDATE webhook_outbox SET attempt = $1, due_at = $2, lease_until = 0 WHERE id = $3', [attempt, dueAt, id]);
+  }
+
+  async remove(id: string): Promise<void> {
+    await this.pool.query('DELETE FROM webhook_outbox WHERE id = $1', [id]);
+  }
+
+  async nextDue(): Promise<number | undefined> {
+    const { rows } = await this.pool.query<{ next: string | null }>('SELECT MIN(GREATEST(due_at, lease_until)) AS next FROM webhook_outbox');
+    return rows[0]?.next == null ? undefined : Number(rows[0].next);
+  }
+}
