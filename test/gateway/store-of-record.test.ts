@@ -9,7 +9,8 @@ import { SqliteEventTable, SqliteKeyedStore, SqliteRunTable } from '../../gatewa
 import { SqliteAtomicOps } from '../../gateway/state/sqlite/atomic.ts';
 import { SqliteOutbox } from '../../gateway/state/outbox.ts';
 import { BadCursor, pageOf, type RunKey } from '../../gateway/state/tables.ts';
-import { newToken, sleep, startGateway, step, type TestGateway } from '../support/gateway.ts';
+import { newToken, sleep, startGateway, step, until, type TestGateway } from '../support/gateway.ts';
+import { RunRecovery, runnerKey } from '../../gateway/runs/recovery.ts';
 
 describe('store of record on SQLite', () => {
   let file: string;
@@ -191,5 +192,40 @@ describe('GET /v1/runs', () => {
     }
     expect((await gw.req('GET', '/v1/runs', { token: reader })).status).to.equal(403);
     expect((await gw.req('GET', '/v1/runs')).status).to.equal(401);
+  });
+});
+
+describe('recovery of a run whose runner is on another host', () => {
+  let gw: TestGateway;
+  const alpha = newToken();
+  before(async () => {
+    gw = await startGateway({ keys: { [alpha]: { tenant_id: 'alpha', rate_limit_per_minute: 0, max_concurrent_runs: 1 } } });
+  });
+  after(() => gw.close());
+
+  it('waits out a live lease, then ends the run runner_lost once the lease is gone, and frees its slot', async () => {
+    const s = gw.gateway.services;
+    const accepted = await gw.req('POST', '/v1/predict', { token: alpha, body: { plan: [step(), step()] } });
+    const runId = accepted.body.run_id as string;
+    const run = (await s.runs.load(runId))!;
+    // a runner on another host (its pid cannot be checked here) holds a short lease and has the run at step 1
+    await s.state.atomic.put(runnerKey(runId), 'elsewhere.example:4242:abc', 1500);
+    await s.runs.save({ ...run, status: 'running', phase: 'running', checkpoint_step: 1 });
+    const requeued: string[] = [];
+    const recovery = new RunRecovery({ runs: s.runs, atomic: s.state.atomic, requeue: async (id) => void requeued.push(id), log: s.log, intervalMs: 200, queuedGraceMs: 60_000 });
+    await recovery.start();
+    try {
+      await sleep(600);
+      expect((await s.runs.load(runId))!.status, 'a live lease is respected').to.equal('running');
+      expect((await gw.req('POST', '/v1/predict', { token: alpha, body: { plan: [step()] } })).status, 'the slot is still held').to.equal(429);
+      expect(await until(async () => (await s.runs.load(runId))!.status === 'failed', 5_000)).to.equal(true);
+    } finally {
+      await recovery.close();
+    }
+    const ended = (await gw.req('GET', `/v1/runs/${runId}`, { token: alpha })).body;
+    expect(ended.halt_class).to.equal('runner_lost');
+    expect(ended.resume_step).to.equal(1);
+    expect(requeued).to.deep.equal([]);
+    expect((await gw.req('POST', '/v1/predict', { token: alpha, body: { plan: [step()] } })).status, 'the slot is free').to.equal(200);
   });
 });
