@@ -3,30 +3,22 @@
 // finished run with its events and result, a recipe, an Idempotency-Key, and the
 // runs that were running (recovered: failed runner_lost, resumable) or queued
 // (executed after the restart). Nothing the dead process started is left running.
-import { expect } from "chai";
-import { createServer, type Server } from "node:http";
-import { once } from "node:events";
-import type { AddressInfo } from "node:net";
-import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import path from "node:path";
-import {
-  newToken,
-  request,
-  until,
-  type TestResponse,
-} from "../support/gateway.ts";
-import {
-  startGatewayProcess,
-  type GatewayProcess,
-} from "../support/gateway-process.ts";
-import { startSite, type Site } from "../support/site.ts";
-import { cmdline, descendants, stillPresent } from "../planes/support.ts";
-import { startPostgres, type PgHandle } from "../support/postgres.ts";
+import { expect } from 'chai';
+import { createServer, type Server } from 'node:http';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { newToken, request, until, type TestResponse } from '../support/gateway.ts';
+import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
+import { startSite, type Site } from '../support/site.ts';
+import { cmdline, descendants, stillPresent } from '../planes/support.ts';
+import { startPostgres, type PgHandle } from '../support/postgres.ts';
 
 type Body = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-for (const store of ["sqlite", "postgres"] as const)
+for (const store of ['sqlite', 'postgres'] as const)
   describe(`restart on the store of record (${store}; SIGKILL, same data dir)`, function () {
     this.timeout(300_000);
     let pg: PgHandle | undefined;
@@ -41,53 +33,46 @@ for (const store of ["sqlite", "postgres"] as const)
 
     const env = () => ({
       SERVICE_DATA_DIR: dir,
-      SERVICE_TENANT_KEYS_PATH: path.join(dir, "keys.json"),
-      SERVICE_RUNNER: "on",
-      SERVICE_PLANES: "local",
-      SERVICE_ALLOW_PRIVATE_NETWORKS: "1",
-      SERVICE_MAX_ACTIVE_RUNS: "1",
-      SERVICE_LOG_LEVEL: "warn",
+      SERVICE_TENANT_KEYS_PATH: path.join(dir, 'keys.json'),
+      SERVICE_RUNNER: 'on',
+      SERVICE_PLANES: 'local',
+      SERVICE_ALLOW_PRIVATE_NETWORKS: '1',
+      SERVICE_MAX_ACTIVE_RUNS: '1',
+      SERVICE_LOG_LEVEL: 'warn',
       // the first attempt fails; the retry falls due after the gateway was killed and started again
-      SERVICE_WEBHOOK_RETRY_SECONDS: "20",
+      SERVICE_WEBHOOK_RETRY_SECONDS: '20',
       ...(pg ? { SERVICE_DATABASE_URL: pg.url } : {}),
     });
-    const req = (
-      method: string,
-      p: string,
-      body?: unknown,
-      headers?: Record<string, string>,
-      as = token,
-    ): Promise<TestResponse> =>
-      request(gw!.url, method, p, { token: as, body, headers });
+    const req = (method: string, p: string, body?: unknown, headers?: Record<string, string>, as = token): Promise<TestResponse> => request(gw!.url, method, p, { token: as, body, headers });
 
     before(async () => {
       site = await startSite();
-      if (store === "postgres") pg = await startPostgres();
+      if (store === 'postgres') pg = await startPostgres();
       receiver = createServer((req, res) => {
         req.resume();
         const status = deliveries.length === 0 ? 503 : 204;
         deliveries.push({
-          id: String(req.headers["webhook-id"]),
+          id: String(req.headers['webhook-id']),
           at: Date.now(),
           status,
         });
         res.writeHead(status).end();
       });
-      receiver.listen(0, "127.0.0.1");
-      await once(receiver, "listening");
+      receiver.listen(0, '127.0.0.1');
+      await once(receiver, 'listening');
       receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
-      dir = await mkdtemp(path.join(tmpdir(), "runplane-restart-"));
-      await mkdir(path.join(dir, "secrets"));
+      dir = await mkdtemp(path.join(tmpdir(), 'runplane-restart-'));
+      await mkdir(path.join(dir, 'secrets'));
       await writeFile(
-        path.join(dir, "keys.json"),
+        path.join(dir, 'keys.json'),
         JSON.stringify({
           tenant_keys: {
             [token]: {
-              tenant_id: "alpha",
+              tenant_id: 'alpha',
               rate_limit_per_minute: 0,
               max_concurrent_runs: 5,
             },
-            [other]: { tenant_id: "beta", rate_limit_per_minute: 0 },
+            [other]: { tenant_id: 'beta', rate_limit_per_minute: 0 },
           },
         }),
       );
@@ -99,100 +84,79 @@ for (const store of ["sqlite", "postgres"] as const)
       await pg?.stop();
     });
 
-    it("keeps finished runs, recipes and idempotency keys, recovers the running run, executes the queued one, and leaves nothing running", async () => {
+    it('keeps finished runs, recipes and idempotency keys, recovers the running run, executes the queued one, and leaves nothing running', async () => {
       gw = await startGatewayProcess(env());
       // a finished run
-      const done = await req("POST", "/v1/predict", {
+      const done = await req('POST', '/v1/predict', {
         plan: [
           {
-            intent: "open the listings",
-            type: "navigate",
+            intent: 'open the listings',
+            type: 'navigate',
             url: `${site.url}/list`,
           },
         ],
-        compute_backend: "dom_plane",
+        compute_backend: 'dom_plane',
         detached: false,
         callback_url: receiverUrl,
       });
       expect(done.status, done.text).to.equal(200);
-      expect(done.body.status, done.text).to.equal("succeeded");
+      expect(done.body.status, done.text).to.equal('succeeded');
       const doneId = done.body.run_id as string;
-      const doneEvents = (await req("GET", `/v1/runs/${doneId}/events`)).body
-        .events as Body[];
-      const doneResult = (await req("GET", `/v1/runs/${doneId}/result`))
-        .body as Body;
+      const doneEvents = (await req('GET', `/v1/runs/${doneId}/events`)).body.events as Body[];
+      const doneResult = (await req('GET', `/v1/runs/${doneId}/result`)).body as Body;
       // a recipe
       const recipe = {
-        name: "flats_v1",
+        name: 'flats_v1',
         schema: {
-          schema_name: "flats",
-          entity_name: "flat",
-          fields: [{ name: "title", type: "str", required: true }],
-          required_fields: ["title"],
+          schema_name: 'flats',
+          entity_name: 'flat',
+          fields: [{ name: 'title', type: 'str', required: true }],
+          required_fields: ['title'],
         },
       };
-      expect((await req("POST", "/v1/recipes", recipe)).status).to.equal(200);
+      expect((await req('POST', '/v1/recipes', recipe)).status).to.equal(200);
       // a run that is running (it opened the listings, then waits) when the gateway dies, submitted with an Idempotency-Key
       const long = {
         plan: [
           {
-            intent: "open the listings",
-            type: "navigate",
+            intent: 'open the listings',
+            type: 'navigate',
             url: `${site.url}/list`,
           },
-          { intent: "wait a long time", type: "wait", seconds: 600 },
+          { intent: 'wait a long time', type: 'wait', seconds: 600 },
         ],
-        compute_backend: "dom_plane",
+        compute_backend: 'dom_plane',
         detached: true,
       };
       const key = `restart-${Date.now()}`;
-      const running = await req("POST", "/v1/predict", long, {
-        "Idempotency-Key": key,
+      const running = await req('POST', '/v1/predict', long, {
+        'Idempotency-Key': key,
       });
       expect(running.status, running.text).to.equal(200);
       const runningId = running.body.run_id as string;
-      expect(
-        await until(
-          async () =>
-            (await req("GET", `/v1/runs/${runningId}`)).body.phase ===
-            "running",
-          60_000,
-        ),
-        "the long run is running",
-      ).to.equal(true);
-      expect(
-        await until(
-          async () =>
-            (
-              (await req("GET", `/v1/runs/${runningId}/events`)).body
-                .events as Body[]
-            ).some((e) => e.type === "step.finished"),
-          30_000,
-        ),
-      ).to.equal(true);
+      expect(await until(async () => (await req('GET', `/v1/runs/${runningId}`)).body.phase === 'running', 60_000), 'the long run is running').to.equal(true);
+      expect(await until(async () => ((await req('GET', `/v1/runs/${runningId}/events`)).body.events as Body[]).some((e) => e.type === 'step.finished'), 30_000)).to.equal(true);
       // a queued run: SERVICE_MAX_ACTIVE_RUNS is 1 and the long run holds it
-      const queued = await req("POST", "/v1/predict", {
+      const queued = await req('POST', '/v1/predict', {
         plan: [
           {
-            intent: "open page 2",
-            type: "navigate",
+            intent: 'open page 2',
+            type: 'navigate',
             url: `${site.url}/list?page=2`,
           },
         ],
-        compute_backend: "dom_plane",
+        compute_backend: 'dom_plane',
         detached: true,
       });
       const queuedId = queued.body.run_id as string;
-      expect((await req("GET", `/v1/runs/${queuedId}`)).body.status).to.equal(
-        "queued",
-      );
+      expect((await req('GET', `/v1/runs/${queuedId}`)).body.status).to.equal('queued');
 
       const spawned = descendants(gw.child.pid!);
       expect(
         spawned.filter((p) => /chrom/i.test(cmdline(p))),
-        "the running run has a browser",
+        'the running run has a browser',
       ).to.not.have.length(0);
-      gw.child.kill("SIGKILL");
+      gw.child.kill('SIGKILL');
       await gw.exited;
       const killedAt = Date.now();
       // the dead gateway's agent, browser and their helpers follow it
@@ -200,122 +164,64 @@ for (const store of ["sqlite", "postgres"] as const)
         await until(async () => stillPresent(spawned).length === 0, 15_000),
         `left running: ${stillPresent(spawned)
           .map((p) => `${p} ${cmdline(p).slice(0, 80)}`)
-          .join("; ")}`,
+          .join('; ')}`,
       ).to.equal(true);
 
       gw = await startGatewayProcess(env());
       const restartedAt = Date.now();
       // the finished run: record, events and result as they were
-      const again = await req("GET", `/v1/runs/${doneId}`);
+      const again = await req('GET', `/v1/runs/${doneId}`);
       expect(again.status).to.equal(200);
-      expect(again.body.status).to.equal("succeeded");
-      expect(
-        (await req("GET", `/v1/runs/${doneId}/events`)).body.events,
-      ).to.deep.equal(doneEvents);
-      expect(
-        (await req("GET", `/v1/runs/${doneId}/result`)).body,
-      ).to.deep.equal(doneResult);
-      expect(
-        (await req("GET", `/v1/runs/${doneId}`, undefined, undefined, other))
-          .status,
-        "another tenant's run",
-      ).to.equal(404);
+      expect(again.body.status).to.equal('succeeded');
+      expect((await req('GET', `/v1/runs/${doneId}/events`)).body.events).to.deep.equal(doneEvents);
+      expect((await req('GET', `/v1/runs/${doneId}/result`)).body).to.deep.equal(doneResult);
+      expect((await req('GET', `/v1/runs/${doneId}`, undefined, undefined, other)).status, "another tenant's run").to.equal(404);
       // the recipe
-      const got = await req("GET", "/v1/recipes/flats_v1");
+      const got = await req('GET', '/v1/recipes/flats_v1');
       expect(got.status).to.equal(200);
       expect(got.body).to.deep.equal(recipe);
       // the same Idempotency-Key is the same run
-      const replay = await req("POST", "/v1/predict", long, {
-        "Idempotency-Key": key,
+      const replay = await req('POST', '/v1/predict', long, {
+        'Idempotency-Key': key,
       });
       expect(replay.status, replay.text).to.equal(200);
       expect(replay.body.run_id).to.equal(runningId);
       // the running run is recovered within the bound: failed runner_lost, resumable where it was
-      expect(
-        await until(
-          async () =>
-            (await req("GET", `/v1/runs/${runningId}`)).body.status ===
-            "failed",
-          45_000,
-        ),
-        "the running run is recovered",
-      ).to.equal(true);
+      expect(await until(async () => (await req('GET', `/v1/runs/${runningId}`)).body.status === 'failed', 45_000), 'the running run is recovered').to.equal(true);
       const recoveredMs = Date.now() - killedAt;
-      const lost = (await req("GET", `/v1/runs/${runningId}`)).body as Body;
-      expect(lost.halt_class).to.equal("runner_lost");
-      expect(lost.failure_help.halt_class).to.equal("runner_lost");
-      expect(lost.failure_help.next_steps.join(" ")).to.match(/resume/);
+      const lost = (await req('GET', `/v1/runs/${runningId}`)).body as Body;
+      expect(lost.halt_class).to.equal('runner_lost');
+      expect(lost.failure_help.halt_class).to.equal('runner_lost');
+      expect(lost.failure_help.next_steps.join(' ')).to.match(/resume/);
       expect(lost.resume_step).to.equal(1);
-      const events = (await req("GET", `/v1/runs/${runningId}/events`)).body
-        .events as Body[];
-      expect(events.map((e) => e.seq)).to.deep.equal(
-        events.map((_, i) => i + 1),
-      );
-      expect(
-        events.some(
-          (e) =>
-            e.type === "run.recovered" && e.data.halt_class === "runner_lost",
-        ),
-      ).to.equal(true);
+      const events = (await req('GET', `/v1/runs/${runningId}/events`)).body.events as Body[];
+      expect(events.map((e) => e.seq)).to.deep.equal(events.map((_, i) => i + 1));
+      expect(events.some((e) => e.type === 'run.recovered' && e.data.halt_class === 'runner_lost')).to.equal(true);
       expect(recoveredMs).to.be.below(45_000);
       // the queued run is executed by the new gateway
-      expect(
-        await until(
-          async () =>
-            (await req("GET", `/v1/runs/${queuedId}`)).body.status ===
-            "succeeded",
-          60_000,
-        ),
-        "the queued run ran after the restart",
-      ).to.equal(true);
+      expect(await until(async () => (await req('GET', `/v1/runs/${queuedId}`)).body.status === 'succeeded', 60_000), 'the queued run ran after the restart').to.equal(true);
       // the listing shows them newest first, tenant-scoped
-      const list = await req("GET", "/v1/runs?limit=2");
+      const list = await req('GET', '/v1/runs?limit=2');
       expect(list.status).to.equal(200);
-      expect((list.body.runs as Body[]).map((r) => r.run_id)).to.deep.equal([
-        queuedId,
-        runningId,
-      ]);
-      const next = await req(
-        "GET",
-        `/v1/runs?limit=2&cursor=${encodeURIComponent(list.body.next_cursor)}`,
-      );
-      expect((next.body.runs as Body[]).map((r) => r.run_id)).to.deep.equal([
-        doneId,
-      ]);
+      expect((list.body.runs as Body[]).map((r) => r.run_id)).to.deep.equal([queuedId, runningId]);
+      const next = await req('GET', `/v1/runs?limit=2&cursor=${encodeURIComponent(list.body.next_cursor)}`);
+      expect((next.body.runs as Body[]).map((r) => r.run_id)).to.deep.equal([doneId]);
       expect(next.body.next_cursor).to.equal(null);
-      expect(
-        (
-          (await req("GET", "/v1/runs", undefined, undefined, other)).body
-            .runs as Body[]
-        ).length,
-        "beta sees none of alpha",
-      ).to.equal(0);
+      expect(((await req('GET', '/v1/runs', undefined, undefined, other)).body.runs as Body[]).length, 'beta sees none of alpha').to.equal(0);
       // the webhook whose first attempt failed before the kill is delivered by the new process, under the same webhook-id
-      expect(
-        await until(async () => deliveries.length >= 2, 30_000),
-        "the pending webhook retry survived the restart",
-      ).to.equal(true);
+      expect(await until(async () => deliveries.length >= 2, 30_000), 'the pending webhook retry survived the restart').to.equal(true);
       expect(deliveries[0]!.status).to.equal(503);
       expect(deliveries[1]!.id).to.equal(deliveries[0]!.id);
       expect(deliveries[1]!.at).to.be.above(restartedAt);
-      expect(
-        await until(
-          async () =>
-            (
-              (await req("GET", `/v1/runs/${doneId}`)).body.webhook
-                .deliveries as Body[]
-            ).length === 2,
-          5_000,
-        ),
-      ).to.equal(true);
+      expect(await until(async () => ((await req('GET', `/v1/runs/${doneId}`)).body.webhook.deliveries as Body[]).length === 2, 5_000)).to.equal(true);
       // the resume the failure_help points at works
-      const resumed = await req("POST", "/v1/predict", {
-        action: "resume",
+      const resumed = await req('POST', '/v1/predict', {
+        action: 'resume',
         run_id: runningId,
         detached: true,
       });
       expect(resumed.status, resumed.text).to.equal(200);
       expect(resumed.body.resumed_from).to.equal(runningId);
-      await req("POST", `/v1/runs/${resumed.body.run_id}/cancel`);
+      await req('POST', `/v1/runs/${resumed.body.run_id}/cancel`);
     });
   });

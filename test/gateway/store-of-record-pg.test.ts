@@ -1,20 +1,15 @@
 // The PostgreSQL store of record (SERVICE_DATABASE_URL) against a throwaway
 // cluster the test starts: the same behaviour as the SQLite tables, with two
 // pools standing for two replicas.
-import { expect } from "chai";
-import { openPool, type Pool } from "../../gateway/state/pg/db.ts";
-import { PgAtomicOps } from "../../gateway/state/pg/atomic.ts";
-import {
-  PgEventTable,
-  PgKeyedStore,
-  PgOutbox,
-  PgRunTable,
-} from "../../gateway/state/pg/tables.ts";
-import { BadCursor, pageOf, type RunKey } from "../../gateway/state/tables.ts";
-import { sleep } from "../support/gateway.ts";
-import { startPostgres, type PgHandle } from "../support/postgres.ts";
+import { expect } from 'chai';
+import { openPool, type Pool } from '../../gateway/state/pg/db.ts';
+import { PgAtomicOps } from '../../gateway/state/pg/atomic.ts';
+import { PgEventTable, PgKeyedStore, PgOutbox, PgRunTable } from '../../gateway/state/pg/tables.ts';
+import { BadCursor, pageOf, type RunKey } from '../../gateway/state/tables.ts';
+import { sleep } from '../support/gateway.ts';
+import { startPostgres, type PgHandle } from '../support/postgres.ts';
 
-describe("store of record on PostgreSQL", function () {
+describe('store of record on PostgreSQL', function () {
   this.timeout(60_000);
   let pg: PgHandle;
   let a: Pool;
@@ -30,172 +25,123 @@ describe("store of record on PostgreSQL", function () {
     await pg?.stop();
   });
 
-  it("applies each migration once when two replicas start together", async () => {
-    const { rows } = await a.query<{ version: number }>(
-      "SELECT version FROM schema_migrations ORDER BY version",
-    );
+  it('applies each migration once when two replicas start together', async () => {
+    const { rows } = await a.query<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version');
     expect(rows.map((r) => r.version)).to.deep.equal([1]);
   });
 
-  it("pages a tenant runs newest first exactly as the SQLite and in-memory tables do, and refuses a forged cursor", async () => {
+  it('pages a tenant runs newest first exactly as the SQLite and in-memory tables do, and refuses a forged cursor', async () => {
     const runs = new PgRunTable<RunKey & { n: number }>(a);
     const all: Array<RunKey & { n: number }> = [];
     for (let i = 0; i < 25; i++) {
       const r = {
-        run_id: `run-${i % 2 ? "B" : "a"}${String(i).padStart(2, "0")}`,
-        tenant_id: i % 5 === 4 ? "beta" : "alpha",
-        status: i % 3 === 0 ? "failed" : "succeeded",
-        created_at: new Date(
-          Date.UTC(2026, 0, 1, 0, 0, Math.floor(i / 2)),
-        ).toISOString(),
+        run_id: `run-${i % 2 ? 'B' : 'a'}${String(i).padStart(2, '0')}`,
+        tenant_id: i % 5 === 4 ? 'beta' : 'alpha',
+        status: i % 3 === 0 ? 'failed' : 'succeeded',
+        created_at: new Date(Date.UTC(2026, 0, 1, 0, 0, Math.floor(i / 2))).toISOString(),
         n: i,
       };
       all.push(r);
       await runs.put(r);
     }
-    for (const status of [undefined, "failed"]) {
+    for (const status of [undefined, 'failed']) {
       const seen: string[] = [];
       let cursor: string | undefined;
       do {
-        const page = await runs.page("alpha", { limit: 4, cursor, status });
-        expect(page.items.map((r) => r.run_id)).to.deep.equal(
-          pageOf(all, "alpha", { limit: 4, cursor, status }).items.map(
-            (r) => r.run_id,
-          ),
-        );
+        const page = await runs.page('alpha', { limit: 4, cursor, status });
+        expect(page.items.map((r) => r.run_id)).to.deep.equal(pageOf(all, 'alpha', { limit: 4, cursor, status }).items.map((r) => r.run_id));
         seen.push(...page.items.map((r) => r.run_id));
         cursor = page.next_cursor ?? undefined;
       } while (cursor);
-      expect(seen.length).to.equal(
-        all.filter(
-          (r) => r.tenant_id === "alpha" && (!status || r.status === status),
-        ).length,
-      );
+      expect(seen.length).to.equal(all.filter((r) => r.tenant_id === 'alpha' && (!status || r.status === status)).length);
     }
     let err: unknown;
-    await runs
-      .page("alpha", { limit: 5, cursor: "forged" })
-      .catch((e: unknown) => (err = e));
+    await runs.page('alpha', { limit: 5, cursor: 'forged' }).catch((e: unknown) => (err = e));
     expect(err).to.be.instanceOf(BadCursor);
   });
 
-  it("never overwrites a run that has ended, whichever replica writes", async () => {
+  it('never overwrites a run that has ended, whichever replica writes', async () => {
     const one = new PgRunTable<RunKey>(a);
     const two = new PgRunTable<RunKey>(b);
     const r = {
-      run_id: "ended-1",
-      tenant_id: "t",
-      status: "running",
+      run_id: 'ended-1',
+      tenant_id: 't',
+      status: 'running',
       created_at: new Date().toISOString(),
     };
     expect(await one.putUnlessEnded(r)).to.equal(true);
-    expect(await two.putUnlessEnded({ ...r, status: "failed" })).to.equal(true);
-    expect(await one.putUnlessEnded({ ...r, status: "running" })).to.equal(
-      false,
-    );
-    expect((await two.get("ended-1"))!.status).to.equal("failed");
-    expect((await one.unfinished()).map((x) => x.run_id)).to.not.include(
-      "ended-1",
-    );
+    expect(await two.putUnlessEnded({ ...r, status: 'failed' })).to.equal(true);
+    expect(await one.putUnlessEnded({ ...r, status: 'running' })).to.equal(false);
+    expect((await two.get('ended-1'))!.status).to.equal('failed');
+    expect((await one.unfinished()).map((x) => x.run_id)).to.not.include('ended-1');
   });
 
-  it("keeps event seq dense and ordered when two replicas append to one run at once", async () => {
+  it('keeps event seq dense and ordered when two replicas append to one run at once', async () => {
     const one = new PgEventTable(a, 10_000);
     const two = new PgEventTable(b, 10_000);
-    await Promise.all(
-      Array.from({ length: 200 }, (_, i) =>
-        (i % 2 ? one : two).append("run-ev", { n: i }),
-      ),
-    );
-    const events = await one.after<{ n: number }>("run-ev", 0);
-    expect(events.map((e) => e.seq)).to.deep.equal(
-      Array.from({ length: 200 }, (_, i) => i + 1),
-    );
+    await Promise.all(Array.from({ length: 200 }, (_, i) => (i % 2 ? one : two).append('run-ev', { n: i })));
+    const events = await one.after<{ n: number }>('run-ev', 0);
+    expect(events.map((e) => e.seq)).to.deep.equal(Array.from({ length: 200 }, (_, i) => i + 1));
     expect(new Set(events.map((e) => e.n)).size).to.equal(200);
-    expect((await two.after("run-ev", 190)).map((e) => e.seq)).to.deep.equal([
-      191, 192, 193, 194, 195, 196, 197, 198, 199, 200,
-    ]);
+    expect((await two.after('run-ev', 190)).map((e) => e.seq)).to.deep.equal([191, 192, 193, 194, 195, 196, 197, 198, 199, 200]);
   });
 
-  it("claims, renews and expires leases on the server clock, and counts slots exactly across replicas", async () => {
+  it('claims, renews and expires leases on the server clock, and counts slots exactly across replicas', async () => {
     const one = new PgAtomicOps(a);
     const two = new PgAtomicOps(b);
-    expect(await one.claim("runner:x", "A", 400)).to.equal(null);
-    expect(await two.claim("runner:x", "B", 400)).to.equal("A");
-    expect(await two.renew("runner:x", "B", 400)).to.equal(false);
-    expect(await one.renew("runner:x", "A", 400)).to.equal(true);
+    expect(await one.claim('runner:x', 'A', 400)).to.equal(null);
+    expect(await two.claim('runner:x', 'B', 400)).to.equal('A');
+    expect(await two.renew('runner:x', 'B', 400)).to.equal(false);
+    expect(await one.renew('runner:x', 'A', 400)).to.equal(true);
     await sleep(500);
-    expect(await two.get("runner:x")).to.equal(null);
-    expect(
-      await one.renew("runner:x", "A", 400),
-      "an expired lease is not revived",
-    ).to.equal(false);
-    expect(await two.claim("runner:x", "B", 10_000)).to.equal(null);
-    expect(await one.deleteIf("runner:x", "A")).to.equal(false);
-    expect(await two.deleteIf("runner:x", "B")).to.equal(true);
-    const got = await Promise.all(
-      Array.from({ length: 20 }, (_, i) =>
-        (i % 2 ? one : two).acquireSlot("tenant:t", `run-${i}`, 5),
-      ),
-    );
+    expect(await two.get('runner:x')).to.equal(null);
+    expect(await one.renew('runner:x', 'A', 400), 'an expired lease is not revived').to.equal(false);
+    expect(await two.claim('runner:x', 'B', 10_000)).to.equal(null);
+    expect(await one.deleteIf('runner:x', 'A')).to.equal(false);
+    expect(await two.deleteIf('runner:x', 'B')).to.equal(true);
+    const got = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? one : two).acquireSlot('tenant:t', `run-${i}`, 5)));
     expect(got.filter(Boolean).length).to.equal(5);
-    expect(await one.slotCount("tenant:t")).to.equal(5);
-    expect(
-      await one.acquireSlot("tenant:t", "run-0", 5),
-      "re-adding a holder",
-    ).to.equal(got[0]);
+    expect(await one.slotCount('tenant:t')).to.equal(5);
+    expect(await one.acquireSlot('tenant:t', 'run-0', 5), 're-adding a holder').to.equal(got[0]);
     const held = got.findIndex(Boolean);
-    expect(await two.releaseSlot("tenant:t", `run-${held}`)).to.equal(true);
-    expect(await one.releaseSlot("tenant:t", `run-${held}`)).to.equal(false);
+    expect(await two.releaseSlot('tenant:t', `run-${held}`)).to.equal(true);
+    expect(await one.releaseSlot('tenant:t', `run-${held}`)).to.equal(false);
   });
 
-  it("takes tokens exactly across replicas", async () => {
+  it('takes tokens exactly across replicas', async () => {
     const one = new PgAtomicOps(a);
     const two = new PgAtomicOps(b);
-    const took = await Promise.all(
-      Array.from({ length: 30 }, (_, i) =>
-        (i % 2 ? one : two).takeToken("bucket:t", 10, 0.001),
-      ),
-    );
+    const took = await Promise.all(Array.from({ length: 30 }, (_, i) => (i % 2 ? one : two).takeToken('bucket:t', 10, 0.001)));
     expect(took.filter((t) => t.allowed).length).to.equal(10);
   });
 
-  it("keeps keyed stores per namespace, and hands each due outbox item to one sender", async () => {
-    const s = new PgKeyedStore<{ v: number }>(a, "recipes:alpha");
-    await s.set("b", { v: 2 });
-    await s.set("a", { v: 1 });
-    expect(await new PgKeyedStore(b, "recipes:alpha").keys()).to.deep.equal([
-      "a",
-      "b",
-    ]);
-    expect(await new PgKeyedStore(b, "recipes:beta").keys()).to.deep.equal([]);
-    expect(await s.delete("a")).to.equal(true);
-    expect(await s.delete("a")).to.equal(false);
+  it('keeps keyed stores per namespace, and hands each due outbox item to one sender', async () => {
+    const s = new PgKeyedStore<{ v: number }>(a, 'recipes:alpha');
+    await s.set('b', { v: 2 });
+    await s.set('a', { v: 1 });
+    expect(await new PgKeyedStore(b, 'recipes:alpha').keys()).to.deep.equal(['a', 'b']);
+    expect(await new PgKeyedStore(b, 'recipes:beta').keys()).to.deep.equal([]);
+    expect(await s.delete('a')).to.equal(true);
+    expect(await s.delete('a')).to.equal(false);
 
     const one = new PgOutbox(a);
     const two = new PgOutbox(b);
     for (let i = 0; i < 10; i++)
       await one.add({
         id: `msg_${i}`,
-        run_id: "r",
-        target: "{}",
-        payload: "{}",
+        run_id: 'r',
+        target: '{}',
+        payload: '{}',
         attempt: 1,
         due_at: 100,
       });
-    const [x, y] = await Promise.all([
-      one.take(100, 10, 50),
-      two.take(100, 10, 50),
-    ]);
+    const [x, y] = await Promise.all([one.take(100, 10, 50), two.take(100, 10, 50)]);
     const ids = [...x, ...y].map((i) => i.id);
     expect(ids.length).to.equal(10);
-    expect(new Set(ids).size, "no item went to both senders").to.equal(10);
+    expect(new Set(ids).size, 'no item went to both senders').to.equal(10);
     expect(await two.take(120, 10, 50)).to.deep.equal([]);
-    await one.reschedule("msg_0", 2, 500);
-    expect(
-      (await two.take(160, 20, 50)).length,
-      "leases ran out: all but the rescheduled one are due again",
-    ).to.equal(9);
+    await one.reschedule('msg_0', 2, 500);
+    expect((await two.take(160, 20, 50)).length, 'leases ran out: all but the rescheduled one are due again').to.equal(9);
     for (let i = 0; i < 10; i++) await one.remove(`msg_${i}`);
     expect(await two.nextDue()).to.equal(undefined);
   });

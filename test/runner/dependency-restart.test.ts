@@ -2,28 +2,19 @@
 // run is executing. While a dependency is away, reads answer 503 {detail} with
 // Retry-After (never 500) and readiness names it; once it is back, reads work
 // again and the run reaches an end: never left running or queued.
-import { expect } from "chai";
-import { mkdtemp, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import path from "node:path";
-import {
-  newToken,
-  request,
-  sleep,
-  until,
-  type TestResponse,
-} from "../support/gateway.ts";
-import {
-  startGatewayProcess,
-  type GatewayProcess,
-} from "../support/gateway-process.ts";
-import { startPostgres, type PgHandle } from "../support/postgres.ts";
-import { startRedis, type RedisHandle } from "../support/redis.ts";
-import { startSite, type Site } from "../support/site.ts";
+import { expect } from 'chai';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { newToken, request, sleep, until, type TestResponse } from '../support/gateway.ts';
+import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
+import { startPostgres, type PgHandle } from '../support/postgres.ts';
+import { startRedis, type RedisHandle } from '../support/redis.ts';
+import { startSite, type Site } from '../support/site.ts';
 
 type Body = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-describe("PostgreSQL and Redis restarted mid-run (gateway process on both)", function () {
+describe('PostgreSQL and Redis restarted mid-run (gateway process on both)', function () {
   this.timeout(300_000);
   const token = newToken();
   let pg: PgHandle;
@@ -32,18 +23,14 @@ describe("PostgreSQL and Redis restarted mid-run (gateway process on both)", fun
   let gw: GatewayProcess;
 
   before(async () => {
-    [pg, redis, site] = await Promise.all([
-      startPostgres(),
-      startRedis(),
-      startSite(),
-    ]);
-    const dir = await mkdtemp(path.join(tmpdir(), "runplane-deps-"));
+    [pg, redis, site] = await Promise.all([startPostgres(), startRedis(), startSite()]);
+    const dir = await mkdtemp(path.join(tmpdir(), 'runplane-deps-'));
     await writeFile(
-      path.join(dir, "keys.json"),
+      path.join(dir, 'keys.json'),
       JSON.stringify({
         tenant_keys: {
           [token]: {
-            tenant_id: "alpha",
+            tenant_id: 'alpha',
             rate_limit_per_minute: 0,
             max_concurrent_runs: 5,
           },
@@ -52,14 +39,14 @@ describe("PostgreSQL and Redis restarted mid-run (gateway process on both)", fun
     );
     gw = await startGatewayProcess({
       SERVICE_DATA_DIR: dir,
-      SERVICE_TENANT_KEYS_PATH: path.join(dir, "keys.json"),
+      SERVICE_TENANT_KEYS_PATH: path.join(dir, 'keys.json'),
       SERVICE_DATABASE_URL: pg.url,
       SERVICE_REDIS_URL: redis.url,
-      SERVICE_RUNNER: "on",
-      SERVICE_PLANES: "local",
-      SERVICE_ALLOW_PRIVATE_NETWORKS: "1",
-      SERVICE_LOG_LEVEL: "error",
-      SERVICE_RUN_LEASE_SECONDS: "9",
+      SERVICE_RUNNER: 'on',
+      SERVICE_PLANES: 'local',
+      SERVICE_ALLOW_PRIVATE_NETWORKS: '1',
+      SERVICE_LOG_LEVEL: 'error',
+      SERVICE_RUN_LEASE_SECONDS: '9',
     });
   });
   after(async () => {
@@ -67,118 +54,70 @@ describe("PostgreSQL and Redis restarted mid-run (gateway process on both)", fun
     await Promise.all([pg?.stop(), redis?.stop(), site?.close()]);
   });
 
-  const req = (
-    method: string,
-    p: string,
-    body?: unknown,
-  ): Promise<TestResponse> => request(gw.url, method, p, { token, body });
+  const req = (method: string, p: string, body?: unknown): Promise<TestResponse> => request(gw.url, method, p, { token, body });
   const plan = (waitSeconds: number) => [
-    { intent: "open the listings", type: "navigate", url: `${site.url}/list` },
-    { intent: "wait", type: "wait", seconds: waitSeconds },
-    { intent: "open page 2", type: "navigate", url: `${site.url}/list?page=2` },
+    { intent: 'open the listings', type: 'navigate', url: `${site.url}/list` },
+    { intent: 'wait', type: 'wait', seconds: waitSeconds },
+    { intent: 'open page 2', type: 'navigate', url: `${site.url}/list?page=2` },
   ];
-  const ended = (s: unknown) =>
-    s === "succeeded" || s === "failed" || s === "cancelled";
+  const ended = (s: unknown) => s === 'succeeded' || s === 'failed' || s === 'cancelled';
 
-  it("PostgreSQL down mid-run: 503 with Retry-After while it is away, then the run ends and reads work", async () => {
-    const accepted = await req("POST", "/v1/predict", {
+  it('PostgreSQL down mid-run: 503 with Retry-After while it is away, then the run ends and reads work', async () => {
+    const accepted = await req('POST', '/v1/predict', {
       plan: plan(6),
       detached: true,
-      compute_backend: "dom_plane",
+      compute_backend: 'dom_plane',
     });
     expect(accepted.status, accepted.text).to.equal(200);
     const runId = accepted.body.run_id as string;
-    expect(
-      await until(
-        async () =>
-          (await req("GET", `/v1/runs/${runId}`)).body.phase === "running",
-        60_000,
-      ),
-    ).to.equal(true);
+    expect(await until(async () => (await req('GET', `/v1/runs/${runId}`)).body.phase === 'running', 60_000)).to.equal(true);
 
     await pg.kill();
-    const during = await req("GET", `/v1/runs/${runId}`);
+    const during = await req('GET', `/v1/runs/${runId}`);
     expect(during.status, during.text).to.equal(503);
     expect(during.body.detail).to.match(/postgres/);
-    expect(during.headers.get("retry-after")).to.match(/^\d+$/);
-    const ready = await request(gw.url, "GET", "/v1/ready");
+    expect(during.headers.get('retry-after')).to.match(/^\d+$/);
+    const ready = await request(gw.url, 'GET', '/v1/ready');
     expect(ready.status).to.equal(503);
     expect(ready.body.dependencies.postgres.ok).to.equal(false);
-    const submit = await req("POST", "/v1/predict", {
+    const submit = await req('POST', '/v1/predict', {
       plan: plan(0),
       detached: true,
-      compute_backend: "dom_plane",
+      compute_backend: 'dom_plane',
     });
-    expect(
-      submit.status,
-      "a submission while the store is away is refused, not half-accepted",
-    ).to.equal(503);
+    expect(submit.status, 'a submission while the store is away is refused, not half-accepted').to.equal(503);
     await sleep(3000);
     await pg.start();
 
-    expect(
-      await until(
-        async () => (await req("GET", `/v1/runs/${runId}`)).status === 200,
-        15_000,
-      ),
-      "reads work again",
-    ).to.equal(true);
-    expect(
-      await until(
-        async () => ended((await req("GET", `/v1/runs/${runId}`)).body.status),
-        60_000,
-      ),
-      "the run ended",
-    ).to.equal(true);
-    const run = (await req("GET", `/v1/runs/${runId}`)).body as Body;
-    if (run.status !== "succeeded")
-      expect(run.halt_class, JSON.stringify(run)).to.be.a("string");
-    expect((await request(gw.url, "GET", "/v1/ready")).status).to.equal(200);
+    expect(await until(async () => (await req('GET', `/v1/runs/${runId}`)).status === 200, 15_000), 'reads work again').to.equal(true);
+    expect(await until(async () => ended((await req('GET', `/v1/runs/${runId}`)).body.status), 60_000), 'the run ended').to.equal(true);
+    const run = (await req('GET', `/v1/runs/${runId}`)).body as Body;
+    if (run.status !== 'succeeded') expect(run.halt_class, JSON.stringify(run)).to.be.a('string');
+    expect((await request(gw.url, 'GET', '/v1/ready')).status).to.equal(200);
   });
 
-  it("Redis restarted mid-run (it keeps nothing): the run ends, its events are all in the store, and new runs are dispatched", async () => {
-    const accepted = await req("POST", "/v1/predict", {
+  it('Redis restarted mid-run (it keeps nothing): the run ends, its events are all in the store, and new runs are dispatched', async () => {
+    const accepted = await req('POST', '/v1/predict', {
       plan: plan(4),
       detached: true,
-      compute_backend: "dom_plane",
+      compute_backend: 'dom_plane',
     });
     const runId = accepted.body.run_id as string;
-    expect(
-      await until(
-        async () =>
-          (await req("GET", `/v1/runs/${runId}`)).body.phase === "running",
-        60_000,
-      ),
-    ).to.equal(true);
+    expect(await until(async () => (await req('GET', `/v1/runs/${runId}`)).body.phase === 'running', 60_000)).to.equal(true);
     await redis.stop();
     await sleep(1000);
     redis = await startRedis(redis.port);
-    expect(
-      await until(
-        async () =>
-          (await req("GET", `/v1/runs/${runId}`)).body.status === "succeeded",
-        60_000,
-      ),
-      "the run finished",
-    ).to.equal(true);
-    const events = (await req("GET", `/v1/runs/${runId}/events`)).body
-      .events as Body[];
+    expect(await until(async () => (await req('GET', `/v1/runs/${runId}`)).body.status === 'succeeded', 60_000), 'the run finished').to.equal(true);
+    const events = (await req('GET', `/v1/runs/${runId}/events`)).body.events as Body[];
     expect(events.map((e) => e.seq)).to.deep.equal(events.map((_, i) => i + 1));
-    expect(events.at(-1)!.type).to.equal("run.ended");
+    expect(events.at(-1)!.type).to.equal('run.ended');
     // the queue lost nothing that matters: a run accepted after the restart is executed
-    const next = await req("POST", "/v1/predict", {
+    const next = await req('POST', '/v1/predict', {
       plan: plan(0),
       detached: true,
-      compute_backend: "dom_plane",
+      compute_backend: 'dom_plane',
     });
     expect(next.status, next.text).to.equal(200);
-    expect(
-      await until(
-        async () =>
-          (await req("GET", `/v1/runs/${next.body.run_id}`)).body.status ===
-          "succeeded",
-        60_000,
-      ),
-    ).to.equal(true);
+    expect(await until(async () => (await req('GET', `/v1/runs/${next.body.run_id}`)).body.status === 'succeeded', 60_000)).to.equal(true);
   });
 });
