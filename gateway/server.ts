@@ -22,7 +22,7 @@ import type { RunRecord } from './runs/records.ts';
 import { readVersionInfo } from './version.ts';
 import { SdkRunRecorder } from './trace/recorder.ts';
 import { FrameHub } from './runs/frames.ts';
-import { MemoryRunQueue, RedisRunQueue, type RunQueue } from './runs/run-queue.ts';
+import { BullRunQueue, MemoryRunQueue, type RunQueue } from './runs/run-queue.ts';
 import { buildOpenApi } from './openapi.ts';
 import { ALL_ROUTES, buildApp } from './app.ts';
 import { attachWebSockets } from './routes/ws.ts';
@@ -166,14 +166,14 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
   });
   const scheduler = config.runnerEnabled ? new RunScheduler(executor, config.maxActiveRuns, namedLogger(log, 'gateway.runner')) : undefined;
   const queue: RunQueue = config.redisUrl
-    ? await new RedisRunQueue(
-        config.redisUrl,
-        (err) => log.error({ err: err.message }, 'run queue: redis is unavailable; retrying'),
-        () => log.info('run queue: redis is back'),
-      ).open()
+    ? new BullRunQueue(config.redisUrl, {
+        onError: (err) => log.error({ err: err.message }, 'run queue: redis is unavailable; retrying'),
+        onRecovered: () => log.info('run queue: redis is back'),
+        lockMs: config.runLeaseMs,
+      })
     : new MemoryRunQueue();
-  runs.onAccepted((id) => void queue.push(id).catch((err: Error) => log.error({ run_id: id, err: err.message }, 'run could not be queued')));
-  if (scheduler) queue.consume((id) => scheduler.submit(id), () => scheduler.hasRoom());
+  runs.onAccepted((id) => void queue.push(id).catch((err: Error) => log.error({ run_id: id, err: err.message }, 'run could not be queued; recovery dispatches it again')));
+  if (scheduler) queue.consume((id) => scheduler.submit(id), config.maxActiveRuns);
   const recovery = new RunRecovery({
     runs,
     atomic: state.atomic,

@@ -5,7 +5,7 @@ import type { Logger } from '../log.ts';
 import type { RunExecutor } from './executor.ts';
 
 export class RunScheduler {
-  private readonly waiting: string[] = [];
+  private readonly waiting: Array<{ runId: string; done: () => void }> = [];
   private readonly active = new Set<Promise<void>>();
   private closed = false;
 
@@ -19,25 +19,24 @@ export class RunScheduler {
     return this.active.size;
   }
 
-  /** Whether one more run would start now rather than wait. */
-  hasRoom(): boolean {
-    return !this.closed && this.active.size + this.waiting.length < this.maxActive;
-  }
-
-  submit(runId: string): void {
-    if (this.closed) return;
-    this.waiting.push(runId);
-    this.pump();
+  /** Starts the run now or when a place frees up; resolves when it has ended (or at once once closed). */
+  submit(runId: string): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    return new Promise<void>((done) => {
+      this.waiting.push({ runId, done });
+      this.pump();
+    });
   }
 
   private pump(): void {
     while (!this.closed && this.active.size < this.maxActive && this.waiting.length > 0) {
-      const runId = this.waiting.shift()!;
+      const { runId, done } = this.waiting.shift()!;
       const p: Promise<void> = this.executor
         .execute(runId)
         .catch((err: unknown) => this.log.error({ run_id: runId, err }, 'run executor failed'))
         .finally(() => {
           this.active.delete(p);
+          done();
           this.pump();
         });
       this.active.add(p);
@@ -47,6 +46,8 @@ export class RunScheduler {
   /** Stops taking runs and waits for the active ones (their cancellation is the caller's). */
   async close(): Promise<void> {
     this.closed = true;
+    // runs that never started stay queued in the store: the next gateway dispatches them
+    for (const w of this.waiting.splice(0)) w.done();
     await Promise.allSettled([...this.active]);
   }
 }

@@ -1,25 +1,28 @@
 // Hands accepted runs to a runner. In memory, to this process's scheduler. On
-// Redis, to a list every runner replica pops from when it has room, so a run
-// accepted by an edge-only replica (SERVICE_RUNNER=off) or a busy one is
-// executed wherever there is capacity. The runner's claim on the run record
-// (a lease in Redis) makes a run execute once even if two replicas saw it.
-import { redisClient, type RedisClient } from '../state/redis-client.ts';
+// Redis, through BullMQ: every runner replica runs a worker that takes a run
+// when it has room and holds the job (its lock renewed by BullMQ) until the run
+// ends; a job whose worker died stalls and BullMQ hands it to another worker.
+// The queue is never the truth: the run's row in the store of record is, and
+// its runner's lease makes it execute once (gateway/runs/recovery.ts dispatches
+// again what the queue lost).
+import { Queue, Worker } from 'bullmq';
+import { Redis } from 'ioredis';
 
 export interface RunQueue {
   push(runId: string): Promise<void>;
-  /** this replica's runner: `take` is called with each run it pops, only while `hasRoom()` */
-  consume(take: (runId: string) => void, hasRoom: () => boolean): void;
+  /** this replica's runner: `take` executes one run and resolves when it has ended; at most `concurrency` at once */
+  consume(take: (runId: string) => Promise<void>, concurrency: number): void;
   close(): Promise<void>;
 }
 
 export class MemoryRunQueue implements RunQueue {
-  private take: ((runId: string) => void) | undefined;
+  private take: ((runId: string) => Promise<void>) | undefined;
 
   async push(runId: string): Promise<void> {
-    this.take?.(runId);
+    void this.take?.(runId);
   }
 
-  consume(take: (runId: string) => void): void {
+  consume(take: (runId: string) => Promise<void>): void {
     this.take = take;
   }
 
@@ -28,68 +31,75 @@ export class MemoryRunQueue implements RunQueue {
   }
 }
 
-const KEY = 'runplane:runs:queue';
+const NAME = 'runplane-runs';
 
-export class RedisRunQueue implements RunQueue {
-  private readonly pusher: RedisClient;
-  private popper: RedisClient | undefined;
-  private closed = false;
-  private loop: Promise<void> | undefined;
+export interface BullQueueOptions {
+  /** the first error of each outage (not one per retry) */
+  onError(err: Error): void;
+  /** the worker works again after an outage */
+  onRecovered(): void;
+  /** how long a job's lock lasts without renewal: a dead worker's job stalls after it */
+  lockMs: number;
+}
+
+export class BullRunQueue implements RunQueue {
+  private readonly connections: Redis[] = [];
+  private readonly queue: Queue;
+  private worker: Worker | undefined;
+  private failing = false;
 
   constructor(
     private readonly url: string,
-    /** the first error of each outage (not one per retry) */
-    private readonly onError: (err: Error) => void,
-    /** the pop loop works again after an outage */
-    private readonly onRecovered: () => void = () => undefined,
+    private readonly o: BullQueueOptions,
   ) {
-    this.pusher = redisClient(url);
+    // fail fast while Redis is away (the run stays queued in the store and is dispatched again), never queue commands in memory
+    this.queue = new Queue(NAME, { connection: this.connection({ enableOfflineQueue: false, maxRetriesPerRequest: 1 }) });
+    this.queue.on('error', (err) => this.failed(err));
   }
 
-  async open(): Promise<this> {
-    await this.pusher.connect();
-    return this;
+  private connection(extra: Record<string, unknown>): Redis {
+    const c = new Redis(this.url, { lazyConnect: false, connectTimeout: 2000, retryStrategy: (n: number) => Math.min(50 * 2 ** n, 2000), ...extra });
+    c.on('error', () => undefined);
+    this.connections.push(c);
+    return c;
+  }
+
+  private failed(err: Error): void {
+    if (!this.failing) this.o.onError(err);
+    this.failing = true;
   }
 
   async push(runId: string): Promise<void> {
-    await this.pusher.lPush(KEY, runId);
+    // the run id is the job id: a run handed over twice (recovery, a retry) is one job while it waits or runs
+    await this.queue.add('run', { run_id: runId }, { jobId: runId, removeOnComplete: true, removeOnFail: true, attempts: 1 });
   }
 
-  consume(take: (runId: string) => void, hasRoom: () => boolean): void {
-    // a blocking pop holds its connection: the consumer gets its own
-    const popper = redisClient(this.url);
-    this.popper = popper;
-    this.loop = (async () => {
-      await popper.connect();
-      // while Redis is away the client reconnects on its own; the loop keeps trying and resumes with it
-      let failing = false;
-      while (!this.closed) {
-        if (!hasRoom()) {
-          await new Promise((r) => setTimeout(r, 100));
-          continue;
+  consume(take: (runId: string) => Promise<void>, concurrency: number): void {
+    this.worker = new Worker(
+      NAME,
+      async (job) => {
+        if (this.failing) {
+          this.failing = false;
+          this.o.onRecovered();
         }
-        try {
-          const got = await popper.brPop(KEY, 1);
-          if (failing) {
-            failing = false;
-            this.onRecovered();
-          }
-          if (got && !this.closed) take(got.element);
-          else if (got) await this.pusher.rPush(KEY, got.element); // closing: put it back for another replica
-        } catch (err) {
-          if (this.closed) break;
-          if (!failing) this.onError(err as Error);
-          failing = true;
-          await new Promise((r) => setTimeout(r, 500));
-        }
-      }
-    })().catch((err: unknown) => this.onError(err as Error));
+        await take(String((job.data as { run_id: string }).run_id));
+      },
+      {
+        connection: this.connection({ maxRetriesPerRequest: null }),
+        concurrency,
+        lockDuration: this.o.lockMs,
+        stalledInterval: this.o.lockMs,
+        // a stalled run job is handed over once more; the runner's lease decides whether anything runs
+        maxStalledCount: 1,
+      },
+    );
+    this.worker.on('error', (err) => this.failed(err));
   }
 
   async close(): Promise<void> {
-    this.closed = true;
-    // close() does not wait for a Redis that went away (quit() would); the pop loop ends within its 1 s block
-    for (const c of [this.popper, this.pusher]) if (c?.isOpen) await c.close().catch(() => undefined);
-    await this.loop;
+    // force: the runs still executing are the shutdown's to halt; their jobs stall and are dropped by the next worker
+    await this.worker?.close(true).catch(() => undefined);
+    await this.queue.close().catch(() => undefined);
+    for (const c of this.connections) c.disconnect();
   }
 }

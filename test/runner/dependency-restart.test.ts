@@ -21,6 +21,7 @@ describe('PostgreSQL and Redis restarted mid-run (gateway process on both)', fun
   let redis: RedisHandle;
   let site: Site;
   let gw: GatewayProcess;
+  let env: Record<string, string>;
 
   before(async () => {
     [pg, redis, site] = await Promise.all([startPostgres(), startRedis(), startSite()]);
@@ -37,7 +38,7 @@ describe('PostgreSQL and Redis restarted mid-run (gateway process on both)', fun
         },
       }),
     );
-    gw = await startGatewayProcess({
+    env = {
       SERVICE_DATA_DIR: dir,
       SERVICE_TENANT_KEYS_PATH: path.join(dir, 'keys.json'),
       SERVICE_DATABASE_URL: pg.url,
@@ -47,7 +48,8 @@ describe('PostgreSQL and Redis restarted mid-run (gateway process on both)', fun
       SERVICE_ALLOW_PRIVATE_NETWORKS: '1',
       SERVICE_LOG_LEVEL: 'error',
       SERVICE_RUN_LEASE_SECONDS: '9',
-    });
+    };
+    gw = await startGatewayProcess(env);
   });
   after(async () => {
     await gw?.stop();
@@ -119,5 +121,26 @@ describe('PostgreSQL and Redis restarted mid-run (gateway process on both)', fun
     });
     expect(next.status, next.text).to.equal(200);
     expect(await until(async () => (await req('GET', `/v1/runs/${next.body.run_id}`)).body.status === 'succeeded', 60_000)).to.equal(true);
+  });
+
+  it('Redis loses every queued job: the accepted runs are dispatched again from the store of record', async () => {
+    // an edge replica accepts while no runner is up, so the runs wait in the queue
+    await gw.stop();
+    gw = await startGatewayProcess({ ...env, SERVICE_RUNNER: 'off' });
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const r = await req('POST', '/v1/predict', { plan: plan(0).slice(0, 1), detached: true, compute_backend: 'dom_plane' });
+      expect(r.status, r.text).to.equal(200);
+      ids.push(r.body.run_id as string);
+    }
+    await redis.stop();
+    redis = await startRedis(redis.port);
+    const runner = await startGatewayProcess(env);
+    try {
+      const allDone = async () => (await Promise.all(ids.map(async (id) => (await req('GET', `/v1/runs/${id}`)).body.status))).every((st) => st === 'succeeded');
+      expect(await until(allDone, 60_000), 'every accepted run was executed').to.equal(true);
+    } finally {
+      await runner.stop();
+    }
   });
 });
