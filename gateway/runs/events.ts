@@ -112,7 +112,7 @@ export class RedisEventLog extends FanOut implements EventLog {
 
   static async open(url: string, ttlSeconds = 7 * 24 * 3600): Promise<RedisEventLog> {
     const client = redisClient(url);
-    const sub = redisClient(url);
+    const sub = redisClient(url, { subscriber: true });
     await client.connect();
     await sub.connect();
     const log = new RedisEventLog(client, sub, ttlSeconds);
@@ -166,7 +166,7 @@ export class TableEventLog extends FanOut implements EventLog {
   static async open(table: EventTable, redisUrl?: string): Promise<TableEventLog> {
     if (!redisUrl) return new TableEventLog(table);
     const pub = redisClient(redisUrl);
-    const sub = redisClient(redisUrl);
+    const sub = redisClient(redisUrl, { subscriber: true });
     await pub.connect();
     await sub.connect();
     const log = new TableEventLog(table, pub, sub);

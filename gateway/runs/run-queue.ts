@@ -53,7 +53,7 @@ export class BullRunQueue implements RunQueue {
     private readonly o: BullQueueOptions,
   ) {
     // fail fast while Redis is away (the run stays queued in the store and is dispatched again), never queue commands in memory
-    this.queue = new Queue(NAME, { connection: this.connection({ enableOfflineQueue: false, maxRetriesPerRequest: 1 }) });
+    this.queue = new Queue(NAME, { connection: this.connection({ enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: 3000 }) });
     this.queue.on('error', (err) => this.failed(err));
   }
 

@@ -1,5 +1,6 @@
 // One way to open a Redis connection: fail fast when Redis is down (a request
-// gets a clean error instead of queueing forever) and reconnect on its own.
+// gets a clean error instead of queueing forever), give every reply a
+// deadline, and reconnect on its own.
 import {
   ClientClosedError,
   ClientOfflineError,
@@ -13,11 +14,26 @@ import {
   TimeoutError,
 } from '@redis/client';
 
-export function redisClient(url: string) {
+/**
+ * A Redis that hangs (stopped, swapping) must be an error, not a hung request:
+ * a connection that receives nothing for this long is closed and its commands
+ * fail (SocketTimeoutError, answered 503). node-redis's per-command `timeout`
+ * only covers commands not yet written, so the deadline is the socket's; a
+ * PING every second keeps a healthy idle connection from reaching it.
+ */
+export const REDIS_REPLY_DEADLINE_MS = 3000;
+
+/** `subscriber`: a pub/sub connection, which may be silent for long and cannot PING: no deadline. */
+export function redisClient(url: string, o: { subscriber?: boolean } = {}) {
   const client = createClient({
     url,
     disableOfflineQueue: true,
-    socket: { connectTimeout: 2000, reconnectStrategy: (retries: number) => Math.min(50 * 2 ** retries, 2000) },
+    ...(o.subscriber ? {} : { pingInterval: 1000 }),
+    socket: {
+      connectTimeout: 2000,
+      reconnectStrategy: (retries: number) => Math.min(50 * 2 ** retries, 2000),
+      ...(o.subscriber ? {} : { socketTimeout: REDIS_REPLY_DEADLINE_MS }),
+    },
   });
   client.on('error', () => {
     /* surfaced per command; reconnects on its own */

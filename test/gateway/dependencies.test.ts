@@ -118,6 +118,28 @@ describe('dependencies going away: Redis', function () {
     expect(ended, 'the run accepted after the restart was executed').to.equal(true);
   });
 
+  it('answers 503 within its deadline while Redis hangs (SIGSTOP), and works again when it resumes', async () => {
+    const before = await call('POST', '/v1/predict', { plan, detached: true });
+    expect(before.status, before.text).to.equal(200);
+    const runId = before.body.run_id as string;
+    process.kill(redis.pid, 'SIGSTOP');
+    try {
+      for (const [method, p, body] of [
+        ['GET', `/v1/runs/${runId}`],
+        ['POST', '/v1/predict', { plan, detached: true }],
+        ['GET', '/v1/recipes'],
+      ] as Array<[string, string, unknown?]>) {
+        expectUnavailable(await call(method, p, body), `hung: ${method} ${p}`);
+      }
+      const down = await call('GET', '/v1/ready');
+      expect(down.status).to.equal(503);
+    } finally {
+      process.kill(redis.pid, 'SIGCONT');
+    }
+    expect(await until(async () => (await call('GET', `/v1/runs/${runId}`)).status === 200, 15_000), 'reads work again').to.equal(true);
+    expect(gw.logs.join('')).to.not.include('unhandled error');
+  });
+
   it('reports readiness without dependencies on the embedded default', async () => {
     const mem = await startGateway();
     try {

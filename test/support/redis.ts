@@ -6,6 +6,7 @@ import { once } from 'node:events';
 export interface RedisHandle {
   url: string;
   port: number;
+  pid: number;
   stop(): Promise<void>;
 }
 
@@ -46,6 +47,7 @@ export async function startRedis(port?: number): Promise<RedisHandle> {
   return {
     url: `redis://127.0.0.1:${port}`,
     port,
+    pid: child.pid!,
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill('SIGTERM');
