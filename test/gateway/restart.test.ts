@@ -7,7 +7,8 @@ import { expect } from 'chai';
 import { createServer, type Server } from 'node:http';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
-import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readdir, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { newToken, request, until, type TestResponse } from '../support/gateway.ts';
@@ -152,6 +153,9 @@ for (const store of ['sqlite', 'postgres'] as const)
       expect((await req('GET', `/v1/runs/${queuedId}`)).body.status).to.equal('queued');
 
       const spawned = descendants(gw.child.pid!);
+      // the throwaway profile, home and display dirs of the dead gateway's agents (named after their pid)
+      const agentDirs = (await readdir(tmpdir())).filter((n) => spawned.some((pid) => new RegExp(`^runplane-(home|x|profile)-${pid}-`).test(n))).map((n) => path.join(tmpdir(), n));
+      expect(agentDirs, 'the running run has a profile dir').to.not.have.length(0);
       expect(
         spawned.filter((p) => /chrom/i.test(cmdline(p))),
         'the running run has a browser',
@@ -200,6 +204,7 @@ for (const store of ['sqlite', 'postgres'] as const)
       expect(recoveredMs).to.be.below(45_000);
       // the queued run is executed by the new gateway
       expect(await until(async () => (await req('GET', `/v1/runs/${queuedId}`)).body.status === 'succeeded', 60_000), 'the queued run ran after the restart').to.equal(true);
+      expect(agentDirs.filter((d) => existsSync(d)), 'the dead agents\' throwaway dirs were swept').to.deep.equal([]);
       // the listing shows them newest first, tenant-scoped
       const list = await req('GET', '/v1/runs?limit=2');
       expect(list.status).to.equal(200);
