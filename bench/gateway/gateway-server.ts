@@ -1,6 +1,7 @@
-// The real gateway for the benchmark: embedded, with the store named by the
-// first argument (sqlite, the default, or memory), one tenant with the limiter
-// off, request logs discarded. Prints URL, token and a queued run id on stdout as JSON.
+// The real gateway for the benchmark, with the store named by the first
+// argument (sqlite, the default, memory, or postgres with its URL as the
+// second), one tenant with the limiter off, request logs discarded. Prints
+// URL, token and a queued run id on stdout as JSON.
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -12,7 +13,7 @@ const dir = await mkdtemp(path.join(tmpdir(), 'runplane-bench-'));
 const token = 'b'.repeat(64);
 const keys = path.join(dir, 'keys.json');
 await writeFile(keys, JSON.stringify({ tenant_keys: { [token]: { tenant_id: 'bench', rate_limit_per_minute: 0, max_concurrent_runs: 10_000_000 } } }));
-const config = { ...loadConfig({ SERVICE_PORT: '0', SERVICE_DATA_DIR: dir, SERVICE_TENANT_KEYS_PATH: keys, SERVICE_RUNNER: 'off', SERVICE_STATE: process.argv[2] ?? 'sqlite' }) };
+const config = { ...loadConfig({ SERVICE_PORT: '0', SERVICE_DATA_DIR: dir, SERVICE_TENANT_KEYS_PATH: keys, SERVICE_RUNNER: 'off', SERVICE_STATE: process.argv[2] === 'memory' ? 'memory' : 'sqlite', ...(process.argv[3] ? { SERVICE_DATABASE_URL: process.argv[3] } : {}) }) };
 const sink = new Writable({ write: (_c, _e, cb) => cb() });
 const gw = await createGateway(config, { logStream: sink });
 const url = await gw.listen();

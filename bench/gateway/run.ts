@@ -1,12 +1,14 @@
 // bench/gateway: requests per second and p50/p99 latency on loopback of
 //   (a) an authenticated GET /v1/runs/{id}/status
 //   (b) POST /v1/predict validating a 50-step plan
-// each on the in-memory store and on the SQLite store of record (the embedded
-// default), beside a bare Koa route answering the same JSON, in the same run.
+// each on the in-memory store, the SQLite store of record (the embedded
+// default) and PostgreSQL (a throwaway local cluster), beside a bare Koa route
+// answering the same JSON, in the same run.
 // Usage: npm run bench:gateway [-- --seconds 5 --connections 10]
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import autocannon from 'autocannon';
+import { startPostgres } from '../../test/support/postgres.ts';
 
 const args = process.argv.slice(2);
 const opt = (name: string, dflt: number) => {
@@ -49,13 +51,16 @@ async function measure(name: string, url: string, opts: Partial<autocannon.Optio
   return { name, rps: Math.round(r.requests.average), p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx };
 }
 
+const pg = await startPostgres();
 const mem = await start('gateway-server.ts', 'memory');
 const sql = await start('gateway-server.ts', 'sqlite');
+const pgw = await start('gateway-server.ts', 'postgres', pg.url);
 const bare = await start('bare-server.ts');
 try {
   const stores = [
     { name: 'memory', ...(JSON.parse(mem.line) as { url: string; token: string; run_id: string }) },
     { name: 'sqlite', ...(JSON.parse(sql.line) as { url: string; token: string; run_id: string }) },
+    { name: 'postgres', ...(JSON.parse(pgw.line) as { url: string; token: string; run_id: string }) },
   ];
   const rows: Row[] = [];
   rows.push(await measure('bare GET (same JSON)', `${bare.line}/status`, {}));
@@ -67,8 +72,12 @@ try {
   console.log('case'.padEnd(38) + 'req/s'.padStart(9) + 'p50 ms'.padStart(9) + 'p99 ms'.padStart(9) + 'non2xx'.padStart(8));
   for (const r of rows) console.log(r.name.padEnd(38) + String(r.rps).padStart(9) + String(r.p50).padStart(9) + String(r.p99).padStart(9) + String(r.non2xx).padStart(8));
   const ratio = (a: Row, b: Row) => (a.rps / b.rps).toFixed(2);
-  console.log(`\nthroughput ratio gateway/bare: status ${ratio(rows[1]!, rows[0]!)} memory, ${ratio(rows[2]!, rows[0]!)} sqlite; predict ${ratio(rows[4]!, rows[3]!)} memory, ${ratio(rows[5]!, rows[3]!)} sqlite`);
-  console.log(`sqlite/memory: status ${ratio(rows[2]!, rows[1]!)}, predict ${ratio(rows[5]!, rows[4]!)}`);
+  const [bareGet, gMem, gSql, gPg, barePost, pMem, pSql, pPg] = rows as [Row, Row, Row, Row, Row, Row, Row, Row];
+  console.log(`\nthroughput ratio gateway/bare: status ${ratio(gMem, bareGet)} memory, ${ratio(gSql, bareGet)} sqlite, ${ratio(gPg, bareGet)} postgres; predict ${ratio(pMem, barePost)} memory, ${ratio(pSql, barePost)} sqlite, ${ratio(pPg, barePost)} postgres`);
+  console.log(`store/memory: status ${ratio(gSql, gMem)} sqlite, ${ratio(gPg, gMem)} postgres; predict ${ratio(pSql, pMem)} sqlite, ${ratio(pPg, pMem)} postgres`);
 } finally {
-  for (const c of [mem, sql, bare]) c.child.kill('SIGTERM');
+  const exits = [mem, sql, pgw, bare].map((c) => new Promise((r) => (c.child.exitCode !== null ? r(null) : c.child.once('exit', r))));
+  for (const c of [mem, sql, pgw, bare]) c.child.kill('SIGTERM');
+  await Promise.all(exits);
+  await pg.stop();
 }

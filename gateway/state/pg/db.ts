@@ -17,6 +17,9 @@ export async function openPool(url: string): Promise<Pool> {
   pool.on('error', () => {
     /* an idle client lost its server: the pool replaces it; requests see their own errors */
   });
+  // a client whose server goes away between two queries (a transaction, shutdown) must not crash the process:
+  // the query in flight, if any, fails on its own
+  pool.on('connect', (client) => client.on('error', () => undefined));
   await migrate(pool);
   return pool;
 }
