@@ -5,6 +5,8 @@
 // run is never silently re-executed, since its steps may have submitted a form
 // or called a tool). Queued runs the dispatch lost (a restart of the embedded
 // gateway, a replica that popped a run and died) are handed to the queue again.
+import { createHash } from 'node:crypto';
+import { readFileSync, readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 import type { Logger } from '../log.ts';
 import type { AtomicOps } from '../state/atomic.ts';
@@ -13,15 +15,35 @@ import type { RunsService } from './runs-service.ts';
 
 export const RUNNER_LOST = 'runner_lost';
 
-/** A runner owner id that says which process holds a lease: host, pid and a nonce. */
-export function runnerOwner(): string {
-  return `${hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`;
+/**
+ * Where pids mean the same thing: this boot of this kernel and this pid
+ * namespace. Two containers on one host may share a hostname but not a pid
+ * namespace, and after a reboot old pids name other processes; a pid is only
+ * checked for an owner with the same key.
+ */
+function pidSpace(): string {
+  let boot = '';
+  let ns = '';
+  try {
+    boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+    ns = readlinkSync('/proc/self/ns/pid');
+  } catch {
+    return 'unknown';
+  }
+  return createHash('sha256').update(`${hostname()}|${boot}|${ns}`).digest('hex').slice(0, 16);
 }
 
-/** True when `owner` names a process of this host that no longer exists (its lease can be taken at once). */
+const PID_SPACE = pidSpace();
+
+/** A runner owner id that says which process holds a lease: its pid space, pid and a nonce. */
+export function runnerOwner(): string {
+  return `${PID_SPACE}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`;
+}
+
+/** True when `owner` is a process of this pid space that no longer exists (its lease can be taken at once). */
 export function ownerIsDead(owner: string): boolean {
-  const [host, pid] = owner.split(':');
-  if (host !== hostname() || !/^\d+$/.test(pid ?? '')) return false;
+  const [space, pid] = owner.split(':');
+  if (space !== PID_SPACE || PID_SPACE === 'unknown' || !/^\d+$/.test(pid ?? '')) return false;
   if (Number(pid) === process.pid) return false;
   try {
     process.kill(Number(pid), 0);

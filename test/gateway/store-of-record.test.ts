@@ -10,7 +10,8 @@ import { SqliteAtomicOps } from '../../gateway/state/sqlite/atomic.ts';
 import { SqliteOutbox } from '../../gateway/state/outbox.ts';
 import { BadCursor, pageOf, type RunKey } from '../../gateway/state/tables.ts';
 import { newToken, sleep, startGateway, step, until, type TestGateway } from '../support/gateway.ts';
-import { RunRecovery, runnerKey } from '../../gateway/runs/recovery.ts';
+import { RunRecovery, ownerIsDead, runnerKey, runnerOwner } from '../../gateway/runs/recovery.ts';
+import { spawnSync } from 'node:child_process';
 
 describe('store of record on SQLite', () => {
   let file: string;
@@ -202,6 +203,17 @@ describe('recovery of a run whose runner is on another host', () => {
     gw = await startGateway({ keys: { [alpha]: { tenant_id: 'alpha', rate_limit_per_minute: 0, max_concurrent_runs: 1 } } });
   });
   after(() => gw.close());
+
+  it('checks the pid of an owner only in its own pid space (this boot, this pid namespace)', () => {
+    const mine = runnerOwner();
+    expect(ownerIsDead(mine), 'this process').to.equal(false);
+    const [space] = mine.split(':');
+    const gone = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))']).stdout.toString();
+    expect(ownerIsDead(`${space}:${gone}:x`), 'an exited process of this pid space').to.equal(true);
+    expect(ownerIsDead(`${space}:1:x`), 'a live one').to.equal(false);
+    expect(ownerIsDead(`0123456789abcdef:${gone}:x`), 'another host, container or boot: only its lease tells').to.equal(false);
+    expect(ownerIsDead('garbage'), 'not an owner').to.equal(false);
+  });
 
   it('waits out a live lease, then ends the run runner_lost once the lease is gone, and frees its slot', async () => {
     const s = gw.gateway.services;
