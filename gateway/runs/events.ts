@@ -57,6 +57,11 @@ abstract class FanOut {
     this.emitter.on(topic, listener);
     return () => this.emitter.off(topic, listener);
   }
+  /** An event another replica (or this one) published. */
+  receive(e: RunEvent): void {
+    this.deliver(e);
+  }
+
   protected deliver(e: RunEvent): void {
     // a listener that throws must not stop the others or the publisher
     for (const topic of [`run:${e.run_id}`, `tenant:${e.tenant_id}`]) {
@@ -101,6 +106,23 @@ export class MemoryEventLog extends FanOut implements EventLog {
 const CHANNEL = 'runplane:events';
 const APPEND_EVENT = new RedisScript(path.join(import.meta.dirname, 'scripts', 'append-event-2.lua'));
 
+/** A publishing and a subscribed connection; `attach` delivers what any replica publishes to the log's watchers. */
+async function fanOutClients(url: string) {
+  const pub = redisClient(url);
+  const sub = redisClient(url, { subscriber: true });
+  await pub.connect();
+  await sub.connect();
+  const attach = (log: FanOut) =>
+    sub.subscribe(CHANNEL, (message) => {
+      try {
+        log.receive(JSON.parse(message) as RunEvent);
+      } catch {
+        /* not ours */
+      }
+    });
+  return { pub, sub, attach };
+}
+
 export class RedisEventLog extends FanOut implements EventLog {
   private constructor(
     private readonly client: RedisClient,
@@ -111,18 +133,9 @@ export class RedisEventLog extends FanOut implements EventLog {
   }
 
   static async open(url: string, ttlSeconds = 7 * 24 * 3600): Promise<RedisEventLog> {
-    const client = redisClient(url);
-    const sub = redisClient(url, { subscriber: true });
-    await client.connect();
-    await sub.connect();
-    const log = new RedisEventLog(client, sub, ttlSeconds);
-    await sub.subscribe(CHANNEL, (message) => {
-      try {
-        log.deliver(JSON.parse(message) as RunEvent);
-      } catch {
-        /* not ours */
-      }
-    });
+    const { pub, sub, attach } = await fanOutClients(url);
+    const log = new RedisEventLog(pub, sub, ttlSeconds);
+    await attach(log);
     return log;
   }
 
@@ -165,18 +178,9 @@ export class TableEventLog extends FanOut implements EventLog {
 
   static async open(table: EventTable, redisUrl?: string): Promise<TableEventLog> {
     if (!redisUrl) return new TableEventLog(table);
-    const pub = redisClient(redisUrl);
-    const sub = redisClient(redisUrl, { subscriber: true });
-    await pub.connect();
-    await sub.connect();
+    const { pub, sub, attach } = await fanOutClients(redisUrl);
     const log = new TableEventLog(table, pub, sub);
-    await sub.subscribe(CHANNEL, (message) => {
-      try {
-        log.deliver(JSON.parse(message) as RunEvent);
-      } catch {
-        /* not ours */
-      }
-    });
+    await attach(log);
     return log;
   }
 

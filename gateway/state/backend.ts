@@ -9,7 +9,7 @@ import { Keyv } from 'keyv';
 import KeyvRedis from '@keyv/redis';
 import { MemoryAtomicOps, type AtomicOps } from './atomic.ts';
 import { RedisAtomicOps } from './redis-atomic.ts';
-import { pingRedis, redisClient, type DependencyCheck, type RedisClient } from './redis-client.ts';
+import { pingRedis, pingWithin, redisClient, type DependencyCheck, type RedisClient } from './redis-client.ts';
 import { openDb } from './sqlite/db.ts';
 import { isPgConnectionError, openPool, type Pool } from './pg/db.ts';
 import { PgAtomicOps } from './pg/atomic.ts';
@@ -170,28 +170,13 @@ async function openPgBackend(url: string, o: StateOptions): Promise<StateBackend
     runs: <T extends RunKey>() => runs as unknown as RunTable<T>,
     eventTable: new PgEventTable(pool, o.maxEventsPerRun),
     async dependencies() {
-      return { postgres: await pingPg(pool), ...(redis ? { redis: await pingRedis(redis) } : {}) };
+      return { postgres: await pingWithin(() => pool.query('SELECT 1'), (err) => (isPgConnectionError(err) ? 'not reachable' : 'query failed')), ...(redis ? { redis: await pingRedis(redis) } : {}) };
     },
     async close() {
       if (redis?.isOpen) await redis.close().catch(() => undefined);
       await pool.end().catch(() => undefined);
     },
   };
-}
-
-async function pingPg(pool: Pool, timeoutMs = 1000): Promise<DependencyCheck> {
-  const t0 = performance.now();
-  const ms = () => Math.round((performance.now() - t0) * 10) / 10;
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs)));
-    await Promise.race([pool.query('SELECT 1'), late]);
-    return { ok: true, latency_ms: ms() };
-  } catch (err) {
-    return { ok: false, latency_ms: ms(), detail: isPgConnectionError(err) ? 'not reachable' : (err as Error).message.startsWith('no answer') ? (err as Error).message : 'query failed' };
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 async function openRedisBackend(url: string): Promise<StateBackend> {

@@ -78,19 +78,24 @@ export interface DependencyCheck {
   detail?: string;
 }
 
-/** PINGs Redis: ok with the round trip, or not ok when it fails or does not answer within `timeoutMs`. */
-export async function pingRedis(client: RedisClient, timeoutMs = 1000): Promise<DependencyCheck> {
+/** Runs `probe` with a deadline: ok with the round trip, or not ok with a detail safe to show. */
+export async function pingWithin(probe: () => Promise<unknown>, describe: (err: unknown) => string, timeoutMs = 1000): Promise<DependencyCheck> {
   const t0 = performance.now();
   const ms = () => Math.round((performance.now() - t0) * 10) / 10;
   let timer: NodeJS.Timeout | undefined;
   try {
     const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs)));
-    await Promise.race([client.ping(), late]);
+    await Promise.race([probe(), late]);
     return { ok: true, latency_ms: ms() };
   } catch (err) {
-    const detail = isRedisConnectionError(err) ? 'not reachable' : (err as Error)?.message?.startsWith('no answer') ? (err as Error).message : 'PING failed';
-    return { ok: false, latency_ms: ms(), detail };
+    const late = (err as Error)?.message?.startsWith('no answer');
+    return { ok: false, latency_ms: ms(), detail: late ? (err as Error).message : describe(err) };
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** PINGs Redis: ok with the round trip, or not ok when it fails or does not answer within `timeoutMs`. */
+export function pingRedis(client: RedisClient, timeoutMs = 1000): Promise<DependencyCheck> {
+  return pingWithin(() => client.ping(), (err) => (isRedisConnectionError(err) ? 'not reachable' : 'PING failed'), timeoutMs);
 }
