@@ -49,6 +49,33 @@ function blockedPage(host: string, address: string, reason: string): string {
 This plane agent does not reach private networks (PLANE_ALLOW_PRIVATE_NETWORKS / allow_private_networks).</p></body></html>`;
 }
 
+/** The header on the proxy's own answers that says what failed, in Chromium's net error names. */
+export const EGRESS_HEADER = 'x-runplane-egress';
+
+/** Chromium's name for a socket error met while connecting to the target. */
+export function netErrorOf(err: unknown): string {
+  switch ((err as NodeJS.ErrnoException)?.code) {
+    case 'ECONNREFUSED':
+      return 'ERR_CONNECTION_REFUSED';
+    case 'ECONNRESET':
+      return 'ERR_CONNECTION_RESET';
+    case 'ETIMEDOUT':
+      return 'ERR_CONNECTION_TIMED_OUT';
+    case 'EHOSTUNREACH':
+    case 'ENETUNREACH':
+      return 'ERR_ADDRESS_UNREACHABLE';
+    default:
+      return 'ERR_CONNECTION_FAILED';
+  }
+}
+
+/** A connection the proxy could not make for the browser: the target's host and Chromium's name for why. */
+export interface EgressFailure {
+  host: string;
+  code: string;
+  at_ms: number;
+}
+
 export class EgressProxy {
   private server: Server | undefined;
   private readonly sockets = new Set<Duplex>();
@@ -57,10 +84,17 @@ export class EgressProxy {
   port = 0;
   lastBlocked: EgressBlock | null = null;
   blockedCount = 0;
+  /** The last target the proxy could not reach (a tunnel's failure reaches Chromium only as ERR_TUNNEL_CONNECTION_FAILED). */
+  lastFailure: EgressFailure | null = null;
+
+  private failed(host: string, code: string): string {
+    this.lastFailure = { host, code, at_ms: Date.now() };
+    return code;
+  }
 
   /** What GET /health shows while the session is bound. */
   status(): Record<string, unknown> {
-    return { allow_private: this.settings.allowPrivate, chained: Boolean(this.upstream), blocked_count: this.blockedCount, last_blocked: this.lastBlocked };
+    return { allow_private: this.settings.allowPrivate, chained: Boolean(this.upstream), blocked_count: this.blockedCount, last_blocked: this.lastBlocked, last_failure: this.lastFailure };
   }
 
   /** Sets the policy of the session the proxy serves (a pooled proxy gets it at init). */
@@ -69,6 +103,7 @@ export class EgressProxy {
     this.settings = s;
     this.lastBlocked = null;
     this.blockedCount = 0;
+    this.lastFailure = null;
   }
 
   /** Chromium flags that send all of the browser's traffic, loopback included, through here. */
@@ -136,12 +171,12 @@ export class EgressProxy {
     const host = target.hostname.replace(/^\[|\]$/g, '');
     const checked = await this.check(host);
     if (checked instanceof EgressRefused) {
-      res.writeHead(403, { 'content-type': 'text/html; charset=utf-8', 'x-runplane-egress': 'blocked', 'cache-control': 'no-store' });
+      res.writeHead(403, { 'content-type': 'text/html; charset=utf-8', [EGRESS_HEADER]: 'blocked', 'cache-control': 'no-store' });
       res.end(blockedPage(host, checked.address, checked.reason));
       return;
     }
     if (checked === 'unresolved' && !this.upstream) {
-      res.writeHead(502, { 'content-type': 'text/plain' }).end(`egress proxy: ${host} did not resolve`);
+      res.writeHead(502, { 'content-type': 'text/plain', [EGRESS_HEADER]: this.failed(host, 'ERR_NAME_NOT_RESOLVED') }).end(`egress proxy: ${host} did not resolve`);
       return;
     }
     const headers = { ...req.headers };
@@ -156,8 +191,9 @@ export class EgressProxy {
       res.writeHead(ur.statusCode ?? 502, ur.headers);
       ur.pipe(res);
     });
-    out.on('error', () => {
-      if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' }).end('egress proxy: upstream connection failed');
+    out.on('error', (err) => {
+      const code = this.failed(host, up ? 'ERR_PROXY_CONNECTION_FAILED' : netErrorOf(err));
+      if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain', [EGRESS_HEADER]: code }).end(`egress proxy: connection failed (${code})`);
       else res.destroy();
     });
     req.pipe(out);
@@ -179,16 +215,22 @@ export class EgressProxy {
       return;
     }
     if (checked === 'unresolved' && !this.upstream) {
-      sock.end('HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n');
+      sock.end(`HTTP/1.1 502 Bad Gateway\r\nX-Runplane-Egress: ${this.failed(host, 'ERR_NAME_NOT_RESOLVED')}\r\nContent-Length: 0\r\n\r\n`);
       return;
     }
     const up = this.upstream;
     const remote = up ? connect(up.port, up.host) : connect(port, (checked as { address: string }).address);
     this.track(remote);
-    remote.once('error', () => sock.destroy());
+    let connected = false;
+    remote.once('error', (err) => {
+      // before the tunnel is up the browser can still be told why; after, the connection just ends
+      if (!connected) sock.end(`HTTP/1.1 502 Bad Gateway\r\nX-Runplane-Egress: ${this.failed(host, up ? 'ERR_PROXY_CONNECTION_FAILED' : netErrorOf(err))}\r\nContent-Length: 0\r\n\r\n`);
+      else sock.destroy();
+    });
     sock.once('close', () => remote.destroy());
     remote.once('close', () => sock.destroy());
     remote.once('connect', () => {
+      connected = true;
       if (up) {
         // Ask the upstream for the tunnel, then splice once it answers 200.
         const auth = up.auth ? `Proxy-Authorization: ${up.auth}\r\n` : '';
@@ -201,7 +243,7 @@ export class EgressProxy {
           remote.off('data', onData);
           const ok = /^HTTP\/1\.[01] 2\d\d/.test(buf.subarray(0, end).toString('latin1'));
           if (!ok) {
-            sock.end('HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n');
+            sock.end(`HTTP/1.1 502 Bad Gateway\r\nX-Runplane-Egress: ${this.failed(host, 'ERR_TUNNEL_CONNECTION_FAILED')}\r\nContent-Length: 0\r\n\r\n`);
             return;
           }
           sock.write('HTTP/1.1 200 Connection Established\r\n\r\n');

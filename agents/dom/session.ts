@@ -5,7 +5,7 @@ import type { Page } from 'puppeteer-core';
 import type { KeyInput } from 'puppeteer-core';
 import { closeLaunched, launchChromium, recordingPath, withEgress, type Launched } from '../core/chromium.ts';
 import { badRequest, forbidden, notFound, unprocessable } from '../core/errors.ts';
-import { sessionEgress, type EgressProxy } from '../core/egress-proxy.ts';
+import { EGRESS_HEADER, sessionEgress, type EgressProxy } from '../core/egress-proxy.ts';
 import { WarmPool } from '../core/pool.ts';
 import { recordingEnabled, recordingFps } from '../core/recording.ts';
 import { ScreencastRecorder } from './screencast.ts';
@@ -89,13 +89,20 @@ async function dispatch(page: Page, b: Body, egress: EgressProxy): Promise<Recor
       const url = str(b, 'url');
       if (!/^https?:\/\//.test(url)) throw badRequest('navigate url must be http(s)');
       const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+      const startedAt = Date.now();
       const res = await page.goto(url, { waitUntil: 'domcontentloaded', timeout: NAV_WAIT_MS }).catch(async (err: unknown) => {
         // An https:// target refused by the guard fails as a tunnel error. Chromium may not
         // even ask the proxy again (a tunnel it saw refused), so ask the guard, not its log.
         if (String(err).includes('ERR_TUNNEL_CONNECTION_FAILED') && (egress.lastBlocked?.host === host || (await egress.refuses(host)))) throw egressBlocked(host);
+        // any other tunnel failure: the proxy knows what it met (no such name, a refused connection)
+        const met = egress.lastFailure;
+        if (String(err).includes('ERR_TUNNEL_CONNECTION_FAILED') && met?.host === host && met.at_ms >= startedAt) throw navFailed(met.code, url);
         throw unprocessable(`navigation failed: ${err instanceof Error ? err.message.split('\n')[0]?.slice(0, 200) : ''}`);
       });
-      if (res?.headers()['x-runplane-egress'] === 'blocked') throw egressBlocked(host);
+      const said = res?.headers()[EGRESS_HEADER];
+      if (said === 'blocked') throw egressBlocked(host);
+      // the proxy's own 502 for a target it could not reach is the browser's network error, not the site's answer
+      if (said && /^ERR_[A-Z_]+$/.test(said)) throw navFailed(said, url);
       break;
     }
     default:
@@ -105,6 +112,11 @@ async function dispatch(page: Page, b: Body, egress: EgressProxy): Promise<Recor
 }
 
 /** 403 for a navigation the egress guard refused; the runner reports it as navigation_blocked. */
+/** 422 with the browser's net error name, as Chromium words a navigation that failed. */
+function navFailed(code: string, url: string): Error {
+  return unprocessable(`navigation failed: net::${code} at ${url.slice(0, 200)}`);
+}
+
 function egressBlocked(host: string): Error {
   return forbidden(`navigation blocked by the egress guard: ${host.slice(0, 200)} is or resolves to a private, loopback, link-local or metadata address`);
 }
@@ -230,7 +242,7 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
         if (!/^(https?:|about:blank$)/.test(url)) throw badRequest('url must be http(s)');
         page = await b.newPage();
         const res = await page.goto(url, { waitUntil: 'domcontentloaded', timeout: NAV_WAIT_MS }).catch(() => undefined);
-        if (res?.headers()['x-runplane-egress'] === 'blocked') {
+        if (res?.headers()[EGRESS_HEADER] === 'blocked') {
           await page.close().catch(() => undefined);
           throw egressBlocked(new URL(url).hostname);
         }

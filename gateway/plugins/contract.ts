@@ -130,6 +130,30 @@ export interface ActResult {
   http_status?: number | null;
   /** URL after the action, when the plane can tell */
   url?: string;
+  /** a NAVIGATE whose document did not load: the browser's network error */
+  nav_error?: NavError;
+}
+
+/** A navigation that did not load, as the browser reported it. */
+export interface NavError {
+  /** Chromium's net error name (ERR_NAME_NOT_RESOLVED, ERR_CONNECTION_REFUSED, ERR_TIMED_OUT, ...), or EGRESS_REFUSED for the plane's egress guard */
+  code: string;
+  /** the browser's message, for the step's data */
+  message: string;
+}
+
+const NAV_TIMEOUT = new Set(['ERR_TIMED_OUT', 'ERR_CONNECTION_TIMED_OUT', 'NAV_TIMEOUT']);
+// the server or the path to it failed: worth a retry with backoff, as a 5xx is
+const NAV_TRANSIENT = /^ERR_(CONNECTION_(REFUSED|RESET|CLOSED|ABORTED|FAILED)|EMPTY_RESPONSE|ADDRESS_UNREACHABLE|NETWORK_(CHANGED|ACCESS_DENIED)|INTERNET_DISCONNECTED|TUNNEL_CONNECTION_FAILED|PROXY_CONNECTION_FAILED|SOCKS_CONNECTION_FAILED|HTTP2_PROTOCOL_ERROR|QUIC_PROTOCOL_ERROR|NETWORK_IO_SUSPENDED)$/;
+// the target cannot be reached as given (no such host, a certificate refused, a guard): retrying cannot help, as a 4xx
+const NAV_PERMANENT = /^(EGRESS_REFUSED|ERR_(NAME_NOT_RESOLVED|NAME_RESOLUTION_FAILED|ADDRESS_INVALID|INVALID_URL|UNSAFE_PORT|DISALLOWED_URL_SCHEME|UNKNOWN_URL_SCHEME|BLOCKED_BY_[A-Z_]+|CERT_[A-Z_]+|SSL_[A-Z_]+|BAD_SSL_CLIENT_AUTH_CERT|CERTIFICATE_[A-Z_]+|TOO_MANY_REDIRECTS|INVALID_REDIRECT|INVALID_RESPONSE|UNSAFE_REDIRECT))$/;
+
+/** The step failure class of a navigation that did not load (docs/decisions.md has the table). */
+export function navFailureClass(code: string): FailureClass {
+  if (NAV_TIMEOUT.has(code)) return 'nav_timeout';
+  if (NAV_TRANSIENT.test(code)) return 'http_5xx';
+  if (NAV_PERMANENT.test(code)) return 'http_4xx';
+  return 'unknown';
 }
 
 export interface Plane {

@@ -2,8 +2,8 @@
 // Plane: the service's action vocabulary performed with xdotool on
 // computer_plane (real input on a real display, never a hidden DOM path) and
 // with input dispatch on dom_plane, plus the DOM surface where there is one.
-import type { PlaneSession } from '../planes/index.ts';
-import type { Action, ActResult, Capabilities, DomSurface, Plane, Screenshot } from '../plugins/contract.ts';
+import { PlaneCallError, type PlaneSession } from '../planes/index.ts';
+import type { Action, ActResult, Capabilities, DomSurface, NavError, Plane, Screenshot } from '../plugins/contract.ts';
 
 const wait = (s: number) => new Promise((r) => setTimeout(r, Math.max(0, s) * 1000));
 const px = (n: number) => String(Math.round(n));
@@ -102,6 +102,19 @@ function domSurface(session: PlaneSession): DomSurface {
   };
 }
 
+/**
+ * The navigation error in a dom_plane agent's refusal of a navigate: 422 with
+ * the browser's `net::ERR_*` (or puppeteer's navigation timeout), 403 from the
+ * egress guard. Anything else (a lost session, a bad request) stays an error.
+ */
+export function navErrorOf(err: unknown): NavError | undefined {
+  if (!(err instanceof PlaneCallError)) return undefined;
+  if (err.status === 403 && /egress guard/.test(err.detail)) return { code: 'EGRESS_REFUSED', message: err.detail.slice(0, 300) };
+  if (err.status !== 422 || !/^navigation failed/.test(err.detail)) return undefined;
+  const code = /net::(ERR_[A-Z0-9_]+)/.exec(err.detail)?.[1] ?? (/timeout/i.test(err.detail) ? 'NAV_TIMEOUT' : 'ERR_FAILED');
+  return { code, message: err.detail.replace(/^navigation failed:\s*/, '').slice(0, 300) };
+}
+
 async function screenshot(session: PlaneSession, format: 'png' | 'jpeg' = 'png'): Promise<Screenshot> {
   return session.screenshot(format);
 }
@@ -140,7 +153,14 @@ export function adaptPlane(session: PlaneSession, capabilities: Capabilities): P
             return { url: (await session.dispatch({ verb: 'scroll', dx, dy, x: a.x, y: a.y })).url };
           }
           case 'NAVIGATE': {
-            const r = await session.dispatch({ verb: 'navigate', url: a.url });
+            let r: { url: string };
+            try {
+              r = await session.dispatch({ verb: 'navigate', url: a.url });
+            } catch (err) {
+              const nav_error = navErrorOf(err);
+              if (!nav_error) throw err;
+              return { nav_error, url: await dom.currentUrl().catch(() => '') };
+            }
             const status = await dom
               .evaluate<number | null>('(() => { const n = performance.getEntriesByType("navigation")[0]; return n && n.responseStatus ? n.responseStatus : null; })()')
               .catch(() => null);

@@ -4,7 +4,7 @@
 // recipe; on a plane without a DOM, params.x/params.y. A click or submit
 // target none of these find is grounded by a brain on the screenshot (step
 // grounding: true, or a plane without a DOM), else it is a selector_miss.
-import { isHostToolError, type Action, type Plane, type Step, type StepContext, type StepHandler, type StepResult } from '../../gateway/plugins/contract.ts';
+import { isHostToolError, navFailureClass, type Action, type Plane, type Step, type StepContext, type StepHandler, type StepResult } from '../../gateway/plugins/contract.ts';
 import { brainStep, ground, hostedStep } from './brain-loop.ts';
 import { sleep } from '../../shared/abort.ts';
 import { modelExtract } from './model-extract.ts';
@@ -116,10 +116,14 @@ export const navigate: StepHandler = {
     const url = str(ctx.step.url);
     if (!url) return { success: false, failure_class: 'unknown', data: 'navigate needs url' };
     const r = await ctx.plane.act({ type: 'NAVIGATE', url });
+    const last = { type: 'NAVIGATE', params: { url }, reasoning: 'plan navigate step' };
+    if (r.nav_error) {
+      // a document that never loaded is never a success, whatever the page shows now (an error page)
+      return { success: false, failure_class: navFailureClass(r.nav_error.code), data: `navigation to ${url} failed: ${r.nav_error.code.startsWith('ERR_') ? 'net::' : ''}${r.nav_error.code} (${r.nav_error.message})`, last_action: last };
+    }
     const status = r.http_status ?? null;
     const waitForLoad = ctx.step.wait_for_load !== false;
     const loaded = waitForLoad ? await settle(ctx.plane, ctx.signal, NAV_WAIT_MS) : true;
-    const last = { type: 'NAVIGATE', params: { url }, reasoning: 'plan navigate step' };
     if (status !== null && status >= 400) {
       return { success: false, failure_class: status >= 500 ? 'http_5xx' : 'http_4xx', data: `HTTP ${status} from ${url}`, last_action: last };
     }
