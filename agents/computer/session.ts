@@ -4,7 +4,7 @@
 import type { Browser } from 'puppeteer-core';
 import { closeChromium, closeLaunched, launchChromium, recordingPath, withEgress, type Launched } from '../core/chromium.ts';
 import { badRequest, forbidden } from '../core/errors.ts';
-import { stealthSwitches, type StealthSwitches } from '../core/flags.ts';
+import { flag, stealthSwitches, type StealthSwitches } from '../core/flags.ts';
 import { cdpEvaluate, scrollY, visiblePage } from '../core/pages.ts';
 import { optInt, optStr, profileDir, type Body } from '../core/validate.ts';
 import type { OpResult, PlaneFactory, PlaneSessionImpl, SessionInitRequest } from '../core/types.ts';
@@ -19,6 +19,7 @@ import { applyStealth } from './stealth.ts';
 import { geoFor, type Geo } from './geo.ts';
 import { jitterPath } from './jitter.ts';
 import { LostSignal } from '../core/lost.ts';
+import { PageFactsTracker } from './page-facts.ts';
 const ROUTES = { screenshot: 'POST', xdotool: 'POST', cdp: 'POST' } as const;
 
 function parseFormat(b: Body): ImageFormat {
@@ -165,6 +166,15 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
   const lost = new LostSignal();
   lost.watchBrowser(b);
   lost.watchProcess(d.child, "the session's display (Xvfb)");
+  // PLANE_PAGE_FACTS=0 turns them off (bench/planes measures their cost)
+  const facts = flag(process.env.PLANE_PAGE_FACTS, true) ? new PageFactsTracker(b, egress) : undefined;
+  try {
+    await facts?.start();
+  } catch (err) {
+    await teardown();
+    throw err;
+  }
+  const pageFacts = async () => (facts ? { page: await facts.snapshot().catch(() => null) } : {});
   /**
    * When the last input finished: a screenshot shows a frame captured after it. A pooled
    * browser has long been on screen, so any frame will do; a cold one must be painted.
@@ -179,7 +189,7 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
         const format = parseFormat(body);
         const [frame, sy] = await Promise.all([g.frame(lastInputAt), visiblePage(b).then(scrollY)]);
         const image = await g.encode(frame, format);
-        return { body: { width: g.width, height: g.height, scroll_y: sy, captured_at_ms: frame.at, format }, blob: image };
+        return { body: { width: g.width, height: g.height, scroll_y: sy, captured_at_ms: frame.at, format, ...(await pageFacts()) }, blob: image };
       },
     },
     xdotool: {
@@ -202,7 +212,7 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
         }
         const r = await x.run(argv, timeout);
         lastInputAt = Date.now();
-        return { body: { ...r } };
+        return { body: { ...r, ...(await pageFacts()) } };
       },
     },
     cdp: {
@@ -223,10 +233,11 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
     ops,
     warm: warm !== undefined,
     recordingFile: recording?.file,
-    health: () => ({ egress: egress.status(), recording: recording !== undefined }),
+    health: () => ({ egress: egress.status(), recording: recording !== undefined, ...(facts ? { page: facts.cached() } : {}) }),
     lost,
     close: async () => {
       lost.closingNow();
+      await facts?.close();
       await teardown();
     },
   };

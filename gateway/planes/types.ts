@@ -53,6 +53,8 @@ export interface XdotoolResponse {
   stderr: string;
   returncode: number;
   deduplicated: boolean;
+  /** computer_plane's page facts after the command (an extension; see docs/decisions.md) */
+  page?: import('../plugins/contract.ts').PageFacts | null;
 }
 
 export interface CDPResponse {

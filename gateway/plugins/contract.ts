@@ -162,6 +162,23 @@ export interface Plane {
   /** performs one action: xdotool (with jitter) on computer_plane, input dispatch on dom_plane */
   act(action: Action): Promise<ActResult>;
   readonly dom?: DomSurface;
+  /** what the browser knows of the active tab, on planes without a DOM surface that report it (computer_plane) */
+  facts?(): Promise<PageFacts | null>;
+}
+
+/** The active tab as the browser sees it, learned without touching the page. */
+export interface PageFacts {
+  url: string;
+  title: string;
+  /** main-frame status of the last navigation; null before it answered or when it failed */
+  status: number | null;
+  /** a few response headers (server, cf-ray, cf-mitigated, content-type, ...), lower-cased */
+  headers: Record<string, string>;
+  load_state: 'loading' | 'interactive' | 'complete';
+  /** the last navigation's network error (net::ERR_..., EGRESS_REFUSED), or null */
+  nav_error: string | null;
+  /** counts main-frame navigations */
+  nav_seq: number;
 }
 
 // ---------------------------------------------------------------- brains

@@ -46,15 +46,16 @@ export async function attemptStep(a: Attempt): Promise<StepResult> {
     if (verdict && !verdict.success) return verdict;
   }
   const hints = step.hints ?? {};
-  if (handler.checks?.successContract && plane.dom) {
-    const url = await plane.dom.currentUrl().catch(() => '');
+  if (handler.checks?.successContract && (plane.dom || plane.facts)) {
+    const url = plane.dom ? await plane.dom.currentUrl().catch(() => '') : ((await plane.facts?.().catch(() => null))?.url ?? '');
     const contains = list(hints.expect_url_contains);
     const excludes = list(hints.expect_url_excludes);
     if (contains.some((c) => !url.includes(c)) || excludes.some((x) => url.includes(x))) {
       return { ...result, success: false, failure_class: 'wrong_target', data: `post-action URL ${url} breaks the hints success contract` };
     }
     const present = list(hints.expect_text_present);
-    if (present.length > 0) {
+    // text is read from the DOM; a plane without one checks the URL part only (docs/decisions.md)
+    if (present.length > 0 && plane.dom) {
       const text = await plane.dom.evaluate<string>('document.body ? document.body.innerText : ""').catch(() => '');
       if (present.every((t) => text.includes(t))) return result;
       return { ...result, success: false, failure_class: 'submit_failed', data: 'expected text did not appear after the action' };

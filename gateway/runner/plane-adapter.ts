@@ -3,7 +3,7 @@
 // computer_plane (real input on a real display, never a hidden DOM path) and
 // with input dispatch on dom_plane, plus the DOM surface where there is one.
 import { PlaneCallError, type PlaneSession } from '../planes/index.ts';
-import type { Action, ActResult, Capabilities, DomSurface, NavError, Plane, Screenshot } from '../plugins/contract.ts';
+import type { Action, ActResult, Capabilities, DomSurface, NavError, PageFacts, Plane, Screenshot } from '../plugins/contract.ts';
 
 const wait = (s: number) => new Promise((r) => setTimeout(r, Math.max(0, s) * 1000));
 const px = (n: number) => String(Math.round(n));
@@ -175,19 +175,50 @@ export function adaptPlane(session: PlaneSession, capabilities: Capabilities): P
       },
     };
   }
+  // page facts ride on every xdotool reply; a query that moves nothing reads them
+  const facts = async (): Promise<PageFacts | null> => (await session.xdotool(['getmouselocation'])).page ?? null;
   return {
     capabilities,
     screenshot: (format) => screenshot(session, format),
+    facts,
     async act(a: Action): Promise<ActResult> {
       if (a.type === 'WAIT') {
         await wait(a.seconds);
         return {};
       }
+      let before: PageFacts | null | undefined;
       for (const argv of xdotoolArgv(a)) {
         const r = await session.xdotool(argv);
+        before ??= r.page;
         if (r.returncode !== 0) throw new Error(`xdotool ${argv[0]} failed (${r.returncode}): ${r.stderr.slice(0, 200)}`);
       }
-      return {};
+      if (a.type !== 'NAVIGATE' || !before) return {};
+      return navigationOutcome(await awaitNavigation(facts, before.nav_seq));
     },
   };
+}
+
+/** How long a computer_plane navigation may take to load, as the dom_plane agent allows its own. */
+const NAV_BUDGET_MS = 10_000;
+
+/** Polls the page facts until a navigation newer than `seq` has loaded or failed, or the budget ran out. */
+async function awaitNavigation(facts: () => Promise<PageFacts | null>, seq: number): Promise<{ f: PageFacts | null; timedOut: boolean }> {
+  const deadline = Date.now() + NAV_BUDGET_MS;
+  let f: PageFacts | null = null;
+  while (Date.now() < deadline) {
+    f = await facts().catch(() => f);
+    if (f && f.nav_seq > seq && (f.nav_error || f.load_state !== 'loading')) return { f, timedOut: false };
+    await wait(0.1);
+  }
+  return { f, timedOut: true };
+}
+
+function navigationOutcome({ f, timedOut }: { f: PageFacts | null; timedOut: boolean }): ActResult {
+  if (!f) return {};
+  if (f.nav_error) {
+    const code = f.nav_error.replace(/^net::/, '');
+    return { url: f.url, nav_error: { code, message: f.nav_error } };
+  }
+  if (timedOut) return { url: f.url, nav_error: { code: 'NAV_TIMEOUT', message: `the page did not load within ${NAV_BUDGET_MS / 1000} s` } };
+  return { url: f.url, http_status: f.status };
 }

@@ -171,7 +171,10 @@ export class Walker {
 
   private async pageInfo(): Promise<{ url: string; title: string }> {
     const dom = this.plane.dom;
-    if (!dom) return { url: '', title: '' };
+    if (!dom) {
+      const f = await this.plane.facts?.().catch(() => null);
+      return { url: f?.url ?? '', title: f?.title ?? '' };
+    }
     const url = await dom.currentUrl().catch(() => '');
     const title = await dom.evaluate<string>('document.title').catch(() => '');
     return { url, title: typeof title === 'string' ? title : '' };

@@ -20,6 +20,17 @@ const NAV_WAIT_MS = Number(process.env.SERVICE_NAV_WAIT_SECONDS ?? 30) * 1000;
 
 /** Waits until the page reports load complete (DOM planes) or a short settle (others). */
 async function settle(plane: Plane, signal: AbortSignal, budgetMs: number): Promise<boolean> {
+  if (!plane.dom && plane.facts) {
+    // a navigation an action caused may start a moment after it
+    const deadline = Date.now() + budgetMs;
+    await sleep(300, signal);
+    while (Date.now() < deadline) {
+      const f = await plane.facts().catch(() => null);
+      if (!f || f.load_state === 'complete' || f.nav_error) return true;
+      await sleep(100, signal);
+    }
+    return false;
+  }
   if (!plane.dom) {
     await sleep(Math.min(1500, budgetMs), signal);
     return true;

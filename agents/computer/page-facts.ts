@@ -1,0 +1,160 @@
+// Page facts on computer_plane, learned from the browser's DevTools events and
+// never from the page: the active tab's URL, title, main-frame HTTP status and
+// a few response headers, its load state, and the last navigation's network
+// error. The events come from the target sessions puppeteer already holds for
+// every tab (Network and Page domains, whose events page scripts cannot see),
+// and the title from the browser target's Target.getTargets; nothing is
+// evaluated in a page. The facts ride on the responses computer_plane already
+// serves (screenshot, xdotool, health): the spec gives it no state routes.
+import type { Browser, CDPSession, HTTPRequest, HTTPResponse, Page, Target } from 'puppeteer-core';
+import { EGRESS_HEADER, type EgressProxy } from '../core/egress-proxy.ts';
+
+export type LoadState = 'loading' | 'interactive' | 'complete';
+
+export interface PageFacts {
+  url: string;
+  title: string;
+  /** main-frame document status of the last navigation; null until it answered, or when it failed */
+  status: number | null;
+  /** the headers anti-bot and content checks read, lower-cased */
+  headers: Record<string, string>;
+  load_state: LoadState;
+  /** Chromium's net error of the last navigation (net::ERR_...), or null */
+  nav_error: string | null;
+  /** counts main-frame navigations: a caller compares it across an action to see one started */
+  nav_seq: number;
+  updated_at_ms: number;
+}
+
+const KEPT_HEADERS = ['server', 'cf-ray', 'cf-mitigated', 'content-type', 'location', 'retry-after', 'x-datadome', 'x-px', EGRESS_HEADER];
+
+interface Tracked {
+  page: Page;
+  targetId: string;
+  facts: PageFacts;
+}
+
+/** The target id puppeteer keeps for a target (not part of its typed surface). */
+const targetIdOf = (t: Target): string => String((t as unknown as { _targetId?: string })._targetId ?? '');
+
+export class PageFactsTracker {
+  private readonly tabs = new Map<Target, Tracked>();
+  /** the tab the user last saw change: the most recent to be created or to navigate */
+  private active: Tracked | undefined;
+  private browserSession: CDPSession | undefined;
+
+  constructor(
+    private readonly browser: Browser,
+    private readonly egress: EgressProxy,
+  ) {}
+
+  async start(): Promise<void> {
+    this.browser.on('targetcreated', (t: Target) => void this.track(t));
+    this.browser.on('targetdestroyed', (t: Target) => this.untrack(t));
+    for (const t of this.browser.targets()) await this.track(t);
+    this.browserSession = await this.browser.target().createCDPSession();
+  }
+
+  private async track(t: Target): Promise<void> {
+    if (t.type() !== 'page' || this.tabs.has(t)) return;
+    const page = await t.page().catch(() => null);
+    if (!page) return;
+    const tracked: Tracked = {
+      page,
+      targetId: targetIdOf(t),
+      facts: { url: page.url(), title: '', status: null, headers: {}, load_state: 'complete', nav_error: null, nav_seq: 0, updated_at_ms: Date.now() },
+    };
+    this.tabs.set(t, tracked);
+    this.active = tracked;
+    const f = tracked.facts;
+    const touch = () => {
+      f.updated_at_ms = Date.now();
+      this.active = tracked;
+    };
+    const main = (req: HTTPRequest) => req.isNavigationRequest() && req.frame() === page.mainFrame();
+    page.on('request', (req) => {
+      if (!main(req)) return;
+      // a redirect hop is the same navigation: only the first request starts one
+      if (req.redirectChain().length === 0) f.nav_seq += 1;
+      Object.assign(f, { url: req.url(), status: null, headers: {}, nav_error: null, load_state: 'loading' });
+      touch();
+    });
+    page.on('response', (res: HTTPResponse) => {
+      const req = res.request();
+      if (!main(req) || res.status() >= 300 && res.status() < 400) return;
+      const all = res.headers();
+      f.headers = Object.fromEntries(KEPT_HEADERS.filter((h) => all[h] !== undefined).map((h) => [h, String(all[h]).slice(0, 200)]));
+      const said = all[EGRESS_HEADER];
+      // the egress proxy's own 502 for a target it could not reach is a network error, not the site's answer
+      if (said && /^ERR_[A-Z_]+$/.test(said)) Object.assign(f, { status: null, nav_error: `net::${said}` });
+      else if (said === 'blocked') Object.assign(f, { status: null, nav_error: 'EGRESS_REFUSED' });
+      else f.status = res.status();
+      touch();
+    });
+    page.on('requestfailed', (req) => {
+      if (!main(req)) return;
+      const text = req.failure()?.errorText ?? 'net::ERR_FAILED';
+      f.nav_error = this.refine(text, req.url());
+      f.status = null;
+      touch();
+    });
+    page.on('domcontentloaded', () => {
+      if (f.load_state === 'loading') f.load_state = 'interactive';
+      touch();
+    });
+    page.on('load', () => {
+      f.load_state = 'complete';
+      touch();
+    });
+    page.on('framenavigated', (frame) => {
+      if (frame !== page.mainFrame()) return;
+      // an error page commits too (chrome-error://): the URL the user asked for is the fact
+      if (!frame.url().startsWith('chrome-error://')) f.url = frame.url();
+      touch();
+    });
+  }
+
+  private untrack(t: Target): void {
+    const tracked = this.tabs.get(t);
+    this.tabs.delete(t);
+    if (tracked && this.active === tracked) this.active = [...this.tabs.values()].at(-1);
+  }
+
+  /** A tunnel failure says only that the proxy refused the tunnel: the proxy knows what it met. */
+  private refine(errorText: string, url: string): string {
+    if (!errorText.includes('ERR_TUNNEL_CONNECTION_FAILED')) return errorText;
+    let host = '';
+    try {
+      host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+    } catch {
+      return errorText;
+    }
+    if (this.egress.lastBlocked?.host === host) return 'EGRESS_REFUSED';
+    if (this.egress.lastFailure?.host === host) return `net::${this.egress.lastFailure.code}`;
+    return errorText;
+  }
+
+  /** The active tab's facts now, its title read from the browser target (not the page). */
+  async snapshot(): Promise<PageFacts | null> {
+    const t = this.active;
+    if (!t) return null;
+    if (this.browserSession && t.targetId) {
+      const r = (await this.browserSession.send('Target.getTargets').catch(() => undefined)) as { targetInfos: Array<{ targetId: string; title: string; url: string }> } | undefined;
+      const info = r?.targetInfos.find((i) => i.targetId === t.targetId);
+      // Chromium titles an untitled page with its URL; that is not a title
+      if (info) t.facts.title = info.title === info.url || info.title === stripScheme(info.url) ? '' : info.title.slice(0, 300);
+    }
+    return { ...t.facts, headers: { ...t.facts.headers } };
+  }
+
+  /** The active tab's facts as last known, without asking the browser for its title again (health is synchronous). */
+  cached(): PageFacts | null {
+    return this.active ? { ...this.active.facts, headers: { ...this.active.facts.headers } } : null;
+  }
+
+  async close(): Promise<void> {
+    await this.browserSession?.detach().catch(() => undefined);
+  }
+}
+
+const stripScheme = (url: string): string => url.replace(/^[a-z]+:\/\//, '');
