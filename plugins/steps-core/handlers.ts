@@ -8,6 +8,7 @@ import { isHostToolError, navFailureClass, type Action, type Plane, type Step, t
 import { brainStep, ground, hostedStep } from './brain-loop.ts';
 import { sleep } from '../../shared/abort.ts';
 import { modelExtract } from './model-extract.ts';
+import { checkAntiBot } from './antibot.ts';
 import { CLEAR_FOCUSED, extractRows, locateLabel, locateSelector, READ_LOCATION, selectOption, type FieldSpec } from './page-scripts.ts';
 
 type Params = Record<string, unknown>;
@@ -132,16 +133,21 @@ export const navigate: StepHandler = {
       // a document that never loaded is never a success, whatever the page shows now (an error page)
       return { success: false, failure_class: navFailureClass(r.nav_error.code), data: `navigation to ${url} failed: ${r.nav_error.code.startsWith('ERR_') ? 'net::' : ''}${r.nav_error.code} (${r.nav_error.message})`, last_action: last };
     }
-    const status = r.http_status ?? null;
     const waitForLoad = ctx.step.wait_for_load !== false;
     const loaded = waitForLoad ? await settle(ctx.plane, ctx.signal, NAV_WAIT_MS) : true;
+    // an interstitial answers 403 or 503 itself: it is judged before the status is
+    const bot = await checkAntiBot(ctx.plane, r, ctx.signal);
+    if ('failure' in bot) return { ...bot.failure, last_action: last };
+    const cleared = 'cleared_after_ms' in bot ? `; anti-bot ${bot.verdict.kind} by ${bot.verdict.vendor} cleared after ${Math.round(bot.cleared_after_ms / 100) / 10} s: ${JSON.stringify(bot.verdict)}` : '';
+    const status = 'cleared_after_ms' in bot ? bot.status : (r.http_status ?? null);
     if (status !== null && status >= 400) {
       return { success: false, failure_class: status >= 500 ? 'http_5xx' : 'http_4xx', data: `HTTP ${status} from ${url}`, last_action: last };
     }
     if (!loaded) return { success: false, failure_class: 'nav_timeout', data: `page did not finish loading within ${NAV_WAIT_MS / 1000} s`, last_action: last };
     const extra = num(params(ctx.step).wait_after_load_seconds);
     if (extra) await sleep(extra * 1000, ctx.signal);
-    return { success: true, data: status ? `HTTP ${status}` : undefined, last_action: last };
+    const said = `${status ? `HTTP ${status}` : ''}${cleared}`;
+    return { success: true, data: said || undefined, last_action: last };
   },
 };
 

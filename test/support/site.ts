@@ -28,6 +28,7 @@ function listing(n: number): string {
 
 export async function startSite(otherOrigin?: string): Promise<Site> {
   const hits = new Map<string, number>();
+  const firstSeen = new Map<string, number>();
   const server: Server = createServer((req, res) => {
     const u = new URL(req.url ?? '/', 'http://site.local');
     hits.set(u.pathname, (hits.get(u.pathname) ?? 0) + 1);
@@ -52,6 +53,29 @@ export async function startSite(otherOrigin?: string): Promise<Site> {
       case '/later':
         // missing on the first visit (4xx is never retried), there afterwards: a fault a resume gets past
         return hits.get('/later') === 1 ? html(404, page('Not yet', '<h1>not published yet</h1>')) : html(200, page('Later', '<h1>Published</h1>'));
+      case '/cf/clears':
+      case '/cf/stuck': {
+        // a Cloudflare-style interstitial that reloads itself; /cf/clears lets the visitor through 3 s after its first visit
+        const id = `${u.pathname}?${u.searchParams.get('id') ?? ''}`;
+        const first = firstSeen.get(id) ?? Date.now();
+        firstSeen.set(id, first);
+        if (u.pathname === '/cf/clears' && Date.now() - first >= 3000) return html(200, page('Cleared', '<h1>Welcome through</h1>'));
+        return res
+          .writeHead(403, { 'content-type': 'text/html; charset=utf-8', server: 'cloudflare', 'cf-ray': '8a1b2c3d4e5f6a7b-FRA', 'cf-mitigated': 'challenge' })
+          .end(page('Just a moment...', '<div id="challenge-running">Checking your browser before accessing the site.</div><script>setTimeout(() => location.reload(), 1000)</script>'));
+      }
+      case '/cf/blocked':
+        return res
+          .writeHead(403, { 'content-type': 'text/html; charset=utf-8', server: 'cloudflare', 'cf-ray': '8a1b2c3d4e5f6a7c-FRA' })
+          .end(page('Attention Required! | Cloudflare', '<h1>Sorry, you have been blocked</h1><p>You are unable to access this site.</p>'));
+      case '/px':
+        return res.writeHead(403, { 'content-type': 'text/html; charset=utf-8', 'x-px': '1' }).end(page('Access to this page has been denied', '<div id="px-captcha"></div><p>Press and hold to confirm you are a human.</p>'));
+      case '/datadome':
+        return res
+          .writeHead(403, { 'content-type': 'text/html; charset=utf-8', 'x-datadome': 'protected' })
+          .end(page('site.local', '<iframe src="https://geo.captcha-delivery.com/captcha/?initialCid=x" width="10" height="10"></iframe>'));
+      case '/ratelimited':
+        return res.writeHead(429, { 'content-type': 'text/html; charset=utf-8', 'retry-after': '30' }).end(page('Too Many Requests', '<h1>Slow down</h1>'));
       case '/offsite':
         return html(200, page('Off', `<a id="away" href="${otherOrigin ?? '/'}static">away</a>`));
       default:

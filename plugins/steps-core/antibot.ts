@@ -1,0 +1,62 @@
+// Anti-bot interstitials after a navigation, on both planes: the verdict
+// (shared/antibot.ts) from what the plane can see (DOM markers, title and the
+// document's status on DOM planes; status, headers and title from the page
+// facts on computer_plane). A challenge is watched for up to
+// SERVICE_CF_PREWARM_MAX_SECONDS; one that clears lets the step go on, one that
+// stays halts the run cf_challenge; a block, denial or rate limit halts it
+// page_blocked. The verdict goes in the step's data (and so the trace).
+import { antiBotVerdict, haltClassOfVerdict, MARKER_PROBE, waitsOut, type AntiBotVerdict, type PageEvidence } from '../../shared/antibot.ts';
+import { sleep } from '../../shared/abort.ts';
+import type { ActResult, Plane, StepResult } from '../../gateway/plugins/contract.ts';
+
+/** SERVICE_CF_PREWARM_MAX_SECONDS (default 15), read when a challenge is met. */
+const prewarmMaxMs = (): number => {
+  const n = Number(process.env.SERVICE_CF_PREWARM_MAX_SECONDS ?? 15);
+  return (Number.isFinite(n) && n >= 0 ? Math.min(n, 300) : 15) * 1000;
+};
+
+interface Probe {
+  markers: string[];
+  text: string;
+  title: string;
+  status: number | null;
+}
+
+async function evidence(plane: Plane, act: ActResult | undefined): Promise<PageEvidence | null> {
+  if (plane.dom) {
+    const p = await plane.dom.evaluate<Probe>(MARKER_PROBE).catch(() => null);
+    if (!p) return null;
+    return { status: p.status ?? act?.http_status ?? null, headers: {}, title: String(p.title ?? ''), markers: p.markers, text: p.text };
+  }
+  const f = await plane.facts?.().catch(() => null);
+  return f ? { status: f.status, headers: f.headers, title: f.title } : null;
+}
+
+export type AntiBotOutcome = { verdict: null } | { verdict: AntiBotVerdict; cleared_after_ms: number; status: number | null } | { verdict: AntiBotVerdict; failure: StepResult };
+
+/** Looks at the page a navigation left; waits out a challenge; says what the step must do. */
+export async function checkAntiBot(plane: Plane, act: ActResult | undefined, signal: AbortSignal, maxWaitMs = prewarmMaxMs()): Promise<AntiBotOutcome> {
+  const first = await evidence(plane, act);
+  const verdict = first && antiBotVerdict(first);
+  if (!verdict) return { verdict: null };
+  const t0 = Date.now();
+  if (waitsOut(verdict)) {
+    while (Date.now() - t0 < maxWaitMs) {
+      await sleep(500, signal);
+      const now = await evidence(plane, undefined);
+      if (now && !antiBotVerdict(now)) return { verdict, cleared_after_ms: Date.now() - t0, status: now.status };
+    }
+  }
+  const halt = haltClassOfVerdict(verdict);
+  const waited = waitsOut(verdict) ? ` (still there after ${Math.round((Date.now() - t0) / 1000)} s)` : '';
+  return {
+    verdict,
+    failure: {
+      success: false,
+      failure_class: halt === 'cf_challenge' ? 'cf_challenge' : 'http_4xx',
+      data: `anti-bot ${verdict.kind} by ${verdict.vendor}${waited}: ${JSON.stringify(verdict)}`,
+      halt: { halt_class: halt, error: 'page_blocked' },
+      retryable: false,
+    },
+  };
+}
