@@ -1,0 +1,77 @@
+// Issue 12: computer_plane's page facts come from the browser's DevTools events,
+// never from the page. The fingerprint page (the gateway's own detection
+// checks) reports the same results with page facts on and off, and with them on
+// every xdotool reply carries the active tab's URL, title, status and load
+// state; with them off, none.
+import { expect } from 'chai';
+import { createServer, type Server } from 'node:http';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { connectPlane, type PlaneSession } from '../../gateway/planes/index.ts';
+import { FINGERPRINT_PAGE } from '../../gateway/routes/fingerprint-page.ts';
+import { startAgentProcess, waitFor, type AgentProc } from './support.ts';
+
+describe('computer_plane page facts (real agent, Xvfb, Chromium)', function () {
+  this.timeout(120_000);
+  let page: Server;
+  let url: string;
+  const results: Record<string, string[]> = {};
+
+  before(async () => {
+    page = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', server: 'fixture' }).end(FINGERPRINT_PAGE));
+    page.listen(0, '127.0.0.1');
+    await once(page, 'listening');
+    url = `http://127.0.0.1:${(page.address() as AddressInfo).port}/fingerprint`;
+  });
+  after(() => page.close());
+
+  for (const facts of ['1', '0']) {
+    describe(`PLANE_PAGE_FACTS=${facts}`, () => {
+      let agent: AgentProc;
+      let s: PlaneSession;
+      before(async () => {
+        agent = await startAgentProcess('computer', { PLANE_PAGE_FACTS: facts, SERVICE_BEHAVIORAL_JITTER: '0' });
+        s = connectPlane({ url: `http://127.0.0.1:${agent.httpPort}`, deadlineMs: 20_000 });
+        await s.init({ tenant_id: 'acme', profile_id: `facts-${facts}`, run_id: `run-facts-${facts}`, enable_cdp: true, viewport: [1280, 720] });
+        await s.xdotool(['key', 'ctrl+l']);
+        await s.xdotool(['type', '--delay', '1', url]);
+        await s.xdotool(['key', 'Return']);
+      });
+      after(async () => {
+        if (s?.token) await s.close().catch(() => undefined);
+        s?.disconnect();
+        await agent?.stop();
+      });
+
+      it(facts === '1' ? 'reports URL, title, status, headers and load state on xdotool replies' : 'adds nothing to the replies', async () => {
+        if (facts === '1') {
+          const ok = await waitFor(async () => (await s.xdotool(['getmouselocation'])).page?.load_state === 'complete', 15_000);
+          expect(ok, 'the page loaded').to.equal(true);
+          const f = (await s.xdotool(['getmouselocation'])).page!;
+          expect(f.url).to.equal(url);
+          expect(f.title).to.equal('runplane fingerprint check');
+          expect(f.status).to.equal(200);
+          expect(f.headers.server).to.equal('fixture');
+          expect(f.nav_error).to.equal(null);
+          expect(f.nav_seq).to.be.at.least(1);
+        } else {
+          expect((await s.xdotool(['getmouselocation'])).page).to.equal(undefined);
+        }
+      });
+
+      it('lets the fingerprint page run its checks', async () => {
+        const read = async () => JSON.parse((await s.cdp("JSON.stringify(Array.from(document.querySelectorAll('tr.fp-row')).map((r) => r.textContent))")).result_json) as string;
+        expect(await waitFor(async () => (JSON.parse(await read()) as string[]).length > 5, 15_000), 'the checks ran').to.equal(true);
+        results[facts] = JSON.parse(await read()) as string[];
+      });
+    });
+  }
+
+  // a describe after the two above, so it runs after them
+  describe('with and without', () => {
+    it('the fingerprint results are the same with and without page facts', () => {
+      expect(results['1']).to.be.an('array').that.is.not.empty;
+      expect(results['1']).to.deep.equal(results['0']);
+    });
+  });
+});
