@@ -185,9 +185,40 @@ async function benchPlane(plane: Plane): Promise<void> {
   }
 }
 
-// BENCH_PLANES=computer (or dom) runs one plane only.
-const planes = (process.env.BENCH_PLANES || 'computer,dom').split(',').filter((p): p is Plane => p === 'computer' || p === 'dom');
-for (const plane of planes) await benchPlane(plane);
+/** The cost of computer_plane's page facts: click and screenshot with them on and off, side by side, on a loaded page. */
+async function benchFacts(): Promise<void> {
+  const { createServer } = await import('node:http');
+  const site = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>bench</title><h1>bench</h1>'));
+  site.listen(0, '127.0.0.1');
+  await once(site, 'listening');
+  const url = `http://127.0.0.1:${(site.address() as { port: number }).port}/`;
+  try {
+    for (const facts of ['1', '0']) {
+      const agent = await startAgent('computer', { PLANE_PAGE_FACTS: facts });
+      try {
+        const s = connectPlane({ url: agent.grpc, deadlineMs: 30_000 });
+        await s.init({ tenant_id: 'bench', profile_id: `facts-${facts}`, run_id: `facts-${facts}` });
+        for (const argv of [['key', 'ctrl+l'], ['type', '--delay', '1', url], ['key', 'Return']]) await s.xdotool(argv);
+        await new Promise((r) => setTimeout(r, 1500));
+        const label = facts === '1' ? 'page facts on' : 'page facts off';
+        await s.xdotool(['mousemove', '1200', '700']);
+        row('computer', `click (${label})`, 'grpc', await sample(200 * SCALE, (i) => s.xdotool(['click', '--delay', '0', '1'], { stepId: `f${facts}-c-${i}` })));
+        row('computer', `screenshot jpeg (${label})`, 'grpc', await sample(40 * SCALE, () => s.screenshot('jpeg')));
+        await s.close();
+        s.disconnect();
+      } finally {
+        await agent.stop();
+      }
+    }
+  } finally {
+    site.close();
+  }
+}
+
+// BENCH_PLANES=computer (or dom, or facts) runs one part only.
+const parts = (process.env.BENCH_PLANES || 'computer,dom,facts').split(',');
+for (const plane of parts.filter((p): p is Plane => p === 'computer' || p === 'dom')) await benchPlane(plane);
+if (parts.includes('facts')) await benchFacts();
 
 const header = '| plane | what | transport | p50 ms | p99 ms | n | MiB |';
 const lines = [header, '|---|---|---|---|---|---|---|', ...rows.map((r) => `| ${r.plane} | ${r.what} | ${r.transport} | ${r.p50_ms ?? ''} | ${r.p99_ms ?? ''} | ${r.n} | ${r.mib ?? ''} |`)];
