@@ -148,6 +148,17 @@ const NAV_TRANSIENT = /^ERR_(CONNECTION_(REFUSED|RESET|CLOSED|ABORTED|FAILED)|EM
 // the target cannot be reached as given (no such host, a certificate refused, a guard): retrying cannot help, as a 4xx
 const NAV_PERMANENT = /^(EGRESS_REFUSED|ERR_(NAME_NOT_RESOLVED|NAME_RESOLUTION_FAILED|ADDRESS_INVALID|INVALID_URL|UNSAFE_PORT|DISALLOWED_URL_SCHEME|UNKNOWN_URL_SCHEME|BLOCKED_BY_[A-Z_]+|CERT_[A-Z_]+|SSL_[A-Z_]+|BAD_SSL_CLIENT_AUTH_CERT|CERTIFICATE_[A-Z_]+|TOO_MANY_REDIRECTS|INVALID_REDIRECT|INVALID_RESPONSE|UNSAFE_REDIRECT))$/;
 
+/** True for an absolute http(s) URL a browser can be sent to (what bad_url guards: URLs a brain or the run produced). */
+export function isHttpUrl(url: string): boolean {
+  if (url.length > 8192) return false;
+  try {
+    const u = new URL(url);
+    return (u.protocol === 'http:' || u.protocol === 'https:') && u.hostname !== '';
+  } catch {
+    return false;
+  }
+}
+
 /** The step failure class of a navigation that did not load (docs/decisions.md has the table). */
 export function navFailureClass(code: string): FailureClass {
   if (NAV_TIMEOUT.has(code)) return 'nav_timeout';
@@ -227,7 +238,8 @@ export interface Brain {
  */
 export class BrainError extends Error {
   constructor(
-    readonly code: 'unreachable' | 'refused' | 'no_key' | 'malformed',
+    /** bad_url: the answer asked to open something that is not an http(s) URL (the run halts bad_url) */
+    readonly code: 'unreachable' | 'refused' | 'no_key' | 'malformed' | 'bad_url',
     message: string,
     /** tokens spent on a call whose answer was unusable */
     readonly usage?: Inference['usage'],

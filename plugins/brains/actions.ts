@@ -2,7 +2,7 @@
 // openai-chat backends) and the check of what a model answers: a known action
 // type with its parameters, coordinates on the screen. Anything else is a
 // BrainError('malformed'), never a crash.
-import { BrainError, type Action } from '../../gateway/plugins/contract.ts';
+import { BrainError, isHttpUrl, type Action } from '../../gateway/plugins/contract.ts';
 
 export const ACTION_TYPES = ['CLICK', 'DOUBLE_CLICK', 'RIGHT_CLICK', 'DRAG', 'TYPE', 'KEY_PRESS', 'SCROLL', 'NAVIGATE', 'WAIT', 'DONE'] as const;
 
@@ -75,7 +75,7 @@ export function toAction(a: Record<string, unknown>, screen: { width: number; he
     }
     case 'NAVIGATE': {
       const url = text('url');
-      if (!/^https?:\/\//i.test(url)) throw malformed(`NAVIGATE to ${JSON.stringify(url.slice(0, 100))}: only http(s) URLs`);
+      if (!isHttpUrl(url)) throw new BrainError('bad_url', `the model asked to open ${JSON.stringify(url.slice(0, 200))}, which is not an http(s) URL`);
       return { type, url };
     }
     case 'WAIT':

@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import sharp from 'sharp';
 import { modelExtract } from './model-extract.ts';
-import { isBrainError, type Action, type Brain, type Screenshot, type StepContext, type StepHandler, type StepResult } from '../../gateway/plugins/contract.ts';
+import { BrainError, isBrainError, isHttpUrl, type Action, type Brain, type Screenshot, type StepContext, type StepHandler, type StepResult } from '../../gateway/plugins/contract.ts';
 
 export const DEFAULT_MAX_STEPS = 15;
 /** identical (screen, action) pairs tolerated before the loop detector fires */
@@ -41,6 +41,8 @@ export function brainFailure(err: unknown, ctx: StepContext): StepResult | undef
   if (!isBrainError(err)) return undefined;
   if (err.usage) ctx.addCost(err.usage.cost_usd, err.usage);
   if (err.code === 'malformed') return { success: false, failure_class: 'unknown', data: err.message };
+  // a URL the model made up is never sent to the browser (javascript:, file:, relative, garbage)
+  if (err.code === 'bad_url') return { success: false, failure_class: 'unknown', data: err.message, halt: { halt_class: 'bad_url' }, retryable: false };
   return { success: false, failure_class: 'unknown', data: err.message, halt: { halt_class: 'model_provider_unreachable' } };
 }
 
@@ -52,7 +54,8 @@ export async function runBrainLoop(ctx: StepContext, brain: Brain): Promise<Step
   let last: StepResult['last_action'];
   for (let turn = 0; turn < maxSteps; turn++) {
     const shot = await ctx.plane.screenshot();
-    const url = ctx.plane.dom ? await ctx.plane.dom.currentUrl().catch(() => undefined) : undefined;
+    // the brain sees the URL on every plane that knows it (computer_plane: its page facts)
+    const url = ctx.plane.dom ? await ctx.plane.dom.currentUrl().catch(() => undefined) : ((await ctx.plane.facts?.().catch(() => null))?.url || undefined);
     let out;
     try {
       out = await brain.think([{ screenshot: shot, ...(url ? { url } : {}) }], task, history, { width: shot.width, height: shot.height }, ctx.signal);
@@ -76,8 +79,11 @@ export async function runBrainLoop(ctx: StepContext, brain: Brain): Promise<Step
     const n = (seen.get(key) ?? 0) + 1;
     seen.set(key, n);
     if (n >= REPEAT_LIMIT) return { success: false, failure_class: 'brain_loop_exhausted', data: `loop detected: ${type} repeated ${n} times on an unchanged screen`, last_action: last };
+    const action = environmentAction(out.action);
+    // a brain plugin that does not check its URLs is checked here
+    if (action.type === 'NAVIGATE' && !isHttpUrl(action.url)) return { ...brainFailure(new BrainError('bad_url', `${brain.id} asked to open ${JSON.stringify(action.url.slice(0, 200))}, which is not an http(s) URL`), ctx)!, last_action: last };
     try {
-      await ctx.plane.act(environmentAction(out.action));
+      await ctx.plane.act(action);
     } catch (err) {
       if (ctx.signal.aborted) throw err;
       return { success: false, failure_class: 'unknown', data: `the plane refused ${type}: ${(err as Error).message}`.slice(0, 500), last_action: last };

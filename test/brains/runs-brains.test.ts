@@ -200,6 +200,26 @@ describe('brain steps in real runs on dom_plane (fake model server, real agent, 
     }
   });
 
+  it('halts bad_url when the brain asks to open a URL that is not http(s), and never sends it to the browser', async () => {
+    fake.script = (seen) => (seen.tool === 'act' ? { call: { action: 'NAVIGATE', url: 'javascript:alert(document.cookie)' } } : { text: 'no' });
+    try {
+      const r = await run([
+        { intent: 'open the counter', type: 'navigate', url: `${site.url}/counter`, required: true },
+        { intent: 'go somewhere the brain picks', type: 'default-cua', max_steps: 3 },
+      ]);
+      expect(r.status, JSON.stringify(r.steps.map((x: Body) => [x.type, x.success, x.data]))).to.equal('failed');
+      expect(r.life.halt_class).to.equal('bad_url');
+      expect(r.life.failure_help.halt_class).to.equal('bad_url');
+      expect(r.error).to.equal('navigation_blocked');
+      const step = (r.steps as Body[]).at(-1)!;
+      expect(step.type).to.equal('default-cua');
+      expect(step.data).to.match(/javascript:alert/);
+      expect(step.final_url).to.equal(`${site.url}/counter`);
+    } finally {
+      fake.script = undefined;
+    }
+  });
+
   it('halts with budget_cap when model tokens pass max_cost', async () => {
     fake.requests.length = 0;
     // 1000 tokens at 30 USD/Mtok: 0.03 USD a turn; the cap of 0.05 goes on the second turn
