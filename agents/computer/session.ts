@@ -14,10 +14,10 @@ import { browserUser } from '../core/browser-user.ts';
 import { Recording, recordingEnabled, recordingFps } from '../core/recording.ts';
 import { Grabber, type ImageFormat } from './grabber.ts';
 import { startXvfb, type Display } from './xvfb.ts';
-import { XInput } from './xinput.ts';
+import { XInput, type XdotoolResult } from './xinput.ts';
 import { applyStealth } from './stealth.ts';
 import { geoFor, type Geo } from './geo.ts';
-import { jitterPath } from './jitter.ts';
+import { jitterPath, settleDelayMs } from './jitter.ts';
 import { LostSignal } from '../core/lost.ts';
 import { PageFactsTracker } from './page-facts.ts';
 const ROUTES = { screenshot: 'POST', xdotool: 'POST', cdp: 'POST' } as const;
@@ -198,19 +198,7 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
       async run(body: Body): Promise<OpResult> {
         const argv = parseArgv(body);
         const timeout = optInt(body, 'timeout_ms', 1, 120_000) ?? 5000;
-        // Jitter: an absolute mousemove travels a curved path instead of teleporting.
-        if (jitter && argv[0] === 'mousemove' && argv.length === 3) {
-          const loc = await x.run(['getmouselocation', '--shell'], timeout);
-          const cur = /X=(\d+)\s+Y=(\d+)/.exec(loc.stdout);
-          const tx = Number(argv[1]);
-          const ty = Number(argv[2]);
-          if (cur && Number.isFinite(tx) && Number.isFinite(ty)) {
-            for (const [px, py] of jitterPath([Number(cur[1]), Number(cur[2])], [tx, ty])) {
-              await x.run(['mousemove', String(px), String(py)], timeout);
-            }
-          }
-        }
-        const r = await x.run(argv, timeout);
+        const r = jitter ? await humanized(x, argv, timeout) : await x.run(argv, timeout);
         lastInputAt = Date.now();
         return { body: { ...r, ...(await pageFacts()) } };
       },
@@ -242,6 +230,48 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
     },
   };
 }
+
+const isCoord = (v: string | undefined) => v !== undefined && /^\d{1,5}$/.test(v);
+
+/**
+ * Behavioural jitter (SERVICE_BEHAVIORAL_JITTER) for every pointer action, not
+ * only a bare mousemove: each absolute `mousemove X Y` in the command chain
+ * (a click, a double or right click, a drag, a scroll at a point) travels a
+ * curved path from where the pointer is, and the command after it waits a
+ * settle delay, as a hand lands before it clicks. Other commands run as given.
+ */
+async function humanized(x: XInput, argv: string[], timeout: number): Promise<XdotoolResult> {
+  let last: XdotoolResult | undefined;
+  let i = 0;
+  while (i < argv.length) {
+    if (argv[i] === 'mousemove' && isCoord(argv[i + 1]) && isCoord(argv[i + 2])) {
+      const [tx, ty] = [Number(argv[i + 1]), Number(argv[i + 2])];
+      const cur = /X=(\d+)\s+Y=(\d+)/.exec((await x.run(['getmouselocation', '--shell'], timeout)).stdout);
+      // a hand takes its time: the browser coalesces moves within a frame, so points a few ms apart would land as one
+      if (cur) {
+        for (const [px, py] of jitterPath([Number(cur[1]), Number(cur[2])], [tx, ty])) {
+          await x.run(['mousemove', String(px), String(py)], timeout);
+          await new Promise((r) => setTimeout(r, 10 + Math.random() * 8));
+        }
+      }
+      last = await x.run(['mousemove', String(tx), String(ty)], timeout);
+      if (last.returncode !== 0) return last;
+      i += 3;
+      if (i < argv.length) await new Promise((r) => setTimeout(r, settleDelayMs(SETTLE_BASE_MS)));
+      continue;
+    }
+    // the commands up to the next absolute move run as one chain
+    let j = i + 1;
+    while (j < argv.length && !(argv[j] === 'mousemove' && isCoord(argv[j + 1]) && isCoord(argv[j + 2]))) j++;
+    last = await x.run(argv.slice(i, j), timeout);
+    if (last.returncode !== 0) return last;
+    i = j;
+  }
+  return last ?? (await x.run(argv, timeout));
+}
+
+/** The base of the settle delay before a click lands (jittered to [base/2, base + 600] ms by settleDelayMs). */
+const SETTLE_BASE_MS = 80;
 
 export const computerPlane: PlaneFactory = {
   backend: 'computer_plane',

@@ -12,9 +12,14 @@ export interface StealthSwitches {
   geo_consistency: boolean;
 }
 
+/** SERVICE_BROWSER_DRIVER: `patched` (default) applies the stealth patches, `vanilla` forces the unpatched driver whatever SERVICE_CDP_STEALTH says. */
+export function browserDriver(env: NodeJS.ProcessEnv = process.env): 'patched' | 'vanilla' {
+  return (env.SERVICE_BROWSER_DRIVER ?? '').trim().toLowerCase() === 'vanilla' ? 'vanilla' : 'patched';
+}
+
 export function stealthSwitches(env: NodeJS.ProcessEnv = process.env): StealthSwitches {
   return {
-    cdp_stealth: flag(env.SERVICE_CDP_STEALTH, true),
+    cdp_stealth: flag(env.SERVICE_CDP_STEALTH, true) && browserDriver(env) === 'patched',
     honest_mode: flag(env.SERVICE_STEALTH_HONEST, true),
     behavioral_jitter: flag(env.SERVICE_BEHAVIORAL_JITTER, true),
     geo_consistency: flag(env.SERVICE_GEO_CONSISTENCY, true),
