@@ -110,6 +110,7 @@ export const runRoutes: RouteSpec[] = [
     tags: ['runs'],
     auth: true,
     scope: 'logs',
+    responses: { '204': 'SSE: the Last-Event-ID is the run.ended event; nothing more will come (EventSource stops reconnecting)' },
     async handler(ctx, s) {
       const run = await s.runs.get(ctx.state.tenant!, runId(ctx));
       const sse = ctx.query.sse === 'true' || ctx.query.sse === '1';

@@ -1,10 +1,10 @@
 // Server-sent events of one run: `id:` is the event's seq, so a client that
 // reconnects with Last-Event-ID resumes after it; the stream ends after the
-// run.ended event. A watcher that cannot keep up is dropped, never waited on.
+// run.ended event, and a reconnect after that event is answered 204. A watcher that cannot keep up is dropped, never waited on.
 import { PassThrough } from 'node:stream';
 import type { Ctx } from '../context.ts';
 import type { RunEvent } from '../runs/events.ts';
-import { watch } from '../runs/watch.ts';
+import { sawTheEnd, watch } from '../runs/watch.ts';
 import type { Services } from '../services.ts';
 
 const MAX_BUFFERED = 1024 * 1024;
@@ -17,6 +17,11 @@ export function lastEventId(ctx: Ctx): number {
 }
 
 export async function streamRunEvents(ctx: Ctx, s: Services, runId: string, tenantId: string): Promise<void> {
+  // 204 tells EventSource to stop reconnecting (the HTML standard's rule for a non-200 answer)
+  if (await sawTheEnd(s.runs, runId, lastEventId(ctx))) {
+    ctx.status = 204;
+    return;
+  }
   const out = new PassThrough();
   ctx.req.socket.setTimeout(0);
   ctx.req.socket.setNoDelay(true);

@@ -11,7 +11,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { ServiceError, isServiceError, notFound } from '../errors.ts';
 import { dependencyError } from '../http/errors.ts';
 import type { Tenant } from '../http/tenants.ts';
-import { watch } from '../runs/watch.ts';
+import { sawTheEnd, watch } from '../runs/watch.ts';
 import type { Services } from '../services.ts';
 import type { RouteSpec } from './route.ts';
 
@@ -95,6 +95,9 @@ export function attachWebSockets(server: Server, s: Services): void {
       if (!tenant.scopes.includes('logs')) throw new ServiceError('forbidden', "this token lacks the 'logs' scope");
       const runId = runMatch ? decodeURIComponent(runMatch[1]!) : undefined;
       if (runId) await s.runs.get(tenant, runId);
+      const cursor = Number.isInteger(after) && after > 0 ? after : 0;
+      // a watcher that has seen run.ended is closed normally at once, not left waiting
+      const seenEnd = runId ? await sawTheEnd(s.runs, runId, cursor) : false;
       wss.handleUpgrade(req, socket, head, (ws: WebSocket) => {
         let w: { stop(): void } | undefined;
         let unframe: (() => void) | undefined;
@@ -115,6 +118,11 @@ export function attachWebSockets(server: Server, s: Services): void {
         ws.on('message', () => {
           /* watchers only listen */
         });
+        if (seenEnd) {
+          s.watchers.delete(stop);
+          ws.close(1000, 'run ended');
+          return;
+        }
         if (wantsFrames && runId) {
           unframe = s.frames.watch(runId, (f) => {
             // a frame is worth dropping, never waiting for: a busy socket skips it
@@ -124,7 +132,7 @@ export function attachWebSockets(server: Server, s: Services): void {
         void watch(s.runs, {
           topic: runId ? `run:${runId}` : `tenant:${tenant.tenant_id}`,
           runId,
-          after: Number.isInteger(after) && after > 0 ? after : 0,
+          after: cursor,
           send: (e) => {
             if (ws.readyState !== ws.OPEN) return;
             if (live && ws.bufferedAmount > MAX_BUFFERED) {

@@ -45,3 +45,14 @@ export async function watch(log: Pick<EventLog, 'subscribe' | 'history'>, t: Wat
     },
   };
 }
+
+/**
+ * True when the watcher's cursor is the run's run.ended event: it has seen the
+ * end, so a reconnect (EventSource does one with Last-Event-ID) ends at once
+ * instead of waiting for events that will never come.
+ */
+export async function sawTheEnd(log: Pick<EventLog, 'history'>, runId: string, after: number): Promise<boolean> {
+  if (after <= 0) return false;
+  const [at] = await log.history(runId, after - 1);
+  return at?.seq === after && at.type === 'run.ended';
+}

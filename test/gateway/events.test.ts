@@ -101,6 +101,26 @@ describe('run events: JSON, SSE, WebSocket, webhooks', () => {
     expect(resumed.map((e) => e.id)).to.deep.equal(['2']);
   });
 
+  it('ends a reconnect after the final event at once: SSE 204 (EventSource stops), WebSocket closed 1000', async () => {
+    const id = await start();
+    await cancel(id);
+    const all = (await gw.req('GET', `/v1/runs/${id}/events`, { token })).body.events as Array<{ seq: number; type: string }>;
+    const last = all.at(-1)!;
+    expect(last.type).to.equal('run.ended');
+    const t0 = Date.now();
+    const r = await fetch(`${gw.url}/v1/runs/${id}/events?sse=true`, { headers: { 'X-Service-Token': token, 'Last-Event-ID': String(last.seq), Accept: 'text/event-stream' } });
+    expect(r.status).to.equal(204);
+    expect(await r.text()).to.equal('');
+    // one event before the end still resumes into a stream that delivers it and ends
+    const resumed = await readSse(`${gw.url}/v1/runs/${id}/events?sse=true`, token, { lastEventId: String(last.seq - 1) });
+    expect(resumed.map((e) => e.event)).to.deep.equal(['run.ended']);
+    const ws = wsEvents(wsUrl(`/v1/runs/${id}/ws?after=${last.seq}`), { headers: { 'X-Service-Token': token } });
+    const closed = await ws.closed;
+    expect(closed.code).to.equal(1000);
+    expect(ws.events).to.deep.equal([]);
+    expect(Date.now() - t0, 'no stream was left hanging').to.be.below(5_000);
+  });
+
   it('sends WebSocket watchers the same ordered events as SSE and closes on run end', async () => {
     const id = await start();
     const ws = wsEvents(wsUrl(`/v1/runs/${id}/ws`), { headers: { 'X-Service-Token': token } });
