@@ -1,7 +1,7 @@
 // runplane: submit a plan to a gateway and follow it.
 //   runplane run plan.json [--compute-backend dom_plane] [--max-cost 1] [--json] ...
 //   runplane status|result|rows|cancel <run_id>
-//   runplane video <run_id> --out run.mp4
+//   runplane video <run_id> --out run.webm
 // Gateway URL and token: --url / --token, or RUNPLANE_URL / RUNPLANE_TOKEN.
 import { readFile, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
@@ -11,8 +11,8 @@ const USAGE = `usage:
   runplane status <run_id>               status body
   runplane result <run_id>               result body
   runplane rows <run_id> [--csv]         extracted rows
-  runplane cancel <run_id>               cancel a run
-  runplane video <run_id> --out <file>   download the recording
+  runplane cancel <run_id>               cancel a run and wait until it has ended
+  runplane video <run_id> --out <file>   download the recording (WebM, e.g. run.webm)
 
 options:
   --url <url>                 gateway (env RUNPLANE_URL, default http://127.0.0.1:8080)
@@ -112,7 +112,7 @@ function progress(e: { type: string; data: Record<string, unknown> }): void {
   if (e.type === 'run.status') process.stderr.write(`- ${d.status} (${d.phase})\n`);
   else if (e.type === 'step.finished') {
     const cost = typeof d.cost_usd === 'number' ? ` $${d.cost_usd.toFixed(4)}` : '';
-    process.stderr.write(`  ${d.success ? 'ok  ' : 'FAIL'} ${d.path} ${d.type}${d.failure_class ? ` [${d.failure_class}]` : ''} ${d.final_url ?? ''}${cost}\n`);
+    process.stderr.write(`  ${d.success ? 'ok  ' : 'FAIL'} ${d.path} ${d.type}${d.intent ? ` "${String(d.intent).slice(0, 80)}"` : ''}${d.failure_class ? ` [${d.failure_class}]` : ''}${cost}\n`);
   } else if (e.type === 'loop.iteration') process.stderr.write(`  loop ${d.path} iteration ${d.iteration}\n`);
   else if (e.type === 'run.ended') process.stderr.write(`- ${d.status}${d.halt_class ? ` (halt_class ${d.halt_class})` : ''}\n`);
 }
@@ -123,6 +123,28 @@ async function rowsOf(runId: string): Promise<Array<Record<string, unknown>>> {
   } catch {
     return [];
   }
+}
+
+/** A flag that must be a non-negative number: anything else is a usage error, never NaN sent on. */
+function numberFlag(name: string): (v: string) => number {
+  return (v) => {
+    const n = Number(v);
+    if (v.trim() === '' || !Number.isFinite(n) || n < 0) fail(`--${name} must be a non-negative number, got ${JSON.stringify(v)}`);
+    return n;
+  };
+}
+
+const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
+
+/** Cancels a run and waits (up to two minutes) until it has ended; returns its final status body. */
+async function cancelAndWait(runId: string): Promise<Record<string, unknown>> {
+  let body = (await api('POST', `/v1/runs/${encodeURIComponent(runId)}/cancel`)) as Record<string, unknown>;
+  for (let i = 0; i < 240 && !TERMINAL.has(String(body.status)); i++) {
+    if (!json && i === 0) process.stderr.write(`cancelling run ${runId} (its browser is closing)...\n`);
+    await new Promise((r) => setTimeout(r, 500));
+    body = (await api('GET', `/v1/runs/${encodeURIComponent(runId)}/status`)) as Record<string, unknown>;
+  }
+  return body;
 }
 
 async function run(file: string): Promise<number> {
@@ -136,8 +158,8 @@ async function run(file: string): Promise<number> {
   // flags override the plan's runtime only when given
   const map: Array<[keyof typeof opts, string, (v: string) => unknown]> = [
     ['compute-backend', 'compute_backend', String],
-    ['max-cost', 'max_cost', Number],
-    ['max-time-minutes', 'max_time_minutes', Number],
+    ['max-cost', 'max_cost', numberFlag('max-cost')],
+    ['max-time-minutes', 'max_time_minutes', numberFlag('max-time-minutes')],
     ['proxy-provider', 'proxy_provider', String],
     ['proxy-city', 'proxy_city', String],
     ['proxy-state', 'proxy_state', String],
@@ -156,6 +178,25 @@ async function run(file: string): Promise<number> {
     return 0;
   }
   if (!json) process.stderr.write(`run ${runId}\n`);
+  // Ctrl-C once: the run goes on (say how to follow it); twice: cancel it and wait for its end
+  let interrupts = 0;
+  process.on('SIGINT', () => {
+    interrupts++;
+    if (interrupts === 1) {
+      process.stderr.write(`\nthe run goes on without this terminal: follow it with \`runplane status ${runId}\`, stop it with \`runplane cancel ${runId}\`; press Ctrl-C again to cancel it now\n`);
+      setTimeout(() => {
+        if (interrupts === 1) process.exit(130);
+      }, 3000).unref();
+      return;
+    }
+    void cancelAndWait(runId).then(
+      (b) => {
+        process.stderr.write(`run ${runId} ${String(b.status)}${b.halt_class ? ` (halt_class ${String(b.halt_class)})` : ''}\n`);
+        process.exit(130);
+      },
+      (e: unknown) => fail(`cancel failed: ${(e as Error).message}`, 1),
+    );
+  });
   await follow(runId);
   const result = await api('GET', `/v1/runs/${encodeURIComponent(runId)}/result`);
   const rows = await rowsOf(runId);
@@ -185,8 +226,10 @@ async function main(): Promise<number> {
       return 0;
     }
     case 'cancel': {
-      process.stdout.write(`${JSON.stringify(await api('POST', `/v1/runs/${id}/cancel`), null, json ? 0 : 2)}\n`);
-      return 0;
+      const body = await cancelAndWait(arg);
+      process.stdout.write(`${JSON.stringify(body, null, json ? 0 : 2)}\n`);
+      if (!json) process.stderr.write(TERMINAL.has(String(body.status)) ? `run ${arg} has ended: ${String(body.status)}\n` : `run ${arg} is still ${String(body.status)} (${String(body.phase)})\n`);
+      return TERMINAL.has(String(body.status)) ? 0 : 1;
     }
     case 'rows': {
       const rows = await rowsOf(arg);

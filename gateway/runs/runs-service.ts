@@ -40,6 +40,9 @@ export interface NewRun {
   start_step?: number;
 }
 
+/** How long POST /v1/runs/{id}/cancel waits for a running run to end before it answers `cancelling`. */
+export const CANCEL_WAIT_MS = 5_000;
+
 export class RunsService {
   private readonly acceptedListeners: Array<(runId: string) => void> = [];
 
@@ -151,13 +154,33 @@ export class RunsService {
     await this.events.append({ run_id: r.run_id, tenant_id: r.tenant_id, type, data });
   }
 
-  async cancel(tenant: Tenant, runId: string): Promise<RunRecord> {
+  /**
+   * Cancels a run and answers it as it is once the cancel took: ended (a queued
+   * run at once; a running one when its runner stops within `waitMs`), else
+   * still running with phase `cancelling` (its runner is closing the browser).
+   */
+  async cancel(tenant: Tenant, runId: string, waitMs = CANCEL_WAIT_MS): Promise<RunRecord> {
     const r = await this.get(tenant, runId);
     if (TERMINAL.has(r.status)) return r;
     if (r.status === 'queued' && !(await this.runnerOwns(r.run_id))) return this.end(r, { status: 'cancelled', haltClass: 'cancelled' });
     // a runner holds it: ask it to stop; it ends the run with halt class cancelled
-    await this.emit(r, 'run.cancel_requested', {});
-    return r;
+    let stop = () => undefined as unknown;
+    const ended = new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, waitMs);
+      const unsubscribe = this.events.subscribe(`run:${r.run_id}`, (e) => e.type === 'run.ended' && resolve());
+      stop = () => {
+        clearTimeout(timer);
+        unsubscribe();
+      };
+    });
+    try {
+      await this.emit(r, 'run.cancel_requested', {});
+      await ended;
+    } finally {
+      stop();
+    }
+    const now = (await this.runs.get(r.run_id)) ?? r;
+    return TERMINAL.has(now.status) ? now : { ...now, phase: 'cancelling' };
   }
 
   /** True while a runner has claimed the run (set by the runner when it starts one). */

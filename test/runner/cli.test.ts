@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { spawn } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { startGateway, newToken, step, type TestGateway } from '../support/gateway.ts';
+import { startGateway, newToken, step, until, type TestGateway } from '../support/gateway.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
@@ -63,5 +63,43 @@ describe('runplane CLI', function () {
     expect(refused.code).to.equal(1);
     expect(refused.stderr).to.match(/HTTP 404/);
     expect(refused.stderr).not.to.match(/\bat .+:\d+:\d+/);
+  });
+
+  it('refuses a flag that is not a number with a usage error, never NaN', async () => {
+    const r = await cli(['run', planFile, '--url', gw.url, '--token', token, '--max-cost', 'abc']);
+    expect(r.code).to.equal(2);
+    expect(r.stderr).to.match(/--max-cost must be a non-negative number, got "abc"/);
+  });
+
+  describe('cancel and Ctrl-C (runs wait queued: no runner)', () => {
+    let idle: TestGateway;
+    before(async () => {
+      idle = await startGateway({ keys: { [token]: { tenant_id: 'cli', rate_limit_per_minute: 0 } } });
+    });
+    after(() => idle.close());
+
+    it('cancel waits for the end and says so', async () => {
+      const id = (await idle.req('POST', '/v1/predict', { token, body: { plan: [step()] } })).body.run_id as string;
+      const r = await cli(['cancel', id, '--url', idle.url, '--token', token]);
+      expect(r.code, r.stderr).to.equal(0);
+      expect(JSON.parse(r.stdout)).to.include({ status: 'cancelled', halt_class: 'cancelled' });
+      expect(r.stderr).to.include(`run ${id} has ended: cancelled`);
+    });
+
+    it('Ctrl-C once says how to follow the run; twice cancels it and waits for its end', async () => {
+      const child = spawn(process.execPath, [path.join(root, 'cli/runplane.js'), 'run', planFile, '--url', idle.url, '--token', token], { cwd: root, env: { PATH: process.env.PATH ?? '' } });
+      let stderr = '';
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+      expect(await until(async () => /run [0-9a-f-]{36}/.test(stderr), 20_000), stderr).to.equal(true);
+      const id = /run ([0-9a-f-]{36})/.exec(stderr)![1]!;
+      child.kill('SIGINT');
+      expect(await until(async () => stderr.includes('press Ctrl-C again'), 5_000), stderr).to.equal(true);
+      expect(stderr).to.include(`runplane status ${id}`);
+      child.kill('SIGINT');
+      expect(await exited).to.equal(130);
+      expect(stderr).to.include(`run ${id} cancelled`);
+      expect((await idle.req('GET', `/v1/runs/${id}`, { token })).body.status).to.equal('cancelled');
+    });
   });
 });

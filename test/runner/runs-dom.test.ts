@@ -185,7 +185,10 @@ describe('runs end to end on dom_plane (real agent, real Chromium)', function ()
       if (s.body.events.some((e: Body) => e.type === 'step.started' && e.data.type === 'wait')) break;
       await sleep(50);
     }
-    await gw.req('POST', `/v1/runs/${id}/cancel`, { token });
+    // the answer is the run as the cancel left it: ended, or still closing its browser (phase cancelling)
+    const answer = (await gw.req('POST', `/v1/runs/${id}/cancel`, { token })).body as Body;
+    expect(answer.status === 'cancelled' || answer.phase === 'cancelling', JSON.stringify(answer)).to.equal(true);
+    if (answer.status === 'cancelled') expect(answer.halt_class).to.equal('cancelled');
     let status: Body = {};
     for (let i = 0; i < 200 && !['cancelled', 'failed', 'succeeded'].includes(status.status); i++) {
       status = (await gw.req('GET', `/v1/runs/${id}`, { token })).body;
