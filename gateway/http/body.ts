@@ -2,6 +2,7 @@
 // a content type, strict UTF-8, a nesting cap checked on the raw text (so a
 // 10,000-deep document never reaches a recursive walker), and a parse that
 // refuses __proto__ and constructor.prototype keys.
+import type { IncomingMessage } from 'node:http';
 import getRawBody from 'raw-body';
 import sjson from 'secure-json-parse';
 import { ServiceError, badRequest } from '../errors.ts';
@@ -38,6 +39,37 @@ export function jsonDepth(text: string, cap: number): number {
 
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
+/** How much of a refused body is read and dropped before the connection is closed, at most. */
+const DRAIN_MAX_BYTES = 64 * 1024 * 1024;
+const DRAIN_MAX_MS = 10_000;
+
+/** Reads and discards a request until it ends, `maxBytes` were read or `maxMs` passed (nginx's lingering close, bounded). */
+function drain(req: IncomingMessage, maxBytes: number, maxMs: number): Promise<void> {
+  if (req.readableEnded || req.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    let seen = 0;
+    const done = () => {
+      clearTimeout(timer);
+      req.off('data', onData);
+      req.off('end', done);
+      req.off('close', done);
+      req.off('error', done);
+      resolve();
+    };
+    const onData = (chunk: Buffer) => {
+      seen += chunk.length;
+      if (seen > maxBytes) done();
+    };
+    const timer = setTimeout(done, maxMs);
+    timer.unref();
+    req.on('data', onData);
+    req.once('end', done);
+    req.once('close', done);
+    req.once('error', done);
+    req.resume();
+  });
+}
+
 export async function readJsonBody(ctx: Ctx, limits: BodyLimits): Promise<unknown> {
   const length = ctx.request.length;
   const type = ctx.get('content-type');
@@ -58,6 +90,9 @@ export async function readJsonBody(ctx: Ctx, limits: BodyLimits): Promise<unknow
   } catch (err) {
     const e = err as { type?: string };
     if (e.type === 'entity.too.large') {
+      // read and discard what the client is still sending (bounded), so it gets to read the
+      // 413: closing on a body still arriving makes its writes fail (EPIPE) before the answer
+      await drain(ctx.req, DRAIN_MAX_BYTES, DRAIN_MAX_MS);
       ctx.set('Connection', 'close');
       throw new ServiceError('payload_too_large', `request body exceeds the limit of ${limits.maxBytes} bytes`);
     }

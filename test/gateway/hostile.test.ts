@@ -111,4 +111,13 @@ describe('hostile input on every route', () => {
     const rec = await gw.gateway.services.runs.get((await gw.gateway.services.tenants.resolve(token))!, r.body.run_id);
     expect(rec.plan.steps[0]!.intent).to.equal(intent);
   });
+
+  it('answers an oversized body with its 400 {detail} every time, 20 fetches in a row (no EPIPE before the answer)', async () => {
+    const body = JSON.stringify({ plan: [step()], notes: 'x'.repeat(12 * 1024 * 1024) });
+    for (let i = 0; i < 20; i++) {
+      const r = await fetch(`${gw.url}/v1/predict`, { method: 'POST', headers: { 'X-Service-Token': token, 'Content-Type': 'application/json' }, body });
+      expect(r.status, `try ${i + 1}`).to.equal(400);
+      expect(((await r.json()) as { detail: string }).detail, `try ${i + 1}`).to.match(/exceeds the limit/);
+    }
+  });
 });
