@@ -38,10 +38,17 @@ export interface WebhookOptions {
   record(runId: string, attempt: DeliveryAttempt, done: boolean): Promise<void>;
 }
 
-/** The Standard Webhooks signing key: `whsec_<base64>` secrets are decoded, others used as bytes. */
+/**
+ * The Standard Webhooks signing key, as the reference library derives it: the
+ * secret is base64 with an optional `whsec_` prefix. A secret that is not valid
+ * base64 is refused (a delivery error) rather than signed with a key no
+ * receiver's library would derive.
+ */
 export function signingKey(secret: string): Buffer {
   const s = secret.trim();
-  return s.startsWith('whsec_') ? Buffer.from(s.slice('whsec_'.length), 'base64') : Buffer.from(s, 'utf8');
+  const b64 = s.startsWith('whsec_') ? s.slice('whsec_'.length) : s;
+  if (b64 === '' || !/^[A-Za-z0-9+/]+={0,2}$/.test(b64) || b64.length % 4 === 1) throw new Error('webhook secret must be base64 (optionally prefixed whsec_), as Standard Webhooks libraries expect');
+  return Buffer.from(b64, 'base64');
 }
 
 export function sign(key: Buffer, id: string, timestamp: number, body: string): string {

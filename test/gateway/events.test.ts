@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import { sign, signingKey } from '../../gateway/runs/webhooks.ts';
+import { Webhook } from 'standardwebhooks';
 import { once } from 'node:events';
 import { createServer, type IncomingMessage } from 'node:http';
 import { createHmac } from 'node:crypto';
@@ -249,6 +251,30 @@ describe('run events: JSON, SSE, WebSocket, webhooks', () => {
       expect(life.body.webhook.signed).to.equal(true);
       expect(life.body.webhook.deliveries).to.have.length(1);
       expect(life.body.webhook.deliveries[0]).to.include({ attempt: 1, status: 204, error: null });
+    });
+
+    it('signs deliveries that the standardwebhooks package verifies, with and without the whsec_ prefix', async () => {
+      received.length = 0;
+      const r = await hooked.req('POST', '/v1/predict', { token: hookToken, body: { plan: [step()], callback_url: receiverUrl } });
+      await hooked.req('POST', `/v1/runs/${r.body.run_id}/cancel`, { token: hookToken });
+      for (let i = 0; i < 100 && received.length === 0; i++) await sleep(20);
+      const { headers, body } = received[0]!;
+      const plain = { 'webhook-id': String(headers['webhook-id']), 'webhook-timestamp': String(headers['webhook-timestamp']), 'webhook-signature': String(headers['webhook-signature']) };
+      const verified = new Webhook(secret).verify(body, plain) as { data: { run_id: string } };
+      expect(verified.data.run_id).to.equal(r.body.run_id);
+      // the same key without its prefix is the same secret to the reference library
+      expect(() => new Webhook(secret.slice('whsec_'.length)).verify(body, plain)).to.not.throw();
+      expect(() => new Webhook(secret).verify(body.replace('cancelled', 'succeeded'), plain)).to.throw();
+    });
+
+    it('signs with an unprefixed base64 secret exactly as the reference library derives it, and refuses a secret that is not base64', () => {
+      const unprefixed = Buffer.from('another-signing-key').toString('base64');
+      const id = 'msg_test';
+      const ts = Math.floor(Date.now() / 1000);
+      const payload = '{"type":"run.succeeded"}';
+      const signature = sign(signingKey(unprefixed), id, ts, payload);
+      expect(() => new Webhook(unprefixed).verify(payload, { 'webhook-id': id, 'webhook-timestamp': String(ts), 'webhook-signature': signature })).to.not.throw();
+      expect(() => signingKey('not base64 at all!')).to.throw(/base64/);
     });
 
     it('retries a failing receiver on the backoff schedule without blocking the run', async () => {
