@@ -304,11 +304,23 @@ export class DebugSession {
     return traceDocument(this.core);
   }
 
-  /** Writes the bundle (atomically on the file store) and returns the manifest. Idempotent. */
-  close(status?: RunStatus | null): Promise<Manifest> {
-    if (this.core.manifest) return Promise.resolve(this.core.manifest);
+  /**
+   * Writes the bundle (atomically on the file store) and returns the manifest,
+   * once the live stream drained too. Idempotent. With `{upload: 'background'}`
+   * it returns as soon as the bundle is written; the caller then owns
+   * `uploaded()` (await it before the process exits, or records are lost).
+   */
+  async close(status?: RunStatus | null, opts: { upload?: 'wait' | 'background' } = {}): Promise<Manifest> {
     this.core.closing ??= writeBundle(this.core, status ?? null);
-    return this.core.closing;
+    const manifest = await this.core.closing;
+    if (opts.upload !== 'background') await this.uploaded();
+    return manifest;
+  }
+
+  /** Resolves when the records streamed at close went out (or were dropped at the flush deadline); never rejects. */
+  async uploaded(): Promise<void> {
+    await this.core.closing?.catch(() => undefined);
+    await this.core.uploading?.catch(() => undefined);
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
