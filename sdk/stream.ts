@@ -3,6 +3,8 @@
 // new record (the local bundle stays authoritative). Records that queue up go
 // out together through the batch route. 429: sleep Retry-After, reissue once,
 // then drop with a warning. A 403 on model-io latches model-io posting off.
+// An ingest without the batch route (404/405: only the spec's routes) gets
+// the same records one by one, and the session stops trying the batch route.
 import { childSignal } from '../shared/abort.ts';
 import { SDK_VERSION, type SdkLogger } from './util.ts';
 
@@ -106,6 +108,8 @@ export class Streamer {
   private abort = new AbortController();
   private warnedFull = false;
   private closed = false;
+  /** the ingest answered the batch route 404/405: per-record routes only, for the rest of the session */
+  private batchUnsupported = false;
 
   constructor(opts: StreamerOptions) {
     this.dsn = parseDsn(opts.dsn);
@@ -182,12 +186,12 @@ export class Streamer {
   private async drain(): Promise<void> {
     const lane = async (images: boolean) => {
       while (!this.abort.signal.aborted) {
-        const jobs = this.take(images, images ? 4 : this.batchMax);
+        const jobs = this.take(images, images ? 4 : this.batchUnsupported ? 1 : this.batchMax);
         if (!jobs.length) return;
         try {
           if (images) await Promise.all(jobs.map((j) => this.sendOne(j).catch((err: Error) => this.fail(1, err))));
           else if (jobs.length === 1) await this.sendOne(jobs[0]!);
-          else await this.sendBatch(jobs);
+          else if (!(await this.sendBatch(jobs))) await this.sendEach(jobs);
         } catch (err) {
           // never let a streaming failure escape
           this.fail(jobs.length, err as Error);
@@ -261,24 +265,45 @@ export class Streamer {
     this.log.debug('trace ingest refused a record', { path: job.path, status, detail: detail.slice(0, 300) });
   }
 
-  private async sendBatch(jobs: Pending[]): Promise<void> {
+  /** In order, one request each: the fallback when the batch route is missing. */
+  private async sendEach(jobs: Pending[]): Promise<void> {
+    for (const [i, j] of jobs.entries()) {
+      if (this.abort.signal.aborted) {
+        this.stats.dropped += jobs.length - i;
+        return;
+      }
+      await this.sendOne(j).catch((err: Error) => this.fail(1, err));
+    }
+  }
+
+  /** false when the ingest has no batch route (the jobs were not sent); true when they were settled. */
+  private async sendBatch(jobs: Pending[]): Promise<boolean> {
     const requests = jobs.map((j) => ({ method: j.method, path: j.path, body: this.bodyOf(j) }));
     this.stats.batches++;
     const res = await this.withRetry(`a batch of ${jobs.length} records`, () => this.http('POST', '/batch', { json: { requests } }));
     if (!res) {
       this.stats.dropped += jobs.length - 1; // withRetry counted one
-      return;
+      return true;
     }
     const text = await res.text();
+    if (res.status === 404 || res.status === 405) {
+      // the batch route is our addition, not the spec's: an ingest with only the
+      // spec's routes gets every record on its own route instead of losing them
+      this.stats.batches--;
+      this.batchUnsupported = true;
+      this.log.debug('trace ingest has no batch route; sending records one by one', { status: res.status });
+      return false;
+    }
     if (res.status !== 207) {
       for (const j of jobs) this.settle(j, res.status, text);
-      return;
+      return true;
     }
     const parsed = JSON.parse(text) as { results?: Array<{ index: number; status: number; detail?: string }> };
     for (const r of parsed.results ?? []) {
       const j = jobs[r.index];
       if (j) this.settle(j, r.status, r.detail ?? '');
     }
+    return true;
   }
 
   /** Waits until everything queued went out, or the deadline passed (then drops the rest). */
