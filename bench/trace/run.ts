@@ -44,7 +44,9 @@ const quiet = { warn: () => undefined, debug: () => undefined };
 // upload 'wait' is close() as before (bundle written and the stream drained);
 // 'background' is what the gateway does: close() returns once the bundle is
 // written and the stream drains after (uploadMs, awaited here so the numbers count it)
-async function recordSession(runId: string, dsn: string | null, shots: Buffer[], out: string, upload: 'wait' | 'background' = 'wait'): Promise<{ perStepMs: number; closeMs: number; uploadMs: number; dropped: number }> {
+// paceMs spaces the steps as a real run does (steps take seconds there), so the
+// background work of each step (PNG write, perceptual hash) is done before close
+async function recordSession(runId: string, dsn: string | null, shots: Buffer[], out: string, upload: 'wait' | 'background' = 'wait', paceMs = 0): Promise<{ perStepMs: number; closeMs: number; uploadMs: number; dropped: number }> {
   const s = new DebugSession({ runId, clientName: 'bench', outDir: path.join(out, runId), dsn, logger: quiet, stream: { flushTimeoutMs: 120_000 } });
   const t0 = performance.now();
   for (let i = 0; i < STEPS; i++) {
@@ -54,13 +56,14 @@ async function recordSession(runId: string, dsn: string | null, shots: Buffer[],
     s.recordEvent({ layer: 'planner', kind: 'propose', step_index: i, payload: { n: i } });
     s.recordEvent({ layer: 'verifier', kind: 'check', step_index: i });
     s.setStepCosts(i, { total_usd: 0.001, tokens_in: 1000, tokens_out: 20 });
+    if (paceMs) await new Promise((r) => setTimeout(r, paceMs));
   }
   const t1 = performance.now();
   await s.close(null, { upload });
   const t2 = performance.now();
   await s.uploaded();
   const t3 = performance.now();
-  return { perStepMs: (t1 - t0) / STEPS, closeMs: t2 - t1, uploadMs: t3 - t1, dropped: s.streamStats?.dropped ?? 0 };
+  return { perStepMs: (t1 - t0) / STEPS - paceMs, closeMs: t2 - t1, uploadMs: t3 - t1, dropped: s.streamStats?.dropped ?? 0 };
 }
 
 const server = spawn(process.execPath, [...(process.env.BENCH_SERVER_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_SERVER_PROF] : []), '--import', 'tsx', path.join(import.meta.dirname, 'server.ts')], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -87,10 +90,11 @@ try {
   }
 
   process.stdout.write('\nSDK overhead per recorded step (record_step + 2 screenshots + 2 events + step costs; close separate)\n');
-  process.stdout.write('| streaming | close upload | ms per step | close() returns, ms | upload drained, ms after close() began |\n|---|---|---:|---:|---:|\n');
-  for (const [label, d, upload] of [['off', null, 'wait'], ['on', dsn!, 'wait'], ['on', dsn!, 'background']] as const) {
-    const r = await recordSession(`oh-${label}-${upload}`, d, shots, out, upload);
-    process.stdout.write(`| ${label} | ${upload} | ${r.perStepMs.toFixed(3)} | ${r.closeMs.toFixed(0)} | ${r.uploadMs.toFixed(0)} |\n`);
+  process.stdout.write('| streaming | close upload | steps paced | ms per step | close() returns, ms | upload drained, ms after close() began |\n|---|---|---|---:|---:|---:|\n');
+  const rows = [['off', null, 'wait', 0], ['on', dsn!, 'wait', 0], ['on', dsn!, 'background', 0], ['on', dsn!, 'wait', 10], ['on', dsn!, 'background', 10]] as const;
+  for (const [label, d, upload, pace] of rows) {
+    const r = await recordSession(`oh-${label}-${upload}-${pace}`, d, shots, out, upload, pace);
+    process.stdout.write(`| ${label} | ${upload} | ${pace ? `${pace} ms apart` : 'no'} | ${r.perStepMs.toFixed(3)} | ${r.closeMs.toFixed(0)} | ${r.uploadMs.toFixed(0)} |\n`);
   }
 } finally {
   server.kill('SIGTERM');
