@@ -40,6 +40,7 @@ import * as sideEffects from './side-effects.ts';
 import * as annotations from './step-annotations.ts';
 import * as steps from './step-recording.ts';
 import { FileStore, type Store } from './store.ts';
+import type { DroppedRecord } from './stream.ts';
 import { ValueError, defaultLogger, newId, safeId } from './util.ts';
 import * as verdicts from './verdicts.ts';
 
@@ -106,6 +107,11 @@ export class DebugSession {
   get streamStats() {
     const streamer = this.core.streamer;
     return streamer ? { ...streamer.stats, modelio_latched: streamer.modelioLatched, queue_depth: streamer.depth } : null;
+  }
+
+  /** Records the ingest did not take while streaming (429, 5xx, unreachable, queue full), each marked recovered once close() re-sent it; empty without a DSN. */
+  get dropLedger(): ReadonlyArray<Readonly<DroppedRecord>> {
+    return this.core.streamer?.ledger.map((d) => ({ ...d })) ?? [];
   }
 
   // ---------------------------------------------------------------- steps

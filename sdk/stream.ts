@@ -3,7 +3,10 @@
 // new record (the local bundle stays authoritative). Records that queue up go
 // out together through the batch route. 429: sleep Retry-After, reissue once,
 // then drop with a warning. A 403 on model-io latches model-io posting off.
-// An ingest without the batch route (404/405: only the spec's routes) gets
+// Records the ingest did not take (429 twice, 5xx, unreachable, queue full)
+// go in a drop ledger; close() re-sends them once after the first flush (the
+// reconciliation), so an ingest that was down or throttled mid-session still
+// gets the whole run. An ingest without the batch route (404/405: only the spec's routes) gets
 // the same records one by one, and the session stops trying the batch route.
 import { childSignal } from '../shared/abort.ts';
 import { SDK_VERSION, type SdkLogger } from './util.ts';
@@ -68,6 +71,16 @@ export interface StreamerOptions {
   fetch?: typeof fetch;
 }
 
+/** A record the ingest did not take while streaming; `recovered` once reconciliation delivered it. */
+export interface DroppedRecord {
+  kind: StreamKind;
+  method: 'POST' | 'PUT';
+  path: string;
+  /** queue_full, 429, http_<status>, unreachable or deadline */
+  reason: string;
+  recovered: boolean;
+}
+
 export interface StreamStats {
   sent: number;
   dropped: number;
@@ -78,6 +91,8 @@ export interface StreamStats {
 
 interface Pending extends StreamJob {
   tries: number;
+  /** its drop-ledger entry, once it was dropped */
+  dropped?: DroppedRecord;
 }
 
 const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
@@ -95,6 +110,9 @@ const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
 export class Streamer {
   readonly dsn: ParsedDsn;
   readonly stats: StreamStats = { sent: 0, dropped: 0, failed: 0, retried: 0, batches: 0 };
+  /** what the ingest did not take (see DroppedRecord) */
+  readonly ledger: DroppedRecord[] = [];
+  private readonly missed: Pending[] = [];
   /** set by a 403 on a model-io post: no more model-io goes out this session */
   modelioLatched = false;
   private readonly queue: Pending[] = [];
@@ -141,6 +159,7 @@ export class Streamer {
     }
     if (this.queue.length >= this.queueMax) {
       this.stats.dropped++;
+      this.miss([{ ...job, tries: 0 }], 'queue_full');
       if (!this.warnedFull) {
         this.warnedFull = true;
         this.log.warn('trace stream queue is full; dropping live records (the local bundle stays complete)', { queue_max: this.queueMax });
@@ -189,20 +208,21 @@ export class Streamer {
         const jobs = this.take(images, images ? 4 : this.batchUnsupported ? 1 : this.batchMax);
         if (!jobs.length) return;
         try {
-          if (images) await Promise.all(jobs.map((j) => this.sendOne(j).catch((err: Error) => this.fail(1, err))));
+          if (images) await Promise.all(jobs.map((j) => this.sendOne(j).catch((err: Error) => this.fail([j], err))));
           else if (jobs.length === 1) await this.sendOne(jobs[0]!);
           else if (!(await this.sendBatch(jobs))) await this.sendEach(jobs);
         } catch (err) {
           // never let a streaming failure escape
-          this.fail(jobs.length, err as Error);
+          this.fail(jobs, err as Error);
         }
       }
     };
     await Promise.all([lane(false), lane(true)]);
   }
 
-  private fail(n: number, err: Error): void {
-    this.stats.failed += n;
+  private fail(jobs: Pending[], err: Error): void {
+    this.stats.failed += jobs.length;
+    if (!this.abort.signal.aborted) this.miss(jobs, 'unreachable');
     this.log.debug('trace stream error', { error: err.message });
   }
 
@@ -246,7 +266,10 @@ export class Streamer {
   private async sendOne(job: Pending): Promise<void> {
     const json = job.image ? undefined : this.bodyOf(job);
     const res = await this.withRetry(`${job.method} ${job.path}`, () => this.http(job.method, job.path, { json, image: job.image, name: job.path.split('/').slice(-2).join('_') + '.png' }));
-    if (!res) return;
+    if (!res) {
+      if (!this.abort.signal.aborted) this.miss([job], '429');
+      return;
+    }
     const text = await res.text().catch(() => '');
     this.settle(job, res.status, text);
   }
@@ -254,9 +277,11 @@ export class Streamer {
   private settle(job: Pending, status: number, detail: string): void {
     if (status < 300) {
       this.stats.sent++;
+      if (job.dropped) job.dropped.recovered = true;
       return;
     }
     this.stats.failed++;
+    if (status >= 500) this.miss([job], `http_${status}`);
     if (status === 403 && job.kind === 'modelio') {
       if (!this.modelioLatched) this.log.warn('trace ingest refused model-io (403): live model-io posting is off for this session');
       this.modelioLatched = true;
@@ -272,7 +297,7 @@ export class Streamer {
         this.stats.dropped += jobs.length - i;
         return;
       }
-      await this.sendOne(j).catch((err: Error) => this.fail(1, err));
+      await this.sendOne(j).catch((err: Error) => this.fail([j], err));
     }
   }
 
@@ -283,6 +308,7 @@ export class Streamer {
     const res = await this.withRetry(`a batch of ${jobs.length} records`, () => this.http('POST', '/batch', { json: { requests } }));
     if (!res) {
       this.stats.dropped += jobs.length - 1; // withRetry counted one
+      if (!this.abort.signal.aborted) this.miss(jobs, '429');
       return true;
     }
     const text = await res.text();
@@ -318,6 +344,7 @@ export class Streamer {
     }
     if (this.running || this.queue.length) {
       this.stats.dropped += this.queue.length;
+      this.miss(this.queue, 'deadline');
       if (this.queue.length) this.log.warn(`trace stream flush deadline passed; ${this.queue.length} live records not sent`);
       this.queue.length = 0;
       this.byKey.clear();
@@ -327,9 +354,43 @@ export class Streamer {
   }
 
   async close(deadlineMs: number): Promise<void> {
+    const until = Date.now() + deadlineMs;
     await this.flush(deadlineMs);
+    await this.reconcile(until);
     this.closed = true;
     this.abort.abort();
+  }
+
+  private miss(jobs: Pending[], reason: string): void {
+    for (const j of jobs) {
+      if (j.kind === 'heartbeat') continue; // a late heartbeat says nothing true
+      if (j.dropped) {
+        j.dropped.reason = reason;
+        continue;
+      }
+      j.dropped = { kind: j.kind, method: j.method, path: j.path, reason, recovered: false };
+      this.ledger.push(j.dropped);
+      this.missed.push(j);
+    }
+  }
+
+  /**
+   * Re-sends, once and in their order, the records the ingest did not take: a
+   * step's body is read again so it goes out as it is now (as in the bundle),
+   * a screenshot or an appended record goes out as it was recorded. Those the
+   * ingest never stored (429, 5xx, unreachable, queue full) are missing there,
+   * so an append is not doubled.
+   */
+  private async reconcile(until: number): Promise<void> {
+    const again = this.missed.splice(0).filter((j) => !j.dropped?.recovered);
+    if (!again.length || this.abort.signal.aborted || Date.now() >= until) return;
+    this.log.debug('trace stream reconciling records the ingest did not take', { records: again.length });
+    for (const j of again) {
+      j.tries++;
+      this.queue.push(j);
+    }
+    this.kick();
+    await this.flush(Math.max(1, until - Date.now()));
   }
 
   /** A raw request with the DSN's credential (the command long-poll uses it). */
