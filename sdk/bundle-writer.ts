@@ -107,7 +107,8 @@ export async function writeBundle(core: SessionCore, status: RunStatus | null): 
       for (const [name, log] of core.logs) if (log.truncated) core.log.debug(`log ${name} was truncated locally`);
       core.post({ kind: 'manifest', method: 'POST', path: '/runs', key: 'manifest', body: manifest });
       // the upload finishes on its own; close() waits for it unless asked not to
-      core.uploading = core.streamer.close(core.streamOpts.flushTimeoutMs ?? 5000);
+      const streamer = core.streamer;
+      core.uploading = streamer.close(core.streamOpts.flushTimeoutMs ?? 5000).then(() => writeDropLedger(core));
     }
     return manifest;
   } catch (err) {
@@ -129,4 +130,17 @@ async function inParallel<T>(items: T[], width: number, fn: (item: T) => Promise
   };
   await Promise.all(Array.from({ length: Math.min(width, items.length) }, worker));
   if (failure) throw failure;
+}
+
+/**
+ * The drop ledger goes beside the committed bundle once the upload is over
+ * (diagnostics/stream_drops.json, outside the manifest: the bundle was sealed
+ * before the last records went out), only when something was dropped.
+ */
+async function writeDropLedger(core: SessionCore): Promise<void> {
+  const ledger = core.streamer?.ledger ?? [];
+  if (!ledger.length) return;
+  await writeBytes(core.id.store, 'diagnostics/stream_drops.json', bundleJson({ run_id: core.id.runId, records: ledger })).catch((err: Error) =>
+    core.log.warn(`the stream drop ledger could not be written: ${err.message}`),
+  );
 }

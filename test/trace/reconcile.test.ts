@@ -1,30 +1,37 @@
 // Drop ledger and reconciliation: records the ingest did not take while it
 // was down or throttled are re-sent at close, so the server ends with the run.
 import { expect } from 'chai';
+import { readFile } from 'node:fs/promises';
 import type http from 'node:http';
 import path from 'node:path';
 import { DebugSession, validateBundle } from '../../sdk/index.ts';
 import { startIngest, type TestIngest } from '../support/ingest.ts';
 import { collectingLogger, png, tempDir } from '../support/trace.ts';
 
-/** While `state.refuse` is set, every ingest call is answered with it (503, or 429 with Retry-After 0). */
-const refusing = (state: { refuse: 0 | 429 | 503 }) => (inner: http.RequestListener): http.RequestListener => (req, res) => {
-  if (state.refuse && req.url?.startsWith('/api/v1/') && !req.url.startsWith('/api/v1/auth/')) {
-    res.writeHead(state.refuse, { 'content-type': 'application/json', 'retry-after': '0' });
-    res.end(JSON.stringify({ detail: 'not now' }));
+type Refuse = 0 | 429 | 503 | 'killed';
+
+/** While `state.refuse` is set, every ingest call is answered with it (503, or 429 with Retry-After 0), or its connection cut as by a dying ingest. */
+const refusing = (state: { refuse: Refuse }) => (inner: http.RequestListener): http.RequestListener => (req, res) => {
+  const ingestCall = req.url?.startsWith('/api/v1/') && !req.url.startsWith('/api/v1/auth/');
+  if (!state.refuse || !ingestCall) return inner(req, res);
+  if (state.refuse === 'killed') {
+    req.socket.destroy();
     return;
   }
-  inner(req, res);
+  res.writeHead(state.refuse, { 'content-type': 'application/json', 'retry-after': '0' });
+  res.end(JSON.stringify({ detail: 'not now' }));
 };
 
 async function until(cond: () => boolean): Promise<void> {
   while (!cond()) await new Promise((r) => setTimeout(r, 10));
 }
 
-for (const status of [503, 429] as const) {
-  describe(`trace SDK reconciliation after the ingest answered ${status} mid-session`, () => {
+const REASON: Record<Exclude<Refuse, 0>, string> = { 503: 'http_503', 429: '429', killed: 'unreachable' };
+
+for (const status of [503, 429, 'killed'] as const) {
+  describe(`trace SDK reconciliation after the ingest ${status === 'killed' ? 'went away' : `answered ${status}`} mid-session`, () => {
     let ing: TestIngest;
-    const state: { refuse: 0 | 429 | 503 } = { refuse: 0 };
+    const state: { refuse: Refuse } = { refuse: 0 };
     before(async () => {
       ing = await startIngest({}, refusing(state));
     });
@@ -46,13 +53,15 @@ for (const status of [503, 429] as const) {
       for (let i = 1; i < 4; i++) await step(i);
       await until(() => s.dropLedger.filter((d) => d.kind !== 'heartbeat').length >= 9);
       expect(s.dropLedger.every((d) => !d.recovered)).to.equal(true);
-      expect(s.dropLedger.map((d) => d.reason)).to.include(status === 503 ? 'http_503' : '429');
+      expect(s.dropLedger.map((d) => d.reason)).to.include(REASON[status]);
       state.refuse = 0;
       await step(4);
       await s.close('passed');
       expect(await validateBundle(dir)).to.deep.equal([]);
       expect(s.dropLedger.length).to.be.greaterThan(0);
       expect(s.dropLedger.filter((d) => !d.recovered)).to.deep.equal([]);
+      const kept = JSON.parse(await readFile(path.join(dir, 'diagnostics', 'stream_drops.json'), 'utf8'));
+      expect(kept.records).to.deep.equal(s.dropLedger);
 
       const cookie = await ing.login(a);
       const trace = await ing.json(`/runs/${runId}/trace.json`, cookie);
