@@ -48,6 +48,7 @@ const quiet = { warn: () => undefined, debug: () => undefined };
 // background work of each step (PNG write, perceptual hash) is done before close
 async function recordSession(runId: string, dsn: string | null, shots: Buffer[], out: string, upload: 'wait' | 'background' = 'wait', paceMs = 0): Promise<{ perStepMs: number; closeMs: number; uploadMs: number; dropped: number }> {
   const s = new DebugSession({ runId, clientName: 'bench', outDir: path.join(out, runId), dsn, logger: quiet, stream: { flushTimeoutMs: 120_000 } });
+  let paused = 0;
   const t0 = performance.now();
   for (let i = 0; i < STEPS; i++) {
     s.recordStep({ step_index: i, step_id: `${runId}-${i}`, status: 'passed', action: { type: 'CLICK', params: { x: i, y: i } } });
@@ -56,14 +57,19 @@ async function recordSession(runId: string, dsn: string | null, shots: Buffer[],
     s.recordEvent({ layer: 'planner', kind: 'propose', step_index: i, payload: { n: i } });
     s.recordEvent({ layer: 'verifier', kind: 'check', step_index: i });
     s.setStepCosts(i, { total_usd: 0.001, tokens_in: 1000, tokens_out: 20 });
-    if (paceMs) await new Promise((r) => setTimeout(r, paceMs));
+    if (paceMs) {
+      // the pause is not SDK time (timers overshoot on a busy machine): measured and left out
+      const p0 = performance.now();
+      await new Promise((r) => setTimeout(r, paceMs));
+      paused += performance.now() - p0;
+    }
   }
   const t1 = performance.now();
   await s.close(null, { upload });
   const t2 = performance.now();
   await s.uploaded();
   const t3 = performance.now();
-  return { perStepMs: (t1 - t0) / STEPS - paceMs, closeMs: t2 - t1, uploadMs: t3 - t1, dropped: s.streamStats?.dropped ?? 0 };
+  return { perStepMs: (t1 - t0 - paused) / STEPS, closeMs: t2 - t1, uploadMs: t3 - t1, dropped: s.streamStats?.dropped ?? 0 };
 }
 
 const server = spawn(process.execPath, [...(process.env.BENCH_SERVER_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_SERVER_PROF] : []), '--import', 'tsx', path.join(import.meta.dirname, 'server.ts')], { stdio: ['ignore', 'pipe', 'inherit'] });
