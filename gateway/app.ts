@@ -68,6 +68,8 @@ function pluginMounts(s: Services) {
       return;
     }
     ctx.respond = false;
+    // the gateway's request metrics label it by mount (the mounted service counts its own routes)
+    (ctx as unknown as { _matchedRoute?: string })._matchedRoute = `${mount.prefix}/*`;
     await new Promise<void>((resolve) => {
       ctx.res.once('close', resolve);
       mount.handler(ctx.req, ctx.res);

@@ -136,6 +136,17 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
   };
   const routes = [...ALL_ROUTES, ...pluginRouteSpecs(plugins, namedLogger(log, 'gateway.plugins'))];
   const planes = planeProvider(config, namedLogger(log, 'gateway.planes'));
+  const recorder = new SdkRunRecorder({
+    dataDir: config.dataDir,
+    captureMode: config.traceCaptureMode,
+    dsn: async (tenantId) => {
+      if (config.traceDsn) return config.traceDsn;
+      const dest = plugins.traceDestination();
+      return dest && selfUrl ? dest.dsnFor(tenantId, selfUrl) : undefined;
+    },
+    log: namedLogger(log, 'gateway.trace'),
+    version: version.version,
+  });
   const executor = new RunExecutor({
     store: runs,
     planes,
@@ -152,17 +163,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     maxRunSteps: config.maxRunSteps,
     stepTimeoutMs: config.stepTimeoutMs,
     frames: services.frames,
-    recorder: new SdkRunRecorder({
-      dataDir: config.dataDir,
-      captureMode: config.traceCaptureMode,
-      dsn: async (tenantId) => {
-        if (config.traceDsn) return config.traceDsn;
-        const dest = plugins.traceDestination();
-        return dest && selfUrl ? dest.dsnFor(tenantId, selfUrl) : undefined;
-      },
-      log: namedLogger(log, 'gateway.trace'),
-      version: version.version,
-    }),
+    recorder,
   });
   const scheduler = config.runnerEnabled ? new RunScheduler(executor, config.maxActiveRuns, namedLogger(log, 'gateway.runner')) : undefined;
   const queue: RunQueue = config.redisUrl
@@ -225,6 +226,8 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
         await runsEnded;
       }
       await executor.drain();
+      // runs are over; their traces may still be uploading to the ingest service (mounted here too, closed with the plugins)
+      await recorder.drain();
       await planes.close();
       await plugins.close();
       await webhooks.close();

@@ -13,7 +13,7 @@ export { BundleContext, RuleResult, RulesEngine, rule, loadPack, BUILTIN_RULES, 
 export type { Rule, Severity } from './diagnostics.ts';
 export { ModelApiAdapterBase } from './adapter.ts';
 export type { Adapter, ActionOverrideCoords, ToolCall } from './adapter.ts';
-export { parseDsn, parseRetryAfter } from './stream.ts';
+export { parseDsn, parseRetryAfter, type DroppedRecord } from './stream.ts';
 export { SDK_VERSION, ValueError, RuntimeError, shortId, sha256Hex } from './util.ts';
 export type { SdkLogger } from './util.ts';
 export type * from '../schemas/trace/types.gen.ts';

@@ -7,14 +7,23 @@ const COS: number[][] = Array.from({ length: 8 }, (_, u) => Array.from({ length:
 
 export async function phash64(png: Uint8Array): Promise<string> {
   const px = await sharp(png).greyscale().resize(N, N, { fit: 'fill' }).raw().toBuffer();
+  // separable DCT: rows first (32x8 sums of 32), then columns (8x8 sums of 32),
+  // a sixth of the direct 2-D sum; this runs on the recording thread for every post screenshot
+  const rows = new Float64Array(N * 8);
+  for (let y = 0; y < N; y++) {
+    for (let v = 0; v < 8; v++) {
+      const cv = COS[v]!;
+      let sum = 0;
+      for (let x = 0; x < N; x++) sum += px[y * N + x]! * cv[x]!;
+      rows[y * 8 + v] = sum;
+    }
+  }
   const coeffs: number[] = [];
   for (let u = 0; u < 8; u++) {
+    const cu = COS[u]!;
     for (let v = 0; v < 8; v++) {
       let sum = 0;
-      for (let y = 0; y < N; y++) {
-        const cy = COS[u]![y]!;
-        for (let x = 0; x < N; x++) sum += px[y * N + x]! * cy * COS[v]![x]!;
-      }
+      for (let y = 0; y < N; y++) sum += cu[y]! * rows[y * 8 + v]!;
       coeffs.push(sum);
     }
   }

@@ -65,6 +65,8 @@ export class SessionCore {
   intervention: Promise<void> | null = null;
   manifest: Manifest | null = null;
   closing: Promise<Manifest> | null = null;
+  /** the live stream draining after the bundle was written (null without streaming) */
+  uploading: Promise<void> | null = null;
   orchestrator = false;
   branch: BranchMode | null = null;
 

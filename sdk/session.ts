@@ -40,6 +40,7 @@ import * as sideEffects from './side-effects.ts';
 import * as annotations from './step-annotations.ts';
 import * as steps from './step-recording.ts';
 import { FileStore, type Store } from './store.ts';
+import type { DroppedRecord } from './stream.ts';
 import { ValueError, defaultLogger, newId, safeId } from './util.ts';
 import * as verdicts from './verdicts.ts';
 
@@ -106,6 +107,11 @@ export class DebugSession {
   get streamStats() {
     const streamer = this.core.streamer;
     return streamer ? { ...streamer.stats, modelio_latched: streamer.modelioLatched, queue_depth: streamer.depth } : null;
+  }
+
+  /** Records the ingest did not take while streaming (429, 5xx, unreachable, queue full), each marked recovered once close() re-sent it; empty without a DSN. */
+  get dropLedger(): ReadonlyArray<Readonly<DroppedRecord>> {
+    return this.core.streamer?.ledger.map((d) => ({ ...d })) ?? [];
   }
 
   // ---------------------------------------------------------------- steps
@@ -304,11 +310,23 @@ export class DebugSession {
     return traceDocument(this.core);
   }
 
-  /** Writes the bundle (atomically on the file store) and returns the manifest. Idempotent. */
-  close(status?: RunStatus | null): Promise<Manifest> {
-    if (this.core.manifest) return Promise.resolve(this.core.manifest);
+  /**
+   * Writes the bundle (atomically on the file store) and returns the manifest,
+   * once the live stream drained too. Idempotent. With `{upload: 'background'}`
+   * it returns as soon as the bundle is written; the caller then owns
+   * `uploaded()` (await it before the process exits, or records are lost).
+   */
+  async close(status?: RunStatus | null, opts: { upload?: 'wait' | 'background' } = {}): Promise<Manifest> {
     this.core.closing ??= writeBundle(this.core, status ?? null);
-    return this.core.closing;
+    const manifest = await this.core.closing;
+    if (opts.upload !== 'background') await this.uploaded();
+    return manifest;
+  }
+
+  /** Resolves when the records streamed at close went out (or were dropped at the flush deadline); never rejects. */
+  async uploaded(): Promise<void> {
+    await this.core.closing?.catch(() => undefined);
+    await this.core.uploading?.catch(() => undefined);
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

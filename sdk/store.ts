@@ -91,6 +91,8 @@ export class FileStore implements Store {
   private readonly durable: boolean;
   /** fsync a staged bundle's files before the rename (power-loss durability; a killed process never leaves half a bundle either way) */
   private readonly fsync: boolean;
+  /** directories this store made: a bundle has hundreds of files in a handful of folders, and each mkdir is a syscall on the close path */
+  private readonly made = new Set<string>();
 
   constructor(root: string, opts: { durable?: boolean; fsync?: boolean } = {}) {
     this.root = path.resolve(root);
@@ -114,7 +116,11 @@ export class FileStore implements Store {
   private async put(relpath: string, data: Buffer): Promise<void> {
     const file = this.file(relpath);
     if (this.durable) return atomicWriteFile(file, data);
-    await mkdir(path.dirname(file), { recursive: true });
+    const dir = path.dirname(file);
+    if (!this.made.has(dir)) {
+      await mkdir(dir, { recursive: true });
+      this.made.add(dir);
+    }
     await writeFile(file, data);
   }
 

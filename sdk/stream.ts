@@ -3,39 +3,16 @@
 // new record (the local bundle stays authoritative). Records that queue up go
 // out together through the batch route. 429: sleep Retry-After, reissue once,
 // then drop with a warning. A 403 on model-io latches model-io posting off.
+// Records the ingest did not take (429 twice, 5xx, unreachable, queue full)
+// go in a drop ledger; close() re-sends them once after the first flush (the
+// reconciliation), so an ingest that was down or throttled mid-session still
+// gets the whole run. An ingest without the batch route (404/405: only the spec's routes) gets
+// the same records one by one, and the session stops trying the batch route.
 import { childSignal } from '../shared/abort.ts';
+import { parseDsn, parseRetryAfter, type ParsedDsn } from './dsn.ts';
 import { SDK_VERSION, type SdkLogger } from './util.ts';
 
-export interface ParsedDsn {
-  /** .../api/v1 without a trailing slash */
-  baseUrl: string;
-  key: string;
-}
-
-/**
- * DSN format (our choice): `<http|https>://<key>@<host>[:port][/<mount prefix>]`.
- * The key is the userinfo; the API lives at `<origin><prefix>/api/v1`.
- */
-export function parseDsn(dsn: string): ParsedDsn {
-  let u: URL;
-  try {
-    u = new URL(dsn);
-  } catch {
-    throw new Error('TRACE_DSN is not a URL (expected http(s)://<key>@host[:port][/prefix])');
-  }
-  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('TRACE_DSN must use http or https');
-  const key = decodeURIComponent(u.username);
-  if (!key) throw new Error('TRACE_DSN carries no key (expected http(s)://<key>@host[:port][/prefix])');
-  const prefix = u.pathname.replace(/\/+$/, '').replace(/\/api\/v1$/, '');
-  return { baseUrl: `${u.protocol}//${u.host}${prefix}/api/v1`, key };
-}
-
-/** Retry-After as the SDK reads it: integer seconds, 1.0 when missing, an HTTP-date or garbage; clamped to 0..30. */
-export function parseRetryAfter(value: string | null | undefined): number {
-  const v = value?.trim();
-  if (!v || !/^-?\d+$/.test(v)) return 1.0;
-  return Math.min(30, Math.max(0, Number(v)));
-}
+export { parseDsn, parseRetryAfter, type ParsedDsn } from './dsn.ts';
 
 export type StreamKind =
   | 'manifest' | 'trace' | 'step' | 'costs' | 'events' | 'screenshot' | 'modelio' | 'logs' | 'judge_decision'
@@ -66,6 +43,16 @@ export interface StreamerOptions {
   fetch?: typeof fetch;
 }
 
+/** A record the ingest did not take while streaming; `recovered` once reconciliation delivered it. */
+export interface DroppedRecord {
+  kind: StreamKind;
+  method: 'POST' | 'PUT';
+  path: string;
+  /** queue_full, 429, http_<status>, unreachable or deadline */
+  reason: string;
+  recovered: boolean;
+}
+
 export interface StreamStats {
   sent: number;
   dropped: number;
@@ -76,6 +63,8 @@ export interface StreamStats {
 
 interface Pending extends StreamJob {
   tries: number;
+  /** its drop-ledger entry, once it was dropped */
+  dropped?: DroppedRecord;
 }
 
 const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
@@ -93,6 +82,9 @@ const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
 export class Streamer {
   readonly dsn: ParsedDsn;
   readonly stats: StreamStats = { sent: 0, dropped: 0, failed: 0, retried: 0, batches: 0 };
+  /** what the ingest did not take (see DroppedRecord) */
+  readonly ledger: DroppedRecord[] = [];
+  private readonly missed: Pending[] = [];
   /** set by a 403 on a model-io post: no more model-io goes out this session */
   modelioLatched = false;
   private readonly queue: Pending[] = [];
@@ -106,6 +98,8 @@ export class Streamer {
   private abort = new AbortController();
   private warnedFull = false;
   private closed = false;
+  /** the ingest answered the batch route 404/405: per-record routes only, for the rest of the session */
+  private batchUnsupported = false;
 
   constructor(opts: StreamerOptions) {
     this.dsn = parseDsn(opts.dsn);
@@ -137,6 +131,7 @@ export class Streamer {
     }
     if (this.queue.length >= this.queueMax) {
       this.stats.dropped++;
+      this.miss([{ ...job, tries: 0 }], 'queue_full');
       if (!this.warnedFull) {
         this.warnedFull = true;
         this.log.warn('trace stream queue is full; dropping live records (the local bundle stays complete)', { queue_max: this.queueMax });
@@ -182,23 +177,24 @@ export class Streamer {
   private async drain(): Promise<void> {
     const lane = async (images: boolean) => {
       while (!this.abort.signal.aborted) {
-        const jobs = this.take(images, images ? 4 : this.batchMax);
+        const jobs = this.take(images, images ? 4 : this.batchUnsupported ? 1 : this.batchMax);
         if (!jobs.length) return;
         try {
-          if (images) await Promise.all(jobs.map((j) => this.sendOne(j).catch((err: Error) => this.fail(1, err))));
+          if (images) await Promise.all(jobs.map((j) => this.sendOne(j).catch((err: Error) => this.fail([j], err))));
           else if (jobs.length === 1) await this.sendOne(jobs[0]!);
-          else await this.sendBatch(jobs);
+          else if (!(await this.sendBatch(jobs))) await this.sendEach(jobs);
         } catch (err) {
           // never let a streaming failure escape
-          this.fail(jobs.length, err as Error);
+          this.fail(jobs, err as Error);
         }
       }
     };
     await Promise.all([lane(false), lane(true)]);
   }
 
-  private fail(n: number, err: Error): void {
-    this.stats.failed += n;
+  private fail(jobs: Pending[], err: Error): void {
+    this.stats.failed += jobs.length;
+    if (!this.abort.signal.aborted) this.miss(jobs, 'unreachable');
     this.log.debug('trace stream error', { error: err.message });
   }
 
@@ -242,7 +238,10 @@ export class Streamer {
   private async sendOne(job: Pending): Promise<void> {
     const json = job.image ? undefined : this.bodyOf(job);
     const res = await this.withRetry(`${job.method} ${job.path}`, () => this.http(job.method, job.path, { json, image: job.image, name: job.path.split('/').slice(-2).join('_') + '.png' }));
-    if (!res) return;
+    if (!res) {
+      if (!this.abort.signal.aborted) this.miss([job], '429');
+      return;
+    }
     const text = await res.text().catch(() => '');
     this.settle(job, res.status, text);
   }
@@ -250,9 +249,11 @@ export class Streamer {
   private settle(job: Pending, status: number, detail: string): void {
     if (status < 300) {
       this.stats.sent++;
+      if (job.dropped) job.dropped.recovered = true;
       return;
     }
     this.stats.failed++;
+    if (status >= 500) this.miss([job], `http_${status}`);
     if (status === 403 && job.kind === 'modelio') {
       if (!this.modelioLatched) this.log.warn('trace ingest refused model-io (403): live model-io posting is off for this session');
       this.modelioLatched = true;
@@ -261,24 +262,46 @@ export class Streamer {
     this.log.debug('trace ingest refused a record', { path: job.path, status, detail: detail.slice(0, 300) });
   }
 
-  private async sendBatch(jobs: Pending[]): Promise<void> {
+  /** In order, one request each: the fallback when the batch route is missing. */
+  private async sendEach(jobs: Pending[]): Promise<void> {
+    for (const [i, j] of jobs.entries()) {
+      if (this.abort.signal.aborted) {
+        this.stats.dropped += jobs.length - i;
+        return;
+      }
+      await this.sendOne(j).catch((err: Error) => this.fail([j], err));
+    }
+  }
+
+  /** false when the ingest has no batch route (the jobs were not sent); true when they were settled. */
+  private async sendBatch(jobs: Pending[]): Promise<boolean> {
     const requests = jobs.map((j) => ({ method: j.method, path: j.path, body: this.bodyOf(j) }));
     this.stats.batches++;
     const res = await this.withRetry(`a batch of ${jobs.length} records`, () => this.http('POST', '/batch', { json: { requests } }));
     if (!res) {
       this.stats.dropped += jobs.length - 1; // withRetry counted one
-      return;
+      if (!this.abort.signal.aborted) this.miss(jobs, '429');
+      return true;
     }
     const text = await res.text();
+    if (res.status === 404 || res.status === 405) {
+      // the batch route is our addition, not the spec's: an ingest with only the
+      // spec's routes gets every record on its own route instead of losing them
+      this.stats.batches--;
+      this.batchUnsupported = true;
+      this.log.debug('trace ingest has no batch route; sending records one by one', { status: res.status });
+      return false;
+    }
     if (res.status !== 207) {
       for (const j of jobs) this.settle(j, res.status, text);
-      return;
+      return true;
     }
     const parsed = JSON.parse(text) as { results?: Array<{ index: number; status: number; detail?: string }> };
     for (const r of parsed.results ?? []) {
       const j = jobs[r.index];
       if (j) this.settle(j, r.status, r.detail ?? '');
     }
+    return true;
   }
 
   /** Waits until everything queued went out, or the deadline passed (then drops the rest). */
@@ -293,6 +316,7 @@ export class Streamer {
     }
     if (this.running || this.queue.length) {
       this.stats.dropped += this.queue.length;
+      this.miss(this.queue, 'deadline');
       if (this.queue.length) this.log.warn(`trace stream flush deadline passed; ${this.queue.length} live records not sent`);
       this.queue.length = 0;
       this.byKey.clear();
@@ -302,9 +326,43 @@ export class Streamer {
   }
 
   async close(deadlineMs: number): Promise<void> {
+    const until = Date.now() + deadlineMs;
     await this.flush(deadlineMs);
+    await this.reconcile(until);
     this.closed = true;
     this.abort.abort();
+  }
+
+  private miss(jobs: Pending[], reason: string): void {
+    for (const j of jobs) {
+      if (j.kind === 'heartbeat') continue; // a late heartbeat says nothing true
+      if (j.dropped) {
+        j.dropped.reason = reason;
+        continue;
+      }
+      j.dropped = { kind: j.kind, method: j.method, path: j.path, reason, recovered: false };
+      this.ledger.push(j.dropped);
+      this.missed.push(j);
+    }
+  }
+
+  /**
+   * Re-sends, once and in their order, the records the ingest did not take: a
+   * step's body is read again so it goes out as it is now (as in the bundle),
+   * a screenshot or an appended record goes out as it was recorded. Those the
+   * ingest never stored (429, 5xx, unreachable, queue full) are missing there,
+   * so an append is not doubled.
+   */
+  private async reconcile(until: number): Promise<void> {
+    const again = this.missed.splice(0).filter((j) => !j.dropped?.recovered);
+    if (!again.length || this.abort.signal.aborted || Date.now() >= until) return;
+    this.log.debug('trace stream reconciling records the ingest did not take', { records: again.length });
+    for (const j of again) {
+      j.tries++;
+      this.queue.push(j);
+    }
+    this.kick();
+    await this.flush(Math.max(1, until - Date.now()));
   }
 
   /** A raw request with the DSN's credential (the command long-poll uses it). */

@@ -41,8 +41,14 @@ async function screenshot(seed: number): Promise<Buffer> {
 
 const quiet = { warn: () => undefined, debug: () => undefined };
 
-async function recordSession(runId: string, dsn: string | null, shots: Buffer[], out: string): Promise<{ perStepMs: number; closeMs: number; dropped: number }> {
+// upload 'wait' is close() as before (bundle written and the stream drained);
+// 'background' is what the gateway does: close() returns once the bundle is
+// written and the stream drains after (uploadMs, awaited here so the numbers count it)
+// paceMs spaces the steps as a real run does (steps take seconds there), so the
+// background work of each step (PNG write, perceptual hash) is done before close
+async function recordSession(runId: string, dsn: string | null, shots: Buffer[], out: string, upload: 'wait' | 'background' = 'wait', paceMs = 0): Promise<{ perStepMs: number; closeMs: number; uploadMs: number; dropped: number }> {
   const s = new DebugSession({ runId, clientName: 'bench', outDir: path.join(out, runId), dsn, logger: quiet, stream: { flushTimeoutMs: 120_000 } });
+  let paused = 0;
   const t0 = performance.now();
   for (let i = 0; i < STEPS; i++) {
     s.recordStep({ step_index: i, step_id: `${runId}-${i}`, status: 'passed', action: { type: 'CLICK', params: { x: i, y: i } } });
@@ -51,14 +57,22 @@ async function recordSession(runId: string, dsn: string | null, shots: Buffer[],
     s.recordEvent({ layer: 'planner', kind: 'propose', step_index: i, payload: { n: i } });
     s.recordEvent({ layer: 'verifier', kind: 'check', step_index: i });
     s.setStepCosts(i, { total_usd: 0.001, tokens_in: 1000, tokens_out: 20 });
+    if (paceMs) {
+      // the pause is not SDK time (timers overshoot on a busy machine): measured and left out
+      const p0 = performance.now();
+      await new Promise((r) => setTimeout(r, paceMs));
+      paused += performance.now() - p0;
+    }
   }
   const t1 = performance.now();
-  await s.close();
+  await s.close(null, { upload });
   const t2 = performance.now();
-  return { perStepMs: (t1 - t0) / STEPS, closeMs: t2 - t1, dropped: s.streamStats?.dropped ?? 0 };
+  await s.uploaded();
+  const t3 = performance.now();
+  return { perStepMs: (t1 - t0 - paused) / STEPS, closeMs: t2 - t1, uploadMs: t3 - t1, dropped: s.streamStats?.dropped ?? 0 };
 }
 
-const server = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, 'server.ts')], { stdio: ['ignore', 'pipe', 'inherit'] });
+const server = spawn(process.execPath, [...(process.env.BENCH_SERVER_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_SERVER_PROF] : []), '--import', 'tsx', path.join(import.meta.dirname, 'server.ts')], { stdio: ['ignore', 'pipe', 'inherit'] });
 const [url, dsn] = await new Promise<string[]>((resolve, reject) => {
   server.stdout.once('data', (d: Buffer) => resolve(d.toString().trim().split(' ')));
   server.once('exit', (c) => reject(new Error(`ingest server exited ${c}`)));
@@ -82,10 +96,11 @@ try {
   }
 
   process.stdout.write('\nSDK overhead per recorded step (record_step + 2 screenshots + 2 events + step costs; close separate)\n');
-  process.stdout.write('| streaming | ms per step | close ms |\n|---|---:|---:|\n');
-  for (const [label, d] of [['off', null], ['on', dsn!]] as const) {
-    const runs = await Promise.all([0].map(() => recordSession(`oh-${label}`, d, shots, out)));
-    process.stdout.write(`| ${label} | ${runs[0]!.perStepMs.toFixed(3)} | ${runs[0]!.closeMs.toFixed(0)} |\n`);
+  process.stdout.write('| streaming | close upload | steps paced | ms per step | close() returns, ms | upload drained, ms after close() began |\n|---|---|---|---:|---:|---:|\n');
+  const rows = [['off', null, 'wait', 0], ['on', dsn!, 'wait', 0], ['on', dsn!, 'background', 0], ['on', dsn!, 'wait', 10], ['on', dsn!, 'background', 10]] as const;
+  for (const [label, d, upload, pace] of rows) {
+    const r = await recordSession(`oh-${label}-${upload}-${pace}`, d, shots, out, upload, pace);
+    process.stdout.write(`| ${label} | ${upload} | ${pace ? `${pace} ms apart` : 'no'} | ${r.perStepMs.toFixed(3)} | ${r.closeMs.toFixed(0)} | ${r.uploadMs.toFixed(0)} |\n`);
   }
 } finally {
   server.kill('SIGTERM');

@@ -37,11 +37,13 @@ export interface RunRecording {
   step(s: RecordedStep, shots: { pre?: Buffer; post?: Buffer }): Promise<void>;
   /** one model call of a step (request without the screenshot, which is the step's observation) */
   modelIo(stepIndex: number, layer: string, request: { model: string; [k: string]: unknown }, response: Record<string, unknown>): void;
-  /** ends the recording with the run's outcome; never throws */
+  /** ends the recording with the run's outcome once the local trace is written; live uploads may go on (see RunRecorder.drain); never throws */
   close(outcome: { status: string; halt_class?: string | null; summary: string; cost_usd: number }): Promise<void>;
 }
 
 export interface RunRecorder {
   /** a recording for this run, or undefined when runs are not recorded */
   begin(run: RunRecord): Promise<RunRecording | undefined>;
+  /** waits for work the recordings left running after their runs ended (live uploads); called on shutdown */
+  drain?(): Promise<void>;
 }

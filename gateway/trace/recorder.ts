@@ -26,7 +26,20 @@ export const traceDir = (dataDir: string, run: Pick<RunRecord, 'tenant_id' | 'ru
 const TRACE_STATUS: Record<string, 'passed' | 'failed' | 'halted' | 'cancelled'> = { succeeded: 'passed', failed: 'failed', cancelled: 'cancelled' };
 
 export class SdkRunRecorder implements RunRecorder {
+  /** live uploads still draining after their run ended: a run does not wait for them, shutdown does */
+  private readonly uploads = new Set<Promise<void>>();
+
   constructor(private readonly o: RecorderOptions) {}
+
+  /** Resolves when every run's live upload finished (or hit the SDK's flush deadline); for shutdown. */
+  async drain(): Promise<void> {
+    while (this.uploads.size) await Promise.all([...this.uploads]);
+  }
+
+  private own(upload: Promise<void>): void {
+    const p = upload.finally(() => this.uploads.delete(p));
+    this.uploads.add(p);
+  }
 
   async begin(run: RunRecord): Promise<RunRecording | undefined> {
     if (this.o.captureMode === 'off') return undefined;
@@ -49,7 +62,7 @@ export class SdkRunRecorder implements RunRecorder {
         tags: { tenant_id: run.tenant_id, compute_backend: run.runtime.compute_backend, cua_model: run.cua_model },
         startedAt: run.created_at,
       });
-      return new SdkRecording(session, this.o.captureMode, log);
+      return new SdkRecording(session, this.o.captureMode, log, (p) => this.own(p));
     } catch (err) {
       log.error({ err: (err as Error).message }, 'trace recording could not start');
       return undefined;
@@ -66,6 +79,7 @@ class SdkRecording implements RunRecording {
     private readonly s: DebugSession,
     mode: CaptureMode,
     private readonly log: Logger,
+    private readonly own: (upload: Promise<void>) => void,
   ) {
     this.wantsScreenshots = s.captures('screenshots') && mode !== 'metadata';
     // a pre/post difference image per step costs two decodes and an encode: only in capture mode full
@@ -151,7 +165,11 @@ class SdkRecording implements RunRecording {
         this.s.finalizeOutcome({ scope: 'session', verdict: { status: passed ? 'passed' : 'failed', reason: outcome.summary.slice(0, 1000) } }),
       );
       const status = outcome.halt_class && outcome.status === 'failed' ? 'halted' : (TRACE_STATUS[outcome.status] ?? 'failed');
-      await this.s.close(status);
+      // the local bundle is written before the run ends (GET /v1/runs/{id}/trace reads
+      // it); the live upload drains afterwards, owned by the recorder, so a run does
+      // not pay for a slow or unreachable ingest
+      await this.s.close(status, { upload: 'background' });
+      this.own(this.s.uploaded());
     } catch (err) {
       this.log.error({ err: (err as Error).message }, 'trace bundle could not be written');
     }

@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { idProblem } from '../../shared/ids.ts';
 import { signCookie, verifyCookie } from './auth.ts';
 import { IngestError, readJson, readMultipart } from './http.ts';
+import { UNMATCHED, createIngestMetrics } from './metrics.ts';
 import { buildOpenApi } from './openapi.ts';
 import { ROUTES, type Reply, type RouteCtx, type RouteDef } from './routes.ts';
 import { IngestService, type IngestOptions, type Viewer } from './service.ts';
@@ -160,6 +161,17 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
     ctx.body = { results };
   }
 
+  const metrics = createIngestMetrics(service);
+  // outermost, so the status counted is the one sent, errors included
+  app.use(async (ctx, next) => {
+    const t0 = performance.now();
+    try {
+      await next();
+    } finally {
+      metrics.request((ctx.state as { route?: string }).route ?? UNMATCHED, ctx.method, ctx.status, (performance.now() - t0) / 1000);
+    }
+  });
+
   app.use(async (ctx, next) => {
     try {
       await next();
@@ -180,35 +192,27 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
     ctx.set('X-Content-Type-Options', 'nosniff');
     const p = ctx.path;
     if (ctx.method === 'GET' && (p === '/healthz' || p === `${api}/healthz`)) {
+      ctx.state.route = '/healthz';
       ctx.body = { status: 'ok', queue_depth: service.queue.depth };
       return;
     }
     if (!p.startsWith(`${api}/`)) return next();
     const sub = p.slice(api.length);
     if (ctx.method === 'GET' && sub === '/metrics') {
-      const lines = [
-        '# HELP trace_ingest_queue_depth Writes waiting in the ingest queue.',
-        '# TYPE trace_ingest_queue_depth gauge',
-        `trace_ingest_queue_depth ${service.queue.depth}`,
-        '# TYPE trace_ingest_queue_limit gauge',
-        `trace_ingest_queue_limit ${service.queue.limit}`,
-        '# TYPE trace_ingest_queue_rejected_total counter',
-        `trace_ingest_queue_rejected_total ${service.queue.rejected}`,
-        '# TYPE trace_ingest_writes_total counter',
-        `trace_ingest_writes_total ${service.queue.processed}`,
-        '# TYPE trace_ingest_records_total counter',
-        ...[...service.counters].map(([k, v]) => `trace_ingest_records_total{kind="${k}"} ${v}`),
-      ];
-      ctx.type = 'text/plain; version=0.0.4';
-      ctx.body = `${lines.join('\n')}\n`;
+      ctx.state.route = '/metrics';
+      const m = await metrics.render();
+      ctx.type = m.contentType;
+      ctx.body = m.body;
       return;
     }
     if (ctx.method === 'GET' && sub === '/openapi.json') {
+      ctx.state.route = '/openapi.json';
       ctx.type = 'application/json';
       ctx.body = openapi;
       return;
     }
     if (ctx.method === 'GET' && (sub === '/docs' || sub === '/redoc')) {
+      ctx.state.route = sub;
       ctx.type = 'text/html; charset=utf-8';
       ctx.set('Content-Security-Policy', "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; worker-src 'self' blob:");
       ctx.body =
@@ -219,6 +223,7 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
     }
     const asset = /^\/docs\/assets\/([\w.-]+)$/.exec(sub)?.[1];
     if (ctx.method === 'GET' && asset) {
+      ctx.state.route = '/docs/assets/:name';
       if (asset === 'init.js') {
         ctx.type = 'text/javascript; charset=utf-8';
         ctx.body = `window.ui = SwaggerUIBundle({ url: ${JSON.stringify(`${api}/openapi.json`)}, dom_id: '#ui' });\n`;
@@ -244,6 +249,7 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
     };
 
     if (sub === '/batch') {
+      ctx.state.route = '/batch';
       if (ctx.method !== 'POST') throw new IngestError(405, 'use POST');
       rc.principal = await principal(ctx);
       rc.body = await readJson(ctx.req, maxBody);
@@ -254,6 +260,7 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
     if (found === null) throw new IngestError(404, `no route for ${ctx.method} ${p}`);
     if (found === 'method') throw new IngestError(405, `method ${ctx.method} not allowed on ${p}`);
     const def = found.route.def;
+    ctx.state.route = def.path;
     rc.params = found.params;
     if (def.auth === 'dsn') rc.principal = await principal(ctx);
     else if (def.auth === 'cookie' || def.auth === 'admin') rc.viewer = await viewer(ctx, def.auth === 'admin');

@@ -2,6 +2,7 @@
 // and the trace schemas (their $refs rewritten to components).
 import { TRACE_SCHEMA_FILES, readTraceSchema } from '../../schemas/trace/index.ts';
 import { SDK_VERSION } from '../../sdk/util.ts';
+import { REPLIES } from './replies.ts';
 import { ROUTES } from './routes.ts';
 
 type Json = Record<string, unknown>;
@@ -26,6 +27,31 @@ function rewrite(node: unknown, currentFile: string): unknown {
   return out;
 }
 
+/** What a route answers on success: its own list, else 202 for the high-frequency routes, 207 for the batch, 200. */
+export function successStatuses(r: { path: string; accepted?: boolean; ok?: number[] }): number[] {
+  return r.ok ?? [r.accepted ? 202 : r.path === '/batch' ? 207 : 200];
+}
+
+// Router paths name the run `:id` on reads and `:run_id` on ingest, and read a
+// step as `:file` (NNNN.json): in OpenAPI 3.1 paths that differ only by a
+// parameter's name are one path, so the document names each position once.
+const DOC_PATHS: Record<string, string> = {
+  '/runs/:id/steps/:file': '/runs/{run_id}/steps/{step}.json',
+  '/runs/:id/events/:file': '/runs/{run_id}/events/{name}.jsonl',
+  '/runs/:id/screenshots/:file': '/runs/{run_id}/screenshots/{name}.png',
+};
+
+const PARAM_SCHEMAS: Record<string, Json> = {
+  step: { type: 'string', pattern: '^\\d{4}$', description: 'the step index as four digits' },
+  step_index: { type: 'integer', minimum: 0 },
+  kind: { enum: ['pre', 'post', 'target', 'diff'] },
+  name: { type: 'string', description: 'NNNN, run or reasoning for events; NNNN_<kind> for screenshots' },
+};
+
+export function docPath(routerPath: string): string {
+  return DOC_PATHS[routerPath] ?? routerPath.replace(/:id\b/, ':run_id').replace(/:(\w+)/g, '{$1}').replace(/\*$/, '{relpath}');
+}
+
 export function buildOpenApi(prefix = ''): Json {
   const schemas: Json = {};
   for (const f of TRACE_SCHEMA_FILES) {
@@ -41,18 +67,21 @@ export function buildOpenApi(prefix = ''): Json {
     { method: 'POST', path: '/batch', auth: 'dsn', body: 'json', summary: 'Many ingest records of mixed kinds in one request ({requests: [{method, path, body}]}); answered 207 with one result per record (our addition)' },
     { method: 'GET', path: '/healthz', auth: 'none', summary: 'Liveness' },
     { method: 'GET', path: '/metrics', auth: 'none', summary: 'Prometheus metrics (ingest queue depth ...)' },
-  ] as Array<{ method: string; path: string; auth: string; body?: string; schema?: string; summary: string; accepted?: boolean }>;
-  const SAFE_ID_PARAMS = new Set(['run_id', 'id', 'side_effect_id']);
+  ] as Array<{ method: string; path: string; auth: string; body?: string; schema?: string; summary: string; accepted?: boolean; ok?: number[] }>;
+  const SAFE_ID_PARAMS = new Set(['run_id', 'side_effect_id']);
   for (const r of all) {
-    const p = r.path.replace(/:(\w+)/g, '{$1}').replace(/\*$/, '{relpath}');
+    const p = docPath(r.path);
     // ids that name files or keys are safe ids (shared/ids.ts): 400 on an ingest route, 404 on a read
-    const params = [...p.matchAll(/\{(\w+)\}/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: SAFE_ID_PARAMS.has(m[1]!) ? { $ref: '#/components/schemas/SafeId' } : { type: 'string' } }));
+    const params = [...p.matchAll(/\{(\w+)\}/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: SAFE_ID_PARAMS.has(m[1]!) ? { $ref: '#/components/schemas/SafeId' } : PARAM_SCHEMAS[m[1]!] ?? { type: 'string' } }));
+    const reply = REPLIES[`${r.method} ${r.path}`];
+    if (!reply) throw new Error(`no reply documented for ${r.method} ${r.path} (plugins/trace-ingest/replies.ts)`);
+    const success = { description: 'success', content: { [reply.type ?? 'application/json']: { schema: reply.schema } } };
     const op: Json = {
       summary: r.summary,
       parameters: params,
       security: r.auth === 'dsn' ? [{ dsn: [] }] : r.auth === 'none' ? [] : [{ session: [] }],
       responses: {
-        [r.accepted ? '202' : r.path === '/batch' ? '207' : '200']: { description: 'success' },
+        ...Object.fromEntries(successStatuses(r).map((code) => [String(code), success])),
         ...(r.body || r.auth === 'dsn' ? { '400': err('malformed body, or an unsafe id (run_id, side_effect_id)') } : {}),
         ...(r.auth === 'none' ? {} : { '401': err('missing or invalid credential'), '403': err('not allowed') }),
         '404': err('path or file absent'),

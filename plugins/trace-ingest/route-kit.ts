@@ -44,6 +44,8 @@ export interface RouteDef {
   summary: string;
   /** answered 202: a high-frequency ingest route */
   accepted?: boolean;
+  /** the success statuses the handler answers when not just 200 (or 202 when accepted); the OpenAPI document lists these */
+  ok?: number[];
   /** may appear inside POST /batch */
   batchable?: boolean;
   handler(svc: IngestService, rc: RouteCtx): Promise<Reply>;

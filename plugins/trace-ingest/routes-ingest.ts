@@ -12,7 +12,7 @@ import { IngestService, LOG_FILE_LIMIT } from './service.ts';
 
 export const INGEST_ROUTES: RouteDef[] = [
   {
-    method: 'POST', path: '/runs', auth: 'dsn', body: 'json', schema: 'manifest', batchable: true,
+    method: 'POST', path: '/runs', auth: 'dsn', body: 'json', schema: 'manifest', batchable: true, ok: [201, 200],
     summary: 'Create or update a run from its manifest (idempotent on run_id)',
     async handler(svc, rc) {
       // an unsafe run id is 400 (as in every run path), before the schema's 422
@@ -204,7 +204,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     },
   },
   {
-    method: 'POST', path: '/runs/:run_id/outcomes', auth: 'dsn', body: 'json', schema: 'outcome', batchable: true,
+    method: 'POST', path: '/runs/:run_id/outcomes', auth: 'dsn', body: 'json', schema: 'outcome', batchable: true, ok: [201],
     summary: 'Append one outcome record to outcomes.json (our live path)',
     async handler(svc, rc) {
       validate('outcome', rc.body);
@@ -218,7 +218,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     },
   },
   {
-    method: 'POST', path: '/runs/:run_id/eval-candidates', auth: 'dsn', body: 'json', schema: 'eval-candidate', batchable: true,
+    method: 'POST', path: '/runs/:run_id/eval-candidates', auth: 'dsn', body: 'json', schema: 'eval-candidate', batchable: true, ok: [201, 200],
     summary: 'Mark a step for evaluation in eval_candidates.json; idempotent per step (our live path)',
     async handler(svc, rc) {
       validate('eval-candidate', rc.body);

@@ -103,7 +103,7 @@ export const READ_ROUTES: RouteDef[] = [
     },
   },
   {
-    method: 'POST', path: '/preferences', auth: 'cookie', body: 'json',
+    method: 'POST', path: '/preferences', auth: 'cookie', body: 'json', ok: [201],
     summary: 'A pairwise preference between two runs of the active tenant ({run_id_a, run_id_b, preferred a|b|tie, step_index?, rationale?})',
     async handler(svc, rc) {
       const b = obj(rc.body);
@@ -137,7 +137,7 @@ export const READ_ROUTES: RouteDef[] = [
     },
   },
   {
-    method: 'POST', path: '/runs/:id/commands', auth: 'cookie', body: 'json',
+    method: 'POST', path: '/runs/:id/commands', auth: 'cookie', body: 'json', ok: [201],
     summary: 'Queue an intervention command ({type: pause|resume|kill|inject_hint|override_action, payload?}) for the run',
     async handler(svc, rc) {
       const entry = readRun(svc, rc);
@@ -161,7 +161,7 @@ export const READ_ROUTES: RouteDef[] = [
     },
   },
   {
-    method: 'POST', path: '/tenant/dsns', auth: 'cookie', body: 'json', summary: 'Mint a DSN ({name}); the key and DSN are returned once',
+    method: 'POST', path: '/tenant/dsns', auth: 'cookie', body: 'json', ok: [201], summary: 'Mint a DSN ({name}); the key and DSN are returned once',
     async handler(svc, rc) {
       const b = obj(rc.body);
       const minted = await svc.mintDsn(rc.viewer!.tenant.tenant_id, typeof b.name === 'string' ? b.name : '', svc.opts.publicUrl ?? rc.baseUrl);
