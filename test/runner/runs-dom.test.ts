@@ -274,8 +274,14 @@ describe('runs end to end on dom_plane (real agent, real Chromium)', function ()
     const login = await gw.req('POST', '/trace/api/v1/auth/login', { body: { email: 'ops@e2e.test', password: 'correct horse battery' } });
     expect(login.status, login.text).to.equal(200);
     const cookie = login.headers.get('set-cookie')!.split(';')[0]!;
-    const remote = await gw.req('GET', `/trace/api/v1/runs/${r.run_id}/screenshots/0002_post.png`, { headers: { cookie } });
+    // the stream's last records flush after the run has ended (off its critical path): the ingest copy follows shortly
+    let remote = await gw.req('GET', `/trace/api/v1/runs/${r.run_id}/trace.json`, { headers: { cookie } });
+    for (let i = 0; i < 100 && (remote.status !== 200 || remote.body.steps?.length !== 3); i++) {
+      await sleep(100);
+      remote = await gw.req('GET', `/trace/api/v1/runs/${r.run_id}/trace.json`, { headers: { cookie } });
+    }
     expect(remote.status, remote.text).to.equal(200);
+    expect((await gw.req('GET', `/trace/api/v1/runs/${r.run_id}/screenshots/0002_post.png`, { headers: { cookie } })).status).to.equal(200);
     const local = await readFile(path.join(gw.dir, 'runs', 'e2e', r.run_id, 'trace', 'screenshots', '0002_post.png'));
     expect(Buffer.from(await (await fetch(`${gw.url}/trace/api/v1/runs/${r.run_id}/screenshots/0002_post.png`, { headers: { cookie } })).arrayBuffer()).equals(local)).to.equal(true);
     const steps = (await gw.req('GET', `/trace/api/v1/runs/${r.run_id}/trace.json`, { headers: { cookie } })).body.steps;
