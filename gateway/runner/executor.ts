@@ -13,7 +13,7 @@ import type { RunOutcome } from '../runs/runs-service.ts';
 import type { EventListener } from '../runs/events.ts';
 import type { FrameHub } from '../runs/frames.ts';
 import { toCsv } from './extraction.ts';
-import { Halt } from './outcome.ts';
+import { Halt, runnerLost } from './outcome.ts';
 import type { PlaneLease, PlaneProvider } from './planes.ts';
 import type { RunRecorder } from './recording.ts';
 import { RunState } from './run-state.ts';
@@ -23,7 +23,8 @@ export { Halt } from './outcome.ts';
 
 export interface RunnerStore {
   load(runId: string): Promise<RunRecord | undefined>;
-  save(r: RunRecord): Promise<void>;
+  /** a fenced write: false once the run has ended or `owner` no longer holds its lease */
+  save(r: RunRecord, owner: string): Promise<boolean>;
   emit(r: RunRecord, type: string, data: Record<string, unknown>): Promise<void>;
   end(r: RunRecord, outcome: RunOutcome): Promise<RunRecord>;
   claimForRunner(runId: string, owner: string, ttlMs: number): Promise<boolean>;
@@ -97,7 +98,7 @@ export class RunExecutor {
       return undefined;
     });
     try {
-      await this.d.store.save(run);
+      await this.saveOrStop(run);
       await this.d.store.emit(run, 'run.status', { status: 'running', phase: 'starting' });
       const opened = await this.openPlane(run, abort.signal);
       lease = opened;
@@ -106,7 +107,7 @@ export class RunExecutor {
         () => undefined,
       );
       run = { ...run, phase: 'running' };
-      await this.d.store.save(run);
+      await this.saveOrStop(run);
       await this.d.store.emit(run, 'run.status', { status: 'running', phase: 'running', backend: opened.plane.capabilities.backend });
       const w = new Walker(this.d, run, opened.plane, st, abort.signal, (r) => (run = r), () => opened.isLost(), recording);
       await w.walk(run.plan.steps, 'steps');
@@ -196,6 +197,11 @@ export class RunExecutor {
       if (err instanceof Halt) throw err;
       throw new Halt('plane_unavailable', `no ${run.runtime.compute_backend} could be started: ${(err as Error)?.message ?? String(err)}`);
     }
+  }
+
+  /** Saves the run through the lease fence; a refused write stops the run before it acts again. */
+  async saveOrStop(run: RunRecord): Promise<void> {
+    if (!(await this.d.store.save(run, this.d.owner))) throw runnerLost();
   }
 
   /** Halts every run executing now (shutdown): each ends with the halt's class and closes its plane. Returns how many. */

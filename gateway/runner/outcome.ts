@@ -84,3 +84,6 @@ export class Halt extends Error {
     this.name = 'Halt';
   }
 }
+
+/** The halt of a runner whose fenced save was refused: the run ended elsewhere or its lease is gone. */
+export const runnerLost = (): Halt => new Halt('runner_lost', 'this runner no longer holds the run (its lease was taken or it ended elsewhere); it stops before acting again');

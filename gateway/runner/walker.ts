@@ -9,7 +9,7 @@ import { attemptStep } from './attempt.ts';
 import { checkRows } from './extraction.ts';
 import { averageHash } from './fingerprint.ts';
 import { DriftGuard, LoopStuckGuard } from './guards.ts';
-import { Halt, RETRIES, backoffMs, failureClassOfHalt, haltClassFor, runErrorFor } from './outcome.ts';
+import { Halt, RETRIES, runnerLost, backoffMs, failureClassOfHalt, haltClassFor, runErrorFor } from './outcome.ts';
 import type { RunRecording } from './recording.ts';
 import type { RunnerDeps } from './executor.ts';
 import type { RunState, StepEntry } from './run-state.ts';
@@ -69,7 +69,7 @@ export class Walker {
       if (top && this.st.topIndex !== i) {
         this.st.topIndex = i;
         // where recovery points a resume if this runner dies during the step
-        await this.d.store.save({ ...this.run, steps: this.st.steps, checkpoint_step: i });
+        await this.save({ ...this.run, steps: this.st.steps, checkpoint_step: i });
       }
       const step = steps[i]!;
       const p = `${at}[${i}]`;
@@ -167,6 +167,11 @@ export class Walker {
 
   private async png(): Promise<Buffer | undefined> {
     return (await this.plane.screenshot().catch(() => undefined))?.image;
+  }
+
+  /** The fenced save: a runner that lost the run stops here, before its next action. */
+  private async save(r: RunRecord): Promise<void> {
+    if (!(await this.d.store.save(r, this.d.owner))) throw runnerLost();
   }
 
   private async pageInfo(): Promise<{ url: string; title: string }> {
@@ -350,7 +355,7 @@ export class Walker {
     this.onRun(this.run);
     if (!result.success || Date.now() - this.savedAt >= SAVE_EVERY_MS) {
       this.savedAt = Date.now();
-      await this.d.store.save({ ...this.run, steps: this.st.steps, checkpoint_step: this.st.topIndex });
+      await this.save({ ...this.run, steps: this.st.steps, checkpoint_step: this.st.topIndex });
     }
 
     if (this.drift.observe(info.url)) throw new Halt('off_source_drift', `more than ${this.run.runtime.off_source_step_budget} consecutive steps outside ${this.run.runtime.pinned_source_url_pattern}`);

@@ -145,9 +145,13 @@ export class RunsService {
     return this.runs.get(runId);
   }
 
-  /** Saves a run the runner is working on; a run that has ended meanwhile (recovered, cancelled) is left as it ended. */
-  async save(r: RunRecord): Promise<void> {
-    await this.runs.putUnlessEnded({ ...r, updated_at: new Date().toISOString() });
+  /**
+   * Saves a run its runner is working on, fenced by the runner's lease: false
+   * (nothing written) once the run has ended (recovered, cancelled) or the lease
+   * is no longer this runner's, which tells the runner to stop.
+   */
+  async save(r: RunRecord, owner: string): Promise<boolean> {
+    return this.runs.putIfLeased({ ...r, updated_at: new Date().toISOString() }, runnerKey(r.run_id), owner);
   }
 
   async emit(r: RunRecord, type: string, data: Record<string, unknown>): Promise<void> {

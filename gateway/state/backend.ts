@@ -81,7 +81,7 @@ function keyed<T>(kv: Keyv<T>): KeyedStore<T> {
 }
 
 /** Run rows in a keyed store: listing reads them all (fine in memory; the Redis mode's known cost). */
-function keyedRuns<T extends RunKey>(s: KeyedStore<T>): RunTable<T> {
+function keyedRuns<T extends RunKey>(s: KeyedStore<T>, atomic: AtomicOps): RunTable<T> {
   const all = async (): Promise<T[]> => {
     const rows: T[] = [];
     for (const k of await s.keys()) {
@@ -97,6 +97,14 @@ function keyedRuns<T extends RunKey>(s: KeyedStore<T>): RunTable<T> {
     async putUnlessEnded(run) {
       const current = await s.get(run.run_id);
       if (current && !UNFINISHED.has(current.status)) return false;
+      await s.set(run.run_id, run);
+      return true;
+    },
+    // a check then a write, not one step: exact fencing needs the SQL stores
+    async putIfLeased(run, leaseKey, owner) {
+      if ((await atomic.get(leaseKey)) !== owner) return false;
+      const current = await s.get(run.run_id);
+      if (!current || !UNFINISHED.has(current.status)) return false;
       await s.set(run.run_id, run);
       return true;
     },
@@ -118,12 +126,13 @@ function openMemoryBackend(): StateBackend {
   // one Map per namespace already isolates keys; keyv's own prefixing would
   // break its iterator for namespaces that contain ':'
   const store = memoize((_ns) => keyed(new Keyv({ store: new Map(), throwOnErrors: true, ...json })));
+  const atomic = new MemoryAtomicOps();
   return {
     kind: 'memory',
-    atomic: new MemoryAtomicOps(),
+    atomic,
     outbox: new MemoryOutbox(),
     store: <T>(namespace: string) => store(namespace) as KeyedStore<T>,
-    runs: <T extends RunKey>() => keyedRuns(store('runs') as KeyedStore<T>),
+    runs: <T extends RunKey>() => keyedRuns(store('runs') as KeyedStore<T>, atomic),
     async dependencies() {
       return {};
     },
@@ -186,13 +195,14 @@ async function openRedisBackend(url: string): Promise<StateBackend> {
     const adapter = new KeyvRedis(client as never, { namespace: `runplane:${namespace}`, keyPrefixSeparator: ':', throwOnErrors: true });
     return keyed(new Keyv({ store: adapter, namespace: `runplane:${namespace}`, useKeyPrefix: false, throwOnErrors: true, ...json }));
   });
+  const atomic = new RedisAtomicOps(client);
   return {
     kind: 'redis',
-    atomic: new RedisAtomicOps(client),
+    atomic,
     // per replica until the shared store of record (PostgreSQL) lands: a restart of this replica loses its pending retries
     outbox: new MemoryOutbox(),
     store: <T>(namespace: string) => store(namespace) as KeyedStore<T>,
-    runs: <T extends RunKey>() => keyedRuns(store('runs') as KeyedStore<T>),
+    runs: <T extends RunKey>() => keyedRuns(store('runs') as KeyedStore<T>, atomic),
     async dependencies() {
       return { redis: await pingRedis(client) };
     },

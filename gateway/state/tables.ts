@@ -36,6 +36,12 @@ export interface RunTable<T extends RunKey> {
   put(run: T): Promise<void>;
   /** Writes `run` unless its stored row has ended (queued or running, or none yet); true when written. */
   putUnlessEnded(run: T): Promise<boolean>;
+  /**
+   * The fenced write of a runner: as putUnlessEnded, and only while the claim
+   * `leaseKey` (an AtomicOps key) is held by `owner` and unexpired, checked in
+   * the same step as the write. False: not written (ended, or the lease is gone).
+   */
+  putIfLeased(run: T, leaseKey: string, owner: string): Promise<boolean>;
   /** A tenant's runs, newest first (created_at, then run_id); throws BadCursor for a cursor it did not make. */
   page(tenantId: string, q: RunQuery): Promise<RunPage<T>>;
   /** Every run still queued or running, oldest first (recovery). */

@@ -76,6 +76,20 @@ describe('store of record on PostgreSQL', function () {
     expect((await one.unfinished()).map((x) => x.run_id)).to.not.include('ended-1');
   });
 
+  it('fences a runner write by its lease on the server clock', async () => {
+    const runs = new PgRunTable<RunKey & { n: number }>(a);
+    const ops = new PgAtomicOps(b);
+    const r = { run_id: 'fence-1', tenant_id: 't', status: 'running', created_at: new Date().toISOString(), n: 0 };
+    await runs.put(r);
+    expect(await runs.putIfLeased({ ...r, n: 1 }, 'runner:fence-1', 'A')).to.equal(false);
+    await ops.claim('runner:fence-1', 'A', 300);
+    expect(await runs.putIfLeased({ ...r, n: 2 }, 'runner:fence-1', 'A')).to.equal(true);
+    expect(await runs.putIfLeased({ ...r, n: 3 }, 'runner:fence-1', 'B')).to.equal(false);
+    await sleep(400);
+    expect(await runs.putIfLeased({ ...r, n: 4 }, 'runner:fence-1', 'A'), 'expired').to.equal(false);
+    expect((await runs.get('fence-1'))!.n).to.equal(2);
+  });
+
   it('keeps event seq dense and ordered when two replicas append to one run at once', async () => {
     const one = new PgEventTable(a, 10_000);
     const two = new PgEventTable(b, 10_000);

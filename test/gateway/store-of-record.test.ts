@@ -79,6 +79,26 @@ describe('store of record on SQLite', () => {
     expect((await runs.unfinished()).length).to.equal(0);
   });
 
+  it('fences a runner write by its lease: refused once another owner holds the lease, it expired, or the run ended', async () => {
+    let now = Date.now();
+    const ops = new SqliteAtomicOps(db, () => now);
+    const runs = new SqliteRunTable<RunKey & { n: number }>(db);
+    const r = { run_id: 'f1', tenant_id: 't', status: 'running', created_at: new Date().toISOString(), n: 0 };
+    await runs.put(r);
+    expect(await runs.putIfLeased({ ...r, n: 1 }, 'runner:f1', 'A'), 'no lease at all').to.equal(false);
+    await ops.claim('runner:f1', 'A', 60_000);
+    expect(await runs.putIfLeased({ ...r, n: 2 }, 'runner:f1', 'A')).to.equal(true);
+    expect(await runs.putIfLeased({ ...r, n: 3 }, 'runner:f1', 'B'), "another runner's lease").to.equal(false);
+    expect((await runs.get('f1'))!.n).to.equal(2);
+    await ops.put('runner:f1', 'A', -1); // expired
+    now += 1;
+    expect(await runs.putIfLeased({ ...r, n: 4 }, 'runner:f1', 'A'), 'an expired lease').to.equal(false);
+    await ops.put('runner:f1', 'A', 60_000);
+    await runs.put({ ...r, status: 'failed', n: 5 });
+    expect(await runs.putIfLeased({ ...r, n: 6 }, 'runner:f1', 'A'), 'an ended run').to.equal(false);
+    expect((await runs.get('f1'))!).to.include({ status: 'failed', n: 5 });
+  });
+
   it('keeps event seq dense and ordered when two connections append to one run', async () => {
     const a = new SqliteEventTable(db, 10_000);
     const b = new SqliteEventTable(open(), 10_000);
@@ -222,7 +242,7 @@ describe('recovery of a run whose runner is on another host', () => {
     const run = (await s.runs.load(runId))!;
     // a runner on another host (its pid cannot be checked here) holds a short lease and has the run at step 1
     await s.state.atomic.put(runnerKey(runId), 'elsewhere.example:4242:abc', 1500);
-    await s.runs.save({ ...run, status: 'running', phase: 'running', checkpoint_step: 1 });
+    expect(await s.runs.save({ ...run, status: 'running', phase: 'running', checkpoint_step: 1 }, 'elsewhere.example:4242:abc')).to.equal(true);
     const requeued: string[] = [];
     const recovery = new RunRecovery({ runs: s.runs, atomic: s.state.atomic, requeue: async (id) => void requeued.push(id), log: s.log, intervalMs: 200, queuedGraceMs: 60_000 });
     await recovery.start();

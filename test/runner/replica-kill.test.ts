@@ -97,6 +97,7 @@ for (const store of ['redis', 'postgres'] as const)
 
       const spawned = descendants(runner.child.pid!);
       expect(spawned.filter((p) => /chrom/i.test(cmdline(p)))).to.not.have.length(0);
+      const listHits = site.hits.get('/list') ?? 0;
       runner.child.kill('SIGKILL');
       await runner.exited;
       const killedAt = Date.now();
@@ -116,6 +117,8 @@ for (const store of ['redis', 'postgres'] as const)
       ).to.deep.equal(events.map((_, i) => i + 1));
       expect(events.filter((e) => e.type === 'run.ended')).to.have.length(1);
       expect(await until(async () => stillPresent(spawned).length === 0, 15_000), 'the dead replica left its agent and browser running').to.equal(true);
+      // recovery ended the run: nothing re-executed its steps against the site
+      expect(site.hits.get('/list') ?? 0, 'the site saw no action again').to.equal(listHits);
 
       // slot and profile lock are free: a run on the same profile is accepted, and a new runner replica executes it
       runner = await startGatewayProcess(env(true));

@@ -54,6 +54,15 @@ export class PgRunTable<T extends RunKey> implements RunTable<T> {
     return (r.rowCount ?? 0) > 0;
   }
 
+  async putIfLeased(run: T, leaseKey: string, owner: string): Promise<boolean> {
+    const r = await this.pool.query(
+      `UPDATE runs SET status = $1, body = $2 WHERE run_id = $3 AND status IN ('queued', 'running')
+       AND EXISTS (SELECT 1 FROM kv WHERE namespace = '__atomic' AND key = $4 AND value = $5 AND expires_at > ${NOW_MS})`,
+      [run.status, JSON.stringify(run), run.run_id, leaseKey, owner],
+    );
+    return (r.rowCount ?? 0) > 0;
+  }
+
   async page(tenantId: string, q: RunQuery): Promise<RunPage<T>> {
     const after = q.cursor ? decodeCursor(q.cursor) : undefined;
     const params: unknown[] = [tenantId];

@@ -50,6 +50,9 @@ export class SqliteRunTable<T extends RunKey> implements RunTable<T> {
       putUnlessEnded: db.prepare(
         "INSERT INTO runs (run_id, tenant_id, status, created_at, body) VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, body = excluded.body WHERE runs.status IN ('queued', 'running')",
       ),
+      putIfLeased: db.prepare(
+        "UPDATE runs SET status = ?, body = ? WHERE run_id = ? AND status IN ('queued', 'running') AND EXISTS (SELECT 1 FROM kv WHERE namespace = '__atomic' AND key = ? AND value = ? AND expires_at > ?)",
+      ),
       first: db.prepare<[string, number], { body: string }>('SELECT body FROM runs WHERE tenant_id = ? ORDER BY created_at DESC, run_id DESC LIMIT ?'),
       firstByStatus: db.prepare<[string, string, number], { body: string }>(
         'SELECT body FROM runs WHERE tenant_id = ? AND status = ? ORDER BY created_at DESC, run_id DESC LIMIT ?',
@@ -75,6 +78,10 @@ export class SqliteRunTable<T extends RunKey> implements RunTable<T> {
 
   async putUnlessEnded(run: T): Promise<boolean> {
     return this.q.putUnlessEnded.run(run.run_id, run.tenant_id, run.status, run.created_at, JSON.stringify(run)).changes > 0;
+  }
+
+  async putIfLeased(run: T, leaseKey: string, owner: string): Promise<boolean> {
+    return this.q.putIfLeased.run(run.status, JSON.stringify(run), run.run_id, leaseKey, owner, Date.now()).changes > 0;
   }
 
   async page(tenantId: string, q: RunQuery): Promise<RunPage<T>> {
