@@ -182,6 +182,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     log: namedLogger(log, 'gateway.recovery'),
     intervalMs: Math.max(1000, Math.floor(config.runLeaseMs / 3)),
     queuedGraceMs: config.runLeaseMs,
+    recorder,
   });
   await recovery.start();
   webhooks.start();
@@ -203,6 +204,10 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
       const addr = server.address() as AddressInfo;
       const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
       log.info({ host: addr.address, port: addr.port, state: state.kind, auth: tenants.mode }, 'gateway listening');
+      if (state.kind === 'redis')
+        log.warn(
+          'Redis is the store of record (SERVICE_REDIS_URL without SERVICE_DATABASE_URL): runs, recipes and keys last only as long as Redis keeps its data, webhook retries are per replica and fencing is not atomic; set SERVICE_DATABASE_URL for replicas you can trust',
+        );
       // a wildcard address is reached on loopback from this process
       const reach = addr.address === '0.0.0.0' || addr.address === '::' ? (addr.family === 'IPv6' ? '[::1]' : '127.0.0.1') : host;
       selfUrl = `http://${reach}:${addr.port}`;

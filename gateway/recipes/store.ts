@@ -17,6 +17,8 @@ export interface RecipeListing {
 }
 
 const validateRecipe = validator<Recipe>('recipe.schema.json');
+/** A name the schema would refuse names no recipe (and never reaches the store: PostgreSQL refuses NUL in a key). */
+const validName = validator<string>('recipe.schema.json#/$defs/RecipeName');
 
 export function checkRecipe(body: unknown): Recipe {
   if (!validateRecipe(body)) throw new ServiceError('bad_request', describeError('', validateRecipe.errors));
@@ -55,6 +57,7 @@ export class RecipeStore {
 
   /** The tenant's recipe of that name, else the shipped one, else 404. */
   async resolve(tenantId: string, name: string): Promise<Recipe> {
+    if (!validName(name)) throw notFound('recipe not found');
     const own = await this.store(tenantId).get(name);
     if (own) return own;
     const shipped = this.shipped.recipe(name);
@@ -81,6 +84,7 @@ export class RecipeStore {
 
   async delete(tenantId: string, name: string): Promise<{ name: string; deleted: boolean }> {
     const s = this.store(tenantId);
+    if (!validName(name)) throw notFound('recipe not found');
     if ((await s.get(name)) === undefined) throw notFound(`recipe '${name}' not found`);
     let deleted: boolean;
     try {

@@ -10,6 +10,8 @@ import { readFileSync, readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 import type { Logger } from '../log.ts';
 import type { AtomicOps } from '../state/atomic.ts';
+import type { RecordedStep, RunRecorder } from '../runner/recording.ts';
+import type { StepEntry } from '../runner/run-state.ts';
 import type { RunRecord } from './records.ts';
 import type { RunsService } from './runs-service.ts';
 
@@ -65,6 +67,8 @@ export interface RecoveryOptions {
   intervalMs: number;
   /** a queued run unclaimed for longer than this is handed to the dispatch again */
   queuedGraceMs: number;
+  /** where a recovered run's trace is written (the dead runner never closed it) */
+  recorder?: RunRecorder;
 }
 
 export class RunRecovery {
@@ -118,7 +122,7 @@ export class RunRecovery {
     const resumeStep = current.checkpoint_step ?? current.start_step ?? 0;
     await this.o.runs.emit(current, 'run.recovered', { rule: 'ended', halt_class: RUNNER_LOST, resume_step: resumeStep, previous_runner: holder });
     this.o.log.warn({ run_id: r.run_id, tenant_id: r.tenant_id, previous_runner: holder, resume_step: resumeStep }, 'run recovered: its runner is gone');
-    await this.o.runs.end(current, {
+    const ended = await this.o.runs.end(current, {
       status: 'failed',
       haltClass: RUNNER_LOST,
       error: RUNNER_LOST,
@@ -127,6 +131,45 @@ export class RunRecovery {
       resumeStep,
     });
     if (holder !== null) await this.o.atomic.deleteIf(runnerKey(r.run_id), holder);
+    if (ended.halt_class === RUNNER_LOST) await this.trace(ended, holder, resumeStep);
+  }
+
+  /**
+   * The recovery in the run's trace: the dead runner never closed its bundle, so
+   * one is written with the steps the run record holds, a recovery decision and
+   * the halt. Never throws: the run's record is the truth.
+   */
+  private async trace(run: RunRecord, holder: string | null, resumeStep: number): Promise<void> {
+    const rec = await this.o.recorder?.begin(run).catch(() => undefined);
+    if (!rec) return;
+    rec.decision(null, 'recovery', 'note', `run recovered: its runner went away; ended ${RUNNER_LOST}, resumable from top-level step ${resumeStep}`, {
+      rule: 'ended',
+      halt_class: RUNNER_LOST,
+      resume_step: resumeStep,
+      previous_runner: holder,
+    });
+    // the record keeps no per-step times: each step is stamped with the run's start
+    const at = run.created_at;
+    for (const [index, st] of (run.steps as StepEntry[]).entries()) {
+      const step: RecordedStep = {
+        index,
+        path: st.path,
+        type: st.type,
+        intent: st.intent,
+        success: st.success,
+        ...(st.failure_class ? { failure_class: st.failure_class } : {}),
+        final_url: st.final_url ?? '',
+        page_title: st.page_title ?? '',
+        ...(st.last_action ? { action: st.last_action } : {}),
+        attempts: st.attempts ?? 1,
+        started_at: at,
+        ended_at: at,
+        cost_usd: 0,
+        ...(st.data ? { data: st.data } : {}),
+      };
+      await rec.step(step, st.screenshot_b64 && rec.wantsScreenshots ? { post: Buffer.from(st.screenshot_b64, 'base64') } : {});
+    }
+    await rec.close({ status: run.status, halt_class: run.halt_class, summary: run.summary, cost_usd: 0 });
   }
 
   async close(): Promise<void> {

@@ -3,6 +3,7 @@
 // the one call that moves a run to a terminal state). Executing plans is the
 // runner's job.
 import { randomUUID } from 'node:crypto';
+import { isSafeId } from '../../shared/ids.ts';
 import { ServiceError, badRequest, notFound } from '../errors.ts';
 import type { AtomicOps } from '../state/atomic.ts';
 import { BadCursor, type RunPage, type RunQuery, type RunTable } from '../state/tables.ts';
@@ -120,8 +121,10 @@ export class RunsService {
 
   /** The tenant's run, or 404 (another tenant's run is indistinguishable from none). */
   async get(tenant: Tenant, runId: string): Promise<RunRecord> {
-    const r = typeof runId === 'string' && runId.length <= 128 ? await this.runs.get(runId) : undefined;
-    if (!r || r.tenant_id !== tenant.tenant_id) throw notFound(`run ${runId.slice(0, 128)} not found`);
+    // a run id is a safe id; anything else names no run (and never reaches the store: PostgreSQL refuses NUL in a key)
+    if (!isSafeId(runId)) throw notFound('run not found');
+    const r = await this.runs.get(runId);
+    if (!r || r.tenant_id !== tenant.tenant_id) throw notFound(`run ${runId} not found`);
     return r;
   }
 

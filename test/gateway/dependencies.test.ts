@@ -141,7 +141,7 @@ describe('dependencies going away: Redis', function () {
   });
 
   it('reports readiness without dependencies on the embedded default', async () => {
-    const mem = await startGateway();
+    const mem = await startGateway({ env: { SERVICE_STATE: 'sqlite' } });
     try {
       const r = await request(mem.url, 'GET', '/v1/ready');
       expect(r.status).to.equal(200);

@@ -202,6 +202,15 @@ for (const store of ['sqlite', 'postgres'] as const)
       expect(events.map((e) => e.seq)).to.deep.equal(events.map((_, i) => i + 1));
       expect(events.some((e) => e.type === 'run.recovered' && e.data.halt_class === 'runner_lost')).to.equal(true);
       expect(recoveredMs).to.be.below(45_000);
+      // and in its trace: the dead runner never closed the bundle, the recovery writes it
+      const trace = await req('GET', `/v1/runs/${runningId}/trace`);
+      expect(trace.status, trace.text).to.equal(200);
+      const traceJson = JSON.parse((await req('GET', `/v1/runs/${runningId}/trace/trace.json`)).text) as Body;
+      expect(traceJson.session.status).to.equal('halted');
+      expect((traceJson.steps as Body[]).map((st) => [st.step_type, st.status])).to.deep.equal([['navigate', 'passed']]);
+      const traceEvents = (trace.body.files as Body[]).filter((f) => /^events\/.*\.jsonl$/.test(f.path));
+      const decisions = (await Promise.all(traceEvents.map(async (f) => (await req('GET', `/v1/runs/${runningId}/trace/${f.path}`)).text))).join('');
+      expect(decisions).to.match(/run recovered: its runner went away; ended runner_lost/);
       // the queued run is executed by the new gateway
       expect(await until(async () => (await req('GET', `/v1/runs/${queuedId}`)).body.status === 'succeeded', 60_000), 'the queued run ran after the restart').to.equal(true);
       expect(agentDirs.filter((d) => existsSync(d)), 'the dead agents\' throwaway dirs were swept').to.deep.equal([]);

@@ -3,6 +3,7 @@
 // which processes it leaves behind.
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import { storeEnv } from './store.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
@@ -25,7 +26,7 @@ export async function startGatewayProcess(env: Record<string, string>, o: { via?
   const [cmd, args] = o.via === 'npm' ? ['npm', ['start']] : [process.execPath, ['--import', 'tsx', 'gateway/start.ts']];
   const child = spawn(cmd, args, {
     cwd: root,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', SERVICE_PORT: '0', ...env },
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', SERVICE_PORT: '0', ...(env.SERVICE_DATA_DIR ? await storeEnv(env.SERVICE_DATA_DIR, env) : {}), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let err = '';

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { loadConfig, type GatewayConfig } from '../../gateway/config.ts';
 import { createGateway, type Gateway, type GatewayOptions } from '../../gateway/server.ts';
+import { storeEnv } from './store.ts';
 
 export const newToken = (): string => randomBytes(32).toString('hex');
 
@@ -69,7 +70,8 @@ export async function startGateway(
     await rename(keysPath + '.tmp', keysPath);
   };
   if (opts.keys) await writeKeys(opts.keys);
-  const base = loadConfig({ SERVICE_PORT: '0', SERVICE_DATA_DIR: dir, SERVICE_LOG_LEVEL: 'info', SERVICE_RUNNER: 'off', ...(opts.env ?? {}) });
+  const store = opts.config?.databaseUrl || opts.config?.stateStore === 'memory' ? {} : await storeEnv(dir, opts.env);
+  const base = loadConfig({ SERVICE_PORT: '0', SERVICE_DATA_DIR: dir, SERVICE_LOG_LEVEL: 'info', SERVICE_RUNNER: 'off', ...store, ...(opts.env ?? {}) });
   const config: GatewayConfig = {
     ...base,
     ...(opts.keys ? { tenantKeysPath: keysPath, keysCacheMs: 200 } : {}),
