@@ -133,6 +133,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     traceLinks: (runId) => plugins.traceDestination()?.links(runId) ?? null,
     brains: new BrainDirectory(plugins, tenants, config.secretsDir, config.singleModel),
     openapi: () => (openapiDoc ??= buildOpenApi(routes, version.version)),
+    planeClosing: (runId) => executor.planeClosing(runId),
   };
   const routes = [...ALL_ROUTES, ...pluginRouteSpecs(plugins, namedLogger(log, 'gateway.plugins'))];
   const planes = planeProvider(config, namedLogger(log, 'gateway.planes'));

@@ -34,6 +34,8 @@ export interface Services {
   watchers: Set<() => void>;
   /** where a run's trace reads back on the ingest service (cookie auth), or null when runs do not stream to one */
   traceLinks: (runId: string) => { manifest_url: string; trace_url: string } | null;
+  /** the close of an ended run's plane while it is under way on this gateway (the video is written at its end) */
+  planeClosing: (runId: string) => Promise<void> | undefined;
   /** the OpenAPI document, built at start */
   openapi: () => Record<string, unknown>;
 }

@@ -12,6 +12,8 @@ import type { Ctx } from '../context.ts';
 import { param, type RouteSpec } from './route.ts';
 
 const runId = (ctx: Ctx): string => param(ctx, 'run_id');
+/** Longest a video read waits for its run's plane to finish closing. */
+const PLANE_CLOSE_WAIT_MS = 20_000;
 
 /** Streams a file the runner wrote for a run, or 404 with `missing` while there is none. */
 async function sendFile(ctx: Ctx, file: string, type: string, missing: string): Promise<void> {
@@ -23,7 +25,7 @@ async function sendFile(ctx: Ctx, file: string, type: string, missing: string): 
 }
 
 /** A file the runner leaves in the run's directory, readable with scope result. */
-function runFileRoute(routePath: string, summary: string, file: string, type: string, missing: string): RouteSpec {
+function runFileRoute(routePath: string, summary: string, file: string, type: string, missing: string, o: { afterPlaneClose?: boolean } = {}): RouteSpec {
   return {
     method: 'GET',
     path: routePath,
@@ -33,6 +35,9 @@ function runFileRoute(routePath: string, summary: string, file: string, type: st
     scope: 'result',
     async handler(ctx, s) {
       const run = await s.runs.get(ctx.state.tenant!, runId(ctx));
+      // an ended run's plane closes after its result is recorded: its video is written at the end of that close
+      const closing = o.afterPlaneClose ? s.planeClosing(run.run_id) : undefined;
+      if (closing) await Promise.race([closing, new Promise((r) => setTimeout(r, PLANE_CLOSE_WAIT_MS).unref())]);
       await sendFile(ctx, path.join(runDir(s.config.dataDir, run), file), type, missing);
     },
   };
@@ -160,7 +165,7 @@ export const runRoutes: RouteSpec[] = [
     },
   },
   runFileRoute('/v1/runs/:run_id/artifacts/extracted_rows.json', 'Extracted rows of a run; 404 while none exist', 'extracted_rows.json', 'application/json', 'this run has no extracted rows'),
-  runFileRoute('/v1/runs/:run_id/video', "The plane's screen recording of a run (WebM, VP8); 404 if none", 'video.webm', 'video/webm', 'this run has no video recording'),
+  runFileRoute('/v1/runs/:run_id/video', "The plane's screen recording of a run (WebM, VP8); 404 if none", 'video.webm', 'video/webm', 'this run has no video recording', { afterPlaneClose: true }),
   {
     method: 'POST',
     path: '/v1/runs/:run_id/cancel',

@@ -1,12 +1,9 @@
 // Plane providers that talk to real plane agents over gRPC.
-//  - local: the gateway starts one agent process per run (an agent serves one
-//    session) on loopback with a random secret, keeps one warm spare per plane
-//    so a run does not wait for the process to boot, and stops them all on
-//    shutdown. A spare carries no tenant state: it has no session yet.
+//  - local: agents the gateway starts on loopback with a random secret, one
+//    session at a time each, kept warm and reused (agent-pool.ts), stopped on
+//    shutdown. An idle agent carries no tenant state: it has no session.
 //  - remote: agents named in configuration, one per plane, used one run at a
 //    time each.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -15,18 +12,10 @@ import type { Backend } from '../plugins/contract.ts';
 import type { Logger } from '../log.ts';
 import { runDir, type RunRecord } from '../runs/records.ts';
 import { adaptPlane } from './plane-adapter.ts';
+import { AgentPool, type Agent } from './agent-pool.ts';
 import { PlaneUnavailable, type PlaneLease, type PlaneProvider } from './planes.ts';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
-const ENTRY: Record<Backend, string> = { computer_plane: 'agents/computer/main.ts', dom_plane: 'agents/dom/main.ts' };
 const VIEWPORT: [number, number] = [1280, 720];
-
-interface Agent {
-  child: ChildProcess;
-  url: string;
-  secret: string;
-  exited: Promise<string>;
-}
 
 function initRequest(run: RunRecord, backend: Backend) {
   const profile = run.profile_id ? run.profile_id.slice(run.tenant_id.length + 1) : `run-${run.run_id}`;
@@ -69,8 +58,13 @@ const WATCH = { intervalMs: 1000, unreachableMs: 5000 };
  * the agent's notice on the stream, or the watch probe finding the session gone
  * (agent restarted, unreachable). Nothing is reported once close() has begun.
  */
-async function lease(session: PlaneSession, run: RunRecord, backend: Backend, agent: Agent | undefined, release: () => Promise<void>, videoFile?: string): Promise<PlaneLease> {
+async function lease(session: PlaneSession, run: RunRecord, backend: Backend, agent: Agent | undefined, release: (clean: boolean) => Promise<void>, videoFile?: string, log?: Logger): Promise<PlaneLease> {
+  const t0 = performance.now();
   const init = await session.init(initRequest(run, backend));
+  log?.info(
+    { run_id: run.run_id, backend, agent_pid: agent?.child.pid ?? null, agent_sessions: agent?.sessions ?? null, warm: init.warm ?? false, init_ms: Math.round(performance.now() - t0) },
+    'plane session opened',
+  );
   const plane = adaptPlane(session, init.capabilities);
   let closed = false;
   let why: string | undefined;
@@ -93,157 +87,84 @@ async function lease(session: PlaneSession, run: RunRecord, backend: Backend, ag
       const wasLost = why ?? session.lostReason;
       closed = true;
       session.stopWatch();
+      let clean = false;
       try {
         // A lost session is still closed (the agent reaps its display and recorder and
         // keeps the video); an agent that is gone has nothing left to close.
         await session.close({ deadlineMs: wasLost ? 5000 : 15_000 });
         await keepRecording(session, videoFile);
+        clean = !wasLost;
       } catch (err) {
         if (!wasLost) throw err;
       } finally {
         session.disconnect();
-        await release();
+        // only an agent whose session closed cleanly serves again
+        await release(clean);
       }
     },
   };
 }
 
-export class LocalAgentPlanes implements PlaneProvider {
-  private readonly spares = new Map<Backend, Promise<Agent>>();
-  private readonly running = new Set<Agent>();
-  private closed = false;
+export interface LocalPlanesOptions {
+  allowPrivateNetworks?: boolean;
+  /** most idle agents kept per plane (SERVICE_PLANE_POOL_SIZE, default 2) */
+  poolSize?: number;
+  /** sessions an agent serves before it is retired (SERVICE_PLANE_RECYCLE_AFTER, default 25) */
+  recycleAfter?: number;
+  /** how long an idle agent beyond the first is kept (SERVICE_PLANE_IDLE_SECONDS, default 120) */
+  idleMs?: number;
+}
 
-  private readonly allowPrivateNetworks: boolean;
+export class LocalAgentPlanes implements PlaneProvider {
+  readonly pool: AgentPool;
 
   constructor(
     private readonly dataDir: string,
     private readonly log: Logger,
-    opts: { allowPrivateNetworks?: boolean } = {},
+    opts: LocalPlanesOptions = {},
   ) {
-    this.allowPrivateNetworks = opts.allowPrivateNetworks ?? allowPrivateFromEnv();
-  }
-
-  private spawnAgent(backend: Backend): Promise<Agent> {
-    const secret = randomBytes(32).toString('hex');
-    const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, ENTRY[backend])], {
-      cwd: ROOT,
-      env: {
-        ...process.env,
-        PLANE_HOST: '127.0.0.1',
-        PLANE_HTTP_PORT: '0',
-        PLANE_GRPC_PORT: '0',
-        PLANE_AGENT_SECRET: secret,
-        PLANE_DATA_DIR: path.join(this.dataDir, 'planes', backend),
-        // the agent shuts itself down if this process goes away without stopping it
-        PLANE_PARENT_PID: String(process.pid),
-        PLANE_ALLOW_PRIVATE_NETWORKS: this.allowPrivateNetworks ? '1' : '0',
+    this.pool = new AgentPool({
+      dataDir,
+      allowPrivateNetworks: opts.allowPrivateNetworks ?? allowPrivateFromEnv(),
+      log,
+      size: opts.poolSize ?? 2,
+      recycleAfter: opts.recycleAfter ?? 25,
+      idleMs: opts.idleMs ?? 120_000,
+      healthy: async (a) => {
+        const h = await connectPlane({ url: a.url, secret: a.secret }).health({ deadlineMs: 2000 });
+        return h.ok !== false && !h.session_bound;
       },
-      stdio: ['ignore', 'pipe', 'pipe'],
-      // its own process group: what it started (display, recorder, browser) can be reaped with it
-      detached: true,
     });
-    let stderr = '';
-    child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
-    const exited = new Promise<string>((resolve) =>
-      child.once('exit', (code, signal) => {
-        // an agent that died without closing its session (SIGKILL, crash) leaves its helpers in its group
-        if (child.pid) {
-          try {
-            process.kill(-child.pid, 'SIGKILL');
-          } catch {
-            // ESRCH: the group is already empty
-          }
-        }
-        resolve(`agent exited (${signal ?? code})`);
-      }),
-    );
-    return new Promise<Agent>((resolve, reject) => {
-      let out = '';
-      const timer = setTimeout(() => {
-        child.kill('SIGKILL');
-        reject(new PlaneUnavailable(`${backend} agent did not start within 30 s`));
-      }, 30_000);
-      child.stdout!.on('data', (d: Buffer) => {
-        out += d.toString();
-        const line = out.split('\n').find((l) => l.includes('"listening"'));
-        if (!line) return;
-        clearTimeout(timer);
-        child.stdout!.removeAllListeners('data');
-        child.stdout!.resume();
-        const info = JSON.parse(line) as { grpc_port: number };
-        resolve({ child, url: `grpc://127.0.0.1:${info.grpc_port}`, secret, exited });
-      });
-      void exited.then((why) => {
-        clearTimeout(timer);
-        reject(new PlaneUnavailable(`${backend} ${why}: ${stderr.trim().split('\n').pop() ?? ''}`));
-      });
-    });
-  }
-
-  /** Starts the backend's warm spare unless one is there already (a second would be nobody's). */
-  private refill(backend: Backend): void {
-    if (this.closed || this.spares.has(backend)) return;
-    const p = this.spawnAgent(backend);
-    p.catch((err: unknown) => {
-      if (this.spares.get(backend) === p) this.spares.delete(backend);
-      this.log.warn({ backend, err: (err as Error).message }, 'warm plane agent failed to start');
-    });
-    this.spares.set(backend, p);
-  }
-
-  /** The warm spare when it is alive, else a new agent; the next spare starts once this one is ready. */
-  private async takeAgent(backend: Backend): Promise<Agent> {
-    const spare = this.spares.get(backend);
-    this.spares.delete(backend);
-    try {
-      const a = spare ? await spare.catch(() => undefined) : undefined;
-      if (a && a.child.exitCode === null && a.child.signalCode === null) return a;
-      return await this.spawnAgent(backend);
-    } finally {
-      this.refill(backend);
-    }
   }
 
   async open(run: RunRecord, signal?: AbortSignal): Promise<PlaneLease> {
-    if (this.closed) throw new PlaneUnavailable('the gateway is shutting down');
     const backend = run.runtime.compute_backend;
-    const agent = await this.takeAgent(backend);
-    this.running.add(agent);
-    const stop = async () => {
-      this.running.delete(agent);
-      await stopAgent(agent);
+    const agent = await this.pool.take(backend);
+    let given = false;
+    const give = async (clean: boolean) => {
+      if (given) return;
+      given = true;
+      await this.pool.give(agent, clean);
     };
     // a run stopped while its session starts stops the agent at once (its browser with it)
-    const onAbort = () => void stop();
+    const onAbort = () => void give(false);
     if (signal?.aborted) onAbort();
     else signal?.addEventListener('abort', onAbort, { once: true });
     try {
       if (signal?.aborted) throw new Error('the run was stopped before its plane opened');
       const session = connectPlane({ url: agent.url, secret: agent.secret, initDeadlineMs: 60_000 });
-      return await lease(session, run, backend, agent, stop, path.join(runDir(this.dataDir, run), 'video.webm'));
+      return await lease(session, run, backend, agent, give, path.join(runDir(this.dataDir, run), 'video.webm'), this.log);
     } catch (err) {
-      await stop();
+      await give(false);
       throw new PlaneUnavailable(`${backend} session could not start: ${(err as Error).message}`);
     } finally {
       signal?.removeEventListener('abort', onAbort);
     }
   }
 
-  async close(): Promise<void> {
-    this.closed = true;
-    const spares = [...this.spares.values()];
-    this.spares.clear();
-    const all = [...this.running, ...(await Promise.allSettled(spares)).flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []))];
-    await Promise.all(all.map(stopAgent));
+  close(): Promise<void> {
+    return this.pool.close();
   }
-}
-
-async function stopAgent(a: Agent): Promise<void> {
-  if (a.child.exitCode !== null || a.child.signalCode !== null) return;
-  a.child.kill('SIGTERM');
-  const killer = setTimeout(() => a.child.kill('SIGKILL'), 10_000);
-  await a.exited;
-  clearTimeout(killer);
 }
 
 /** Agents named in SERVICE_PLANES (`dom_plane=grpc://h:p,computer_plane=grpcs://h:p`). */

@@ -64,6 +64,8 @@ export interface RunnerDeps {
 export class RunExecutor {
   /** closes of plane leases that finished opening after their run had already ended */
   private readonly lateCloses = new Set<Promise<void>>();
+  /** ended runs whose plane is still closing, by run id */
+  private readonly closing = new Map<string, Promise<void>>();
   /** how to stop each run executing now, by run id (shutdown halts them all) */
   private readonly running = new Map<string, (h: Halt) => void>();
 
@@ -140,8 +142,13 @@ export class RunExecutor {
       clearInterval(heartbeat);
       clearTimeout(timer);
       unsubscribe();
-      await lease?.close().catch((e: unknown) => this.d.log.warn({ run_id: runId, err: (e as Error).message }, 'plane close failed'));
     }
+    // The plane closes (browser, display, video) while the run's result is
+    // recorded, off its critical path; the video route waits for it. A run on a
+    // persistent profile waits: its lock is released only once the browser has
+    // let go of the profile.
+    const closing = lease ? this.closePlane(runId, lease) : undefined;
+    if (run.profile_id) await closing;
     try {
       await this.saveArtifacts(run, st);
     } catch (e) {
@@ -211,9 +218,23 @@ export class RunExecutor {
     return n;
   }
 
-  /** Waits for the closes of late plane leases (shutdown). */
+  /** Waits for the closes of late plane leases and of ended runs' planes (shutdown). */
   async drain(): Promise<void> {
-    await Promise.allSettled([...this.lateCloses]);
+    await Promise.allSettled([...this.lateCloses, ...this.closing.values()]);
+  }
+
+  /** The close of an ended run's plane while it is under way (its video is written at the end of it). */
+  planeClosing(runId: string): Promise<void> | undefined {
+    return this.closing.get(runId);
+  }
+
+  private closePlane(runId: string, lease: PlaneLease): Promise<void> {
+    const p = lease
+      .close()
+      .catch((e: unknown) => this.d.log.warn({ run_id: runId, err: (e as Error).message }, 'plane close failed'))
+      .finally(() => this.closing.delete(runId));
+    this.closing.set(runId, p);
+    return p;
   }
 
   private async saveArtifacts(run: RunRecord, st: RunState): Promise<void> {

@@ -8,6 +8,6 @@ import type { PlaneProvider } from './planes.ts';
 
 export function planeProvider(config: GatewayConfig, log: Logger): PlaneProvider {
   if (config.planes === 'none') return new NoPlanes();
-  if (config.planes === 'local') return new LocalAgentPlanes(config.dataDir, log, { allowPrivateNetworks: config.allowPrivateNetworks });
+  if (config.planes === 'local') return new LocalAgentPlanes(config.dataDir, log, { allowPrivateNetworks: config.allowPrivateNetworks, poolSize: config.planePool.size, recycleAfter: config.planePool.recycleAfter, idleMs: config.planePool.idleMs });
   return new RemoteAgentPlanes(parseRemotePlanes(config.planes), config.planeSecret);
 }

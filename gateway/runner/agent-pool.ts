@@ -1,0 +1,222 @@
+// The local plane agents: processes the gateway starts on loopback (one
+// session at a time each, as the spec's "single session per container"), kept
+// warm and reused. Each agent keeps one browser (and display) of its own
+// started ahead of its next session (PLANE_WARM_POOL=1), so a run starts on a
+// browser that is already up; every session still gets a fresh browser with a
+// throwaway profile, destroyed on close, so nothing of one run reaches the next.
+//  - at least one agent per used plane is ready or starting (the next run does not wait for a boot);
+//  - agents come back after their session closes cleanly, up to `size` idle per plane;
+//  - an agent is retired after `recycleAfter` sessions, and an idle one beyond the
+//    first after `idleMs`;
+//  - one agent starts at a time per plane (the fill rate), so warming never
+//    starves the runs executing on a small host;
+//  - an agent is health-checked (alive, no session bound, not lost) before it is handed out.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import type { Backend } from '../plugins/contract.ts';
+import type { Logger } from '../log.ts';
+import { PlaneUnavailable } from './planes.ts';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const ENTRY: Record<Backend, string> = { computer_plane: 'agents/computer/main.ts', dom_plane: 'agents/dom/main.ts' };
+
+export interface Agent {
+  readonly backend: Backend;
+  readonly child: ChildProcess;
+  readonly url: string;
+  readonly secret: string;
+  readonly exited: Promise<string>;
+  /** sessions this agent has served */
+  sessions: number;
+  /** when it last became idle */
+  idleSince: number;
+}
+
+export interface AgentPoolOptions {
+  dataDir: string;
+  allowPrivateNetworks: boolean;
+  log: Logger;
+  /** most idle agents kept per plane (SERVICE_PLANE_POOL_SIZE) */
+  size: number;
+  /** sessions an agent serves before it is retired (SERVICE_PLANE_RECYCLE_AFTER) */
+  recycleAfter: number;
+  /** how long an idle agent beyond the first is kept (SERVICE_PLANE_IDLE_SECONDS) */
+  idleMs: number;
+  /** whether an idle agent is fit to serve: no session bound, not lost */
+  healthy(agent: Agent): Promise<boolean>;
+}
+
+export const alive = (a: Agent): boolean => a.child.exitCode === null && a.child.signalCode === null;
+
+export class AgentPool {
+  private readonly idle = new Map<Backend, Agent[]>();
+  /** the one agent starting per plane */
+  private readonly starting = new Map<Backend, Promise<Agent>>();
+  /** every agent alive: idle, starting or serving a session */
+  private readonly all = new Set<Agent>();
+  private readonly sweeper: NodeJS.Timeout;
+  private closed = false;
+
+  constructor(private readonly o: AgentPoolOptions) {
+    this.sweeper = setInterval(() => this.retireIdle(), Math.max(1000, Math.min(30_000, Math.floor(o.idleMs / 2))));
+    this.sweeper.unref();
+  }
+
+  /** Counts for health and benches. */
+  stats(): { idle: number; starting: number; total: number } {
+    return { idle: [...this.idle.values()].reduce((n, l) => n + l.length, 0), starting: this.starting.size, total: this.all.size };
+  }
+
+  /** A healthy idle agent, else the one starting, else a new one; keeps the next one coming. */
+  async take(backend: Backend): Promise<Agent> {
+    if (this.closed) throw new PlaneUnavailable('the gateway is shutting down');
+    try {
+      const list = this.idle.get(backend) ?? [];
+      while (list.length > 0) {
+        const a = list.pop()!;
+        if (alive(a) && (await this.o.healthy(a).catch(() => false))) return a;
+        this.o.log.warn({ backend, pid: a.child.pid }, 'idle plane agent failed its health check; retired');
+        void this.stop(a);
+      }
+      const pending = this.starting.get(backend);
+      if (pending) {
+        this.starting.delete(backend);
+        const a = await pending.catch(() => undefined);
+        if (a && alive(a)) return a;
+      }
+      return await this.spawn(backend);
+    } finally {
+      this.fill(backend);
+    }
+  }
+
+  /** An agent whose session ended: back to the pool when it closed cleanly and has runs left, else stopped. */
+  async give(a: Agent, clean: boolean): Promise<void> {
+    a.sessions += 1;
+    const list = this.idle.get(a.backend) ?? [];
+    if (this.closed || !clean || !alive(a) || a.sessions >= this.o.recycleAfter || list.length >= this.o.size) {
+      await this.stop(a);
+      this.fill(a.backend);
+      return;
+    }
+    a.idleSince = Date.now();
+    list.push(a);
+    this.idle.set(a.backend, list);
+  }
+
+  /** Starts the plane's next agent unless one is ready or starting. */
+  private fill(backend: Backend): void {
+    if (this.closed || this.starting.has(backend) || (this.idle.get(backend)?.length ?? 0) > 0) return;
+    const p = this.spawn(backend);
+    this.starting.set(backend, p);
+    p.then(
+      (a) => {
+        // ready and nobody took it while it started: it joins the idle ones
+        if (this.starting.get(backend) !== p) return;
+        this.starting.delete(backend);
+        if (this.closed) return;
+        a.idleSince = Date.now();
+        this.idle.set(backend, [...(this.idle.get(backend) ?? []), a]);
+      },
+      (err: unknown) => {
+        if (this.starting.get(backend) === p) this.starting.delete(backend);
+        this.o.log.warn({ backend, err: (err as Error).message }, 'warm plane agent failed to start');
+      },
+    );
+  }
+
+  private retireIdle(): void {
+    const now = Date.now();
+    for (const list of this.idle.values()) {
+      // the freshest stays: the next run need not wait for a boot
+      list.sort((x, y) => x.idleSince - y.idleSince);
+      while (list.length > 1 && now - list[0]!.idleSince >= this.o.idleMs) void this.stop(list.shift()!);
+    }
+  }
+
+  async stop(a: Agent): Promise<void> {
+    this.all.delete(a);
+    if (!alive(a)) return;
+    a.child.kill('SIGTERM');
+    const killer = setTimeout(() => a.child.kill('SIGKILL'), 10_000);
+    await a.exited;
+    clearTimeout(killer);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.sweeper);
+    await Promise.allSettled([...this.starting.values()]);
+    this.starting.clear();
+    this.idle.clear();
+    await Promise.all([...this.all].map((a) => this.stop(a)));
+  }
+
+  private spawn(backend: Backend): Promise<Agent> {
+    const secret = randomBytes(32).toString('hex');
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, ENTRY[backend])], {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        PLANE_HOST: '127.0.0.1',
+        PLANE_HTTP_PORT: '0',
+        PLANE_GRPC_PORT: '0',
+        PLANE_AGENT_SECRET: secret,
+        PLANE_DATA_DIR: path.join(this.o.dataDir, 'planes', backend),
+        // the agent shuts itself down if this process goes away without stopping it
+        PLANE_PARENT_PID: String(process.pid),
+        PLANE_ALLOW_PRIVATE_NETWORKS: this.o.allowPrivateNetworks ? '1' : '0',
+        // its next session's browser and display, started while it waits
+        PLANE_WARM_POOL: '1',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      // its own process group: what it started (display, recorder, browser) can be reaped with it
+      detached: true,
+    });
+    let stderr = '';
+    child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
+    const exited = new Promise<string>((resolve) =>
+      child.once('exit', (code, signal) => {
+        // an agent that died without closing its session (SIGKILL, crash) leaves its helpers in its group
+        if (child.pid) {
+          try {
+            process.kill(-child.pid, 'SIGKILL');
+          } catch {
+            // ESRCH: the group is already empty
+          }
+        }
+        resolve(`agent exited (${signal ?? code})`);
+      }),
+    );
+    const started = new Promise<Agent>((resolve, reject) => {
+      let out = '';
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        reject(new PlaneUnavailable(`${backend} agent did not start within 30 s`));
+      }, 30_000);
+      child.stdout!.on('data', (d: Buffer) => {
+        out += d.toString();
+        const line = out.split('\n').find((l) => l.includes('"listening"'));
+        if (!line) return;
+        clearTimeout(timer);
+        child.stdout!.removeAllListeners('data');
+        child.stdout!.resume();
+        const info = JSON.parse(line) as { grpc_port: number };
+        resolve({ backend, child, url: `grpc://127.0.0.1:${info.grpc_port}`, secret, exited, sessions: 0, idleSince: Date.now() });
+      });
+      void exited.then((why) => {
+        clearTimeout(timer);
+        reject(new PlaneUnavailable(`${backend} ${why}: ${stderr.trim().split('\n').pop() ?? ''}`));
+      });
+    });
+    void started.then(
+      (a) => {
+        if (this.closed) void this.stop(a);
+        else this.all.add(a);
+      },
+      () => undefined,
+    );
+    return started;
+  }
+}
