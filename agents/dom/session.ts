@@ -13,6 +13,7 @@ import { cdpEvaluate, scrollY } from '../core/pages.ts';
 import { optNum, optStr, profileDir, str, type Body } from '../core/validate.ts';
 import type { OpResult, OpSpec, PlaneFactory, PlaneSessionImpl, SessionInitRequest } from '../core/types.ts';
 import { Tabs } from './tabs.ts';
+import { afterInput } from './settle.ts';
 import { CLIPBOARD, FOCUSED, inPage, PAGE_LOAD, PEEK } from '../core/inpage.ts';
 import { matchesPin } from './pin.ts';
 import { LostSignal } from '../core/lost.ts';
@@ -63,14 +64,22 @@ async function clickTarget(page: Page, b: Body): Promise<void> {
 async function dispatch(page: Page, b: Body, egress: EgressProxy): Promise<Record<string, unknown>> {
   const verb = str(b, 'verb');
   switch (verb) {
-    case 'click':
-      await clickTarget(page, b);
-      break;
-    case 'key':
-      await page.keyboard.press(str(b, 'key') as KeyInput).catch((err: unknown) => {
-        throw badRequest(`unknown key: ${err instanceof Error ? err.message.slice(0, 100) : ''}`);
-      });
-      break;
+    case 'click': {
+      const s = await afterInput(page, () => clickTarget(page, b), NAV_WAIT_MS);
+      return { ok: true, verb, url: page.url(), ...s };
+    }
+    case 'key': {
+      const key = str(b, 'key') as KeyInput;
+      const s = await afterInput(
+        page,
+        () =>
+          page.keyboard.press(key).catch((err: unknown) => {
+            throw badRequest(`unknown key: ${err instanceof Error ? err.message.slice(0, 100) : ''}`);
+          }),
+        NAV_WAIT_MS,
+      );
+      return { ok: true, verb, url: page.url(), ...s };
+    }
     case 'type': {
       const text = optStr(b, 'text');
       if (text === undefined || text.length > 100_000) throw badRequest('type needs text (at most 100000 characters)');

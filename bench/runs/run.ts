@@ -1,15 +1,24 @@
 // bench/runs: a 20-step mechanical plan on dom_plane, end to end through a real
-// gateway with local agents and real Chromium, against a local fixture site.
-//  1. runs per minute at 1, 2 and 4 concurrent runs (SERVICE_MAX_ACTIVE_RUNS=4);
-//  2. gateway overhead per step: the same 20 steps run by the same step handlers
-//     straight on an agent session (no HTTP, no run records, no events), beside
-//     the per-step time of a run through the gateway.
-// Usage: npm run bench:runs [-- --runs 4]
-import { mkdtemp, writeFile, rm } from 'node:fs/promises';
+// gateway with local agents and real Chromium, against a local fixture site,
+// side by side with the same plan as a plain puppeteer-core script on the same
+// Chromium (bench/runs/plain.ts), in one process:
+//  1. single-run wall time: the gateway (warm pool, one run at a time) against
+//     the script launching its own browser per run;
+//  2. runs per minute at 1, 2 and 4 concurrent runs: the gateway
+//     (SERVICE_MAX_ACTIVE_RUNS=4, SERVICE_PLANE_POOL_SIZE=4) against the script
+//     with one shared browser and a fresh context per run;
+//  3. per step: through the gateway, straight on an agent session with the same
+//     handlers, and in the script;
+//  4. plane acquisition from the warm pool, p50/p99;
+//  5. --soak N: N sequential runs, memory and open files of the gateway process
+//     and of the agents at the start and the end.
+// Usage: npm run bench:runs [-- --runs 4 --soak 1000]
+import { mkdtemp, writeFile, rm, readdir, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { randomUUID } from 'node:crypto';
+import { loadavg } from 'node:os';
 import { pino } from 'pino';
 import { loadConfig } from '../../gateway/config.ts';
 import { createGateway } from '../../gateway/server.ts';
@@ -18,12 +27,14 @@ import type { RunRecord } from '../../gateway/runs/records.ts';
 import type { PluginHost, Step, StepHandler } from '../../gateway/plugins/contract.ts';
 import stepsCore from '../../plugins/steps-core/index.ts';
 import { startSite } from '../../test/support/site.ts';
+import { plainRunOwnBrowser, sharedBrowser } from './plain.ts';
 
 const arg = (name: string, dflt: number) => {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? Number(process.argv[i + 1]) : dflt;
 };
 const RUNS_PER_LEVEL = arg('runs', 4);
+const SOAK = arg('soak', 0);
 
 function plan(site: string): Step[] {
   const extract = { intent: 'read the cards', type: 'extract_data', extract: { schema_name: 'flats', item_selector: '.card', fields: [{ name: 'title', type: 'str', selector: 'h2', required: true }, { name: 'price', type: 'float', selector: '.price' }] } };
@@ -52,8 +63,26 @@ const site = await startSite();
 const steps = plan(site.url);
 const dir = await mkdtemp(path.join(tmpdir(), 'runplane-bench-runs-'));
 const sink = new Writable({ write: (_c, _e, cb) => cb() });
+const load0 = loadavg()[0]!;
 
-// ---- baseline: the step handlers straight on an agent session
+// ---- the plain script: own browser per run (wall time), one shared browser (throughput)
+await plainRunOwnBrowser(site.url); // the first launch reads Chromium from disk
+const plainWall: number[] = [];
+for (let i = 0; i < RUNS_PER_LEVEL; i++) plainWall.push(await plainRunOwnBrowser(site.url));
+const shared = await sharedBrowser();
+await shared.run(site.url);
+const plainLevels = new Map<number, { runsPerMin: number; perRun: number }>();
+for (const c of [1, 2, 4]) {
+  const times: number[] = [];
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: c }, async () => {
+    for (let i = 0; i < RUNS_PER_LEVEL; i++) times.push(await shared.run(site.url));
+  }));
+  plainLevels.set(c, { runsPerMin: times.length / ((performance.now() - t0) / 60_000), perRun: pct(times, 50) });
+}
+await shared.close();
+
+// ---- the step handlers straight on an agent session, and acquisition from the warm pool
 const handlers = new Map<string, StepHandler>();
 const host: PluginHost = {
   apiVersion: stepsCore.apiVersion,
@@ -69,28 +98,34 @@ const host: PluginHost = {
 await stepsCore.register(host);
 const planes = new LocalAgentPlanes(path.join(dir, 'direct'), pino({ level: 'silent' }), { allowPrivateNetworks: true });
 const direct: number[] = [];
-for (let rep = 0; rep < 2; rep++) {
-  const run = { run_id: randomUUID(), tenant_id: 'bench', profile_id: null, runtime: { compute_backend: 'dom_plane' } } as unknown as RunRecord;
+const acquire: number[] = [];
+const fakeRun = () => ({ run_id: randomUUID(), tenant_id: 'bench', profile_id: null, runtime: { compute_backend: 'dom_plane' } }) as unknown as RunRecord;
+await (await planes.open(fakeRun())).close(); // the pool's first agent boots
+for (let rep = 0; rep < 20; rep++) {
+  const run = fakeRun();
+  const a0 = performance.now();
   const lease = await planes.open(run);
-  const signal = new AbortController().signal;
-  const t0 = performance.now();
-  for (const [i, step] of steps.entries()) {
-    const h = handlers.get(step.type)!;
-    const r = await h.run({
-      runId: run.run_id,
-      tenantId: 'bench',
-      step,
-      path: `steps[${i}]`,
-      plane: lease.plane,
-      signal,
-      recipe: () => Promise.reject(new Error('no recipes in the bench')),
-      callTool: () => Promise.reject(new Error('no tools in the bench')),
-      addCost() {},
-      log() {},
-    });
-    if (!r.success) throw new Error(`direct step ${i} (${step.type}) failed: ${r.failure_class} ${r.data ?? ''}`);
+  acquire.push(performance.now() - a0);
+  if (rep < 2) {
+    const signal = new AbortController().signal;
+    const t0 = performance.now();
+    for (const [i, step] of steps.entries()) {
+      const r = await handlers.get(step.type)!.run({
+        runId: run.run_id,
+        tenantId: 'bench',
+        step,
+        path: `steps[${i}]`,
+        plane: lease.plane,
+        signal,
+        recipe: () => Promise.reject(new Error('no recipes in the bench')),
+        callTool: () => Promise.reject(new Error('no tools in the bench')),
+        addCost() {},
+        log() {},
+      });
+      if (!r.success) throw new Error(`direct step ${i} (${step.type}) failed: ${r.failure_class} ${r.data ?? ''}`);
+    }
+    direct.push((performance.now() - t0) / steps.length);
   }
-  direct.push((performance.now() - t0) / steps.length);
   await lease.close();
 }
 await planes.close();
@@ -99,17 +134,25 @@ await planes.close();
 const token = 'r'.repeat(64);
 const keys = path.join(dir, 'keys.json');
 await writeFile(keys, JSON.stringify({ tenant_keys: { [token]: { tenant_id: 'bench', rate_limit_per_minute: 0, max_concurrent_runs: 100, default_compute_backend: 'dom_plane' } } }));
-async function startGw(traceMode: string) {
-  const config = loadConfig({ SERVICE_PORT: '0', SERVICE_DATA_DIR: path.join(dir, `gw-${traceMode}`), SERVICE_TENANT_KEYS_PATH: keys, SERVICE_RUNNER: 'on', SERVICE_PLANES: 'local', SERVICE_ALLOW_PRIVATE_NETWORKS: '1', SERVICE_MAX_ACTIVE_RUNS: '4', SERVICE_TRACE_CAPTURE_MODE: traceMode });
-  const gw = await createGateway(config, { logStream: sink });
-  return { gw, url: await gw.listen() };
-}
+const config = loadConfig({
+  SERVICE_PORT: '0',
+  SERVICE_DATA_DIR: path.join(dir, 'gw'),
+  SERVICE_TENANT_KEYS_PATH: keys,
+  SERVICE_RUNNER: 'on',
+  SERVICE_PLANES: 'local',
+  SERVICE_ALLOW_PRIVATE_NETWORKS: '1',
+  SERVICE_MAX_ACTIVE_RUNS: '4',
+  SERVICE_PLANE_POOL_SIZE: '4',
+  SERVICE_PLANE_RECYCLE_AFTER: '10000',
+});
+const gw = await createGateway(config, { logStream: sink });
+const url = await gw.listen();
 
 interface RunTiming {
   wallMs: number;
   perStepMs: number;
 }
-async function oneRun(url: string): Promise<RunTiming> {
+async function oneRun(): Promise<RunTiming> {
   const t0 = performance.now();
   const res = await fetch(`${url}/v1/predict`, { method: 'POST', headers: { 'X-Service-Token': token, 'Content-Type': 'application/json' }, body: JSON.stringify({ plan: steps, detached: false }) });
   const body = (await res.json()) as { run_id: string; status: string; summary?: string };
@@ -121,45 +164,82 @@ async function oneRun(url: string): Promise<RunTiming> {
   return { wallMs, perStepMs: (Date.parse(finished.ts) - Date.parse(started.ts)) / steps.length };
 }
 
-// per step at one run at a time, with the trace recording without screenshots ('trace') and with them (the default)
-const perStepByMode = new Map<string, number>();
-for (const mode of ['trace', 'screenshots']) {
-  const { gw, url } = await startGw(mode);
-  await oneRun(url); // warm: spares started
-  const xs: number[] = [];
-  for (let i = 0; i < RUNS_PER_LEVEL; i++) xs.push((await oneRun(url)).perStepMs);
-  perStepByMode.set(mode, pct(xs, 50));
-  await gw.close();
-}
-
-const { gw, url } = await startGw('screenshots');
-await oneRun(url);
+// warm the pool up to four agents
+await Promise.all(Array.from({ length: 4 }, () => oneRun()));
+const gwWall: RunTiming[] = [];
+for (let i = 0; i < RUNS_PER_LEVEL; i++) gwWall.push(await oneRun());
 const levels: Array<{ c: number; runsPerMin: number; p50: number; p99: number; perStep: number }> = [];
 for (const c of [1, 2, 4]) {
   const timings: RunTiming[] = [];
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: c }, async () => {
-      for (let i = 0; i < RUNS_PER_LEVEL; i++) timings.push(await oneRun(url));
+      for (let i = 0; i < RUNS_PER_LEVEL; i++) timings.push(await oneRun());
     }),
   );
   const minutes = (performance.now() - t0) / 60_000;
   const walls = timings.map((t) => t.wallMs);
   levels.push({ c, runsPerMin: timings.length / minutes, p50: pct(walls, 50), p99: pct(walls, 99), perStep: pct(timings.map((t) => t.perStepMs), 50) });
 }
+
+// ---- soak: memory and open files, start and end
+interface Usage {
+  gwRssMb: number;
+  gwFds: number;
+  agents: number;
+  agentRssMb: number;
+  agentFds: number;
+}
+async function usage(): Promise<Usage> {
+  const rss = async (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
+  const fds = async (pid: number) => (await readdir(`/proc/${pid}/fd`).catch(() => [])).length;
+  const agents: number[] = [];
+  for (const p of await readdir('/proc')) {
+    if (!/^\d+$/.test(p)) continue;
+    const cmd = await readFile(`/proc/${p}/cmdline`, 'utf8').catch(() => '');
+    const ppid = Number(/PPid:\s+(\d+)/.exec(await readFile(`/proc/${p}/status`, 'utf8').catch(() => ''))?.[1]);
+    if (ppid === process.pid && /agents\/(dom|computer)\/main\.ts/.test(cmd)) agents.push(Number(p));
+  }
+  let agentRss = 0;
+  let agentFds = 0;
+  for (const a of agents) {
+    agentRss += await rss(a);
+    agentFds += await fds(a);
+  }
+  return { gwRssMb: await rss(process.pid), gwFds: await fds(process.pid), agents: agents.length, agentRssMb: agentRss, agentFds };
+}
+let soak: { start: Usage; end: Usage; wall: number[] } | undefined;
+if (SOAK > 0) {
+  const start = await usage();
+  const wall: number[] = [];
+  for (let i = 0; i < SOAK; i++) wall.push((await oneRun()).wallMs);
+  await new Promise((r) => setTimeout(r, 3000)); // the last planes finish closing
+  soak = { start, end: await usage(), wall };
+}
 await gw.close();
 await site.close();
 await rm(dir, { recursive: true, force: true });
 
+const r = (a: number, b: number) => f(a / b, 2);
+const plainWallP50 = pct(plainWall, 50);
+const gwWallP50 = pct(gwWall.map((t) => t.wallMs), 50);
+const gwPerStep = pct(gwWall.map((t) => t.perStepMs), 50);
+const plainPerStep = plainLevels.get(1)!.perRun / steps.length;
 const directPerStep = Math.min(...direct);
-console.log(`bench/runs: ${steps.length}-step mechanical plan on dom_plane, ${RUNS_PER_LEVEL} runs per client, node ${process.version}`);
+console.log(`bench/runs: ${steps.length}-step mechanical plan on dom_plane, ${RUNS_PER_LEVEL} runs per client, node ${process.version}, load average ${f(load0, 2)} at the start, ${f(loadavg()[0]!, 2)} at the end`);
 console.log('');
-console.log('concurrent | runs/min | run p50 ms | run p99 ms | per step ms (p50)');
-for (const l of levels) console.log(`${String(l.c).padStart(10)} | ${f(l.runsPerMin).padStart(8)} | ${f(l.p50, 0).padStart(10)} | ${f(l.p99, 0).padStart(10)} | ${f(l.perStep).padStart(8)}`);
-console.log('');
-console.log('per step, one run at a time               | ms    | overhead vs the agent');
-console.log(`straight to the agent (same handlers)    | ${f(directPerStep).padStart(5)} |`);
-for (const [mode, ms] of perStepByMode) {
-  console.log(`gateway, SERVICE_TRACE_CAPTURE_MODE=${mode.padEnd(11)} | ${f(ms).padStart(5)} | ${f(ms - directPerStep)} ms (${f(((ms - directPerStep) / directPerStep) * 100)} %)`);
+console.log('                                   | plain script | gateway | gateway / plain');
+console.log(`single run wall ms (p50)           | ${f(plainWallP50, 0).padStart(12)} | ${f(gwWallP50, 0).padStart(7)} | ${r(gwWallP50, plainWallP50)}   (script launches its browser per run; gateway from its warm pool)`);
+for (const l of levels) {
+  const p = plainLevels.get(l.c)!;
+  console.log(`runs/min at ${l.c} concurrent            | ${f(p.runsPerMin).padStart(12)} | ${f(l.runsPerMin).padStart(7)} | ${r(l.runsPerMin, p.runsPerMin)}   (script: one browser, a context per run; gateway run p50 ${f(l.p50, 0)} ms, p99 ${f(l.p99, 0)} ms)`);
+}
+console.log(`per step ms (p50, one at a time)   | ${f(plainPerStep).padStart(12)} | ${f(gwPerStep).padStart(7)} | ${r(gwPerStep, plainPerStep)}   (straight on an agent session, same handlers: ${f(directPerStep)} ms)`);
+console.log(`plane acquisition from the warm pool: p50 ${f(pct(acquire, 50))} ms, p99 ${f(pct(acquire, 99))} ms (${acquire.length} opens)`);
+if (soak) {
+  const u = (x: Usage) => `gateway process ${f(x.gwRssMb)} MB RSS, ${x.gwFds} fds; ${x.agents} agents ${f(x.agentRssMb)} MB RSS, ${x.agentFds} fds`;
+  console.log(`soak of ${SOAK} sequential runs (wall p50 ${f(pct(soak.wall, 50), 0)} ms, p99 ${f(pct(soak.wall, 99), 0)} ms):`);
+  console.log(`  start: ${u(soak.start)}`);
+  console.log(`  end:   ${u(soak.end)}`);
 }
 process.exit(0);

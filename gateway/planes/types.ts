@@ -75,6 +75,10 @@ export interface DispatchResponse {
   verb: string;
   url: string;
   deduplicated: boolean;
+  /** click and key on dom_plane: the input requested a main-frame navigation */
+  navigated?: boolean;
+  /** click and key on dom_plane: what the input set off (a navigation's load, the requests it started) finished before the answer */
+  settled?: boolean;
 }
 
 export interface TabInfo {

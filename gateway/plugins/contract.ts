@@ -132,6 +132,8 @@ export interface ActResult {
   url?: string;
   /** a NAVIGATE whose document did not load: the browser's network error */
   nav_error?: NavError;
+  /** the plane waited for what the action set off (a navigation's load, the requests it started): the handler need not wait again */
+  settled?: boolean;
 }
 
 /** A navigation that did not load, as the browser reported it. */

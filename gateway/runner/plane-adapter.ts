@@ -130,8 +130,10 @@ export function adaptPlane(session: PlaneSession, capabilities: Capabilities): P
       screenshot: (format) => screenshot(session, format),
       async act(a: Action): Promise<ActResult> {
         switch (a.type) {
-          case 'CLICK':
-            return { url: (await session.dispatch({ verb: 'click', x: a.x, y: a.y })).url };
+          case 'CLICK': {
+            const d = await session.dispatch({ verb: 'click', x: a.x, y: a.y });
+            return { url: d.url, ...(d.settled ? { settled: true } : {}) };
+          }
           case 'DOUBLE_CLICK':
             await session.dispatch({ verb: 'click', x: a.x, y: a.y });
             await session.dispatch({ verb: 'click', x: a.x, y: a.y });

@@ -104,6 +104,14 @@ async function act(ctx: StepContext, action: Action, reasoning: string): Promise
   return { success: true, last_action: { type, params: rest, reasoning } };
 }
 
+/** An input that may set something off (a navigation, requests): waited out by the plane when it can, else here. */
+async function actSettled(ctx: StepContext, action: Action, reasoning: string): Promise<StepResult> {
+  const done = await ctx.plane.act(action);
+  if (!done.settled) await settle(ctx.plane, ctx.signal, NAV_WAIT_MS);
+  const { type, ...rest } = action;
+  return { success: true, last_action: { type, params: rest, reasoning } };
+}
+
 function pointerHandler(type: 'click' | 'double_click' | 'right_click' | 'filter', actionType: 'CLICK' | 'DOUBLE_CLICK' | 'RIGHT_CLICK'): StepHandler {
   return {
     types: [type],
@@ -113,9 +121,7 @@ function pointerHandler(type: 'click' | 'double_click' | 'right_click' | 'filter
     async run(ctx) {
       const t = await locateClickable(ctx);
       if ('miss' in t) return miss(t.miss);
-      const r = await act(ctx, { type: actionType, ...t.point }, `${type} via ${t.how}`);
-      await settle(ctx.plane, ctx.signal, NAV_WAIT_MS);
-      return r;
+      return actSettled(ctx, { type: actionType, ...t.point }, `${type} via ${t.how}`);
     },
   };
 }
@@ -288,9 +294,7 @@ export const paginate: StepHandler = {
     const step = str(p.selector) || str(p.label) ? ctx.step : { ...ctx.step, params: { ...p, label: 'Next', aliases: ['Next page', 'Next ›', '›', '»', 'More', 'Older'] } };
     const t = await locate({ ...ctx, step }, 'clickable');
     if ('miss' in t) return { success: true, end_loop: true, data: `no next page (${t.miss})` };
-    const r = await act(ctx, { type: 'CLICK', ...t.point }, `paginate via ${t.how}`);
-    await settle(ctx.plane, ctx.signal, NAV_WAIT_MS);
-    return r;
+    return actSettled(ctx, { type: 'CLICK', ...t.point }, `paginate via ${t.how}`);
   },
 };
 

@@ -1,0 +1,66 @@
+// The baseline bench/runs compares against: the same plan written as a plain
+// puppeteer-core script on the same system Chromium, as a user could write it
+// without the service. No recording, no trace, no egress guard, no records.
+import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { CHROMIUM_PATH, QUIET_FLAGS } from '../../agents/core/chromium.ts';
+
+const ARGS = ['--no-sandbox', '--headless=new', '--window-size=1280,720', ...QUIET_FLAGS];
+
+/** The bench plan by hand: open the listings, extract, paginate twice (extracting), open the counter, 12 clicks, read the URL. */
+export async function plainPlan(page: Page, site: string): Promise<number> {
+  const cards = () => page.$$eval('.card', (els) => els.map((e) => ({ title: e.querySelector('h2')?.textContent ?? '', price: Number.parseFloat(e.querySelector('.price')?.textContent ?? '') })));
+  let rows = 0;
+  await page.goto(`${site}/list?page=1`, { waitUntil: 'load' });
+  rows += (await cards()).length;
+  for (let i = 0; i < 2; i++) {
+    await Promise.all([page.waitForNavigation({ waitUntil: 'load' }), page.click('nav a')]);
+    rows += (await cards()).length;
+  }
+  await page.goto(`${site}/counter`, { waitUntil: 'load' });
+  for (let i = 0; i < 12; i++) await Promise.all([page.waitForResponse((r) => r.url().endsWith('/hit')), page.click('#hit')]);
+  if (!page.url().endsWith('/counter')) throw new Error(`plain script ended on ${page.url()}`);
+  return rows;
+}
+
+async function launch(): Promise<{ browser: Browser; dir: string }> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'runplane-bench-plain-'));
+  const browser = await puppeteer.launch({ executablePath: CHROMIUM_PATH, args: ARGS, userDataDir: dir, defaultViewport: { width: 1280, height: 720 } });
+  return { browser, dir };
+}
+
+/** One run with its own browser, launched and closed (the single-run wall time baseline). */
+export async function plainRunOwnBrowser(site: string): Promise<number> {
+  const t0 = performance.now();
+  const { browser, dir } = await launch();
+  try {
+    await plainPlan(await browser.newPage(), site);
+  } finally {
+    await browser.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+  return performance.now() - t0;
+}
+
+/** One browser shared by runs, each in a fresh incognito context (the throughput baseline). */
+export async function sharedBrowser(): Promise<{ run(site: string): Promise<number>; close(): Promise<void> }> {
+  const { browser, dir } = await launch();
+  return {
+    async run(site) {
+      const t0 = performance.now();
+      const ctx = await browser.createBrowserContext();
+      try {
+        await plainPlan(await ctx.newPage(), site);
+      } finally {
+        await ctx.close();
+      }
+      return performance.now() - t0;
+    },
+    async close() {
+      await browser.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
