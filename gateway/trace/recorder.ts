@@ -132,9 +132,10 @@ class SdkRecording implements RunRecording {
       }),
     );
     if (!rec) return;
+    // hashing, writing and streaming the screenshots happen off the step's path (close waits for them)
     for (const kind of ['pre', 'post'] as const) {
       const png = shots[kind];
-      if (png) await this.s.attachObservation(st.index, kind, png).catch((err: Error) => this.log.warn({ err: err.message }, `trace: ${kind} screenshot not recorded`));
+      if (png) this.later(this.s.attachObservation(st.index, kind, png), `${kind} screenshot`);
     }
     if (this.wantsDiffs && shots.pre && shots.post) {
       // off the step's path: the next step need not wait for the image
@@ -144,6 +145,15 @@ class SdkRecording implements RunRecording {
         .finally(() => this.pending.delete(p));
       this.pending.add(p);
     }
+  }
+
+  /** Work the run need not wait for; close() does. */
+  private later(p: Promise<unknown>, what: string): void {
+    const q: Promise<void> = p
+      .then(() => undefined)
+      .catch((err: Error) => this.log.warn({ err: err.message }, `trace: ${what} not recorded`))
+      .finally(() => this.pending.delete(q));
+    this.pending.add(q);
   }
 
   modelIo(stepIndex: number, layer: string, request: { model: string; [k: string]: unknown }, response: Record<string, unknown>): void {
