@@ -26,6 +26,8 @@ export interface GatewayConfig {
   builtinPluginsDir: string;
   maxLoopIterations: number;
   maxRunSteps: number;
+  /** SERVICE_URL_CONTEXT_BUDGET: model calls a run may spend while on one URL (0: no limit) */
+  urlContextBudget: number;
   singleModel?: string;
   enableDocsUi: boolean;
   maxBodyBytes: number;
@@ -125,6 +127,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Gateway
     builtinPluginsDir: path.join(root, 'plugins'),
     maxLoopIterations: envInt(env, 'SERVICE_MAX_LOOP_ITERATIONS', 50, 0, 10_000),
     maxRunSteps: envInt(env, 'SERVICE_MAX_RUN_STEPS', 5000, 1, 1_000_000),
+    urlContextBudget: envInt(env, 'SERVICE_URL_CONTEXT_BUDGET', 40, 0, 100_000),
     singleModel: envStr(env, 'SERVICE_MODEL'),
     enableDocsUi: envFlag(env.SERVICE_ENABLE_DOCS_UI, false),
     maxBodyBytes: envInt(env, 'SERVICE_MAX_BODY_BYTES', 1024 * 1024, 1024),

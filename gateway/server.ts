@@ -162,6 +162,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     leaseMs: config.runLeaseMs,
     maxLoopIterations: config.maxLoopIterations,
     maxRunSteps: config.maxRunSteps,
+    urlContextBudget: config.urlContextBudget,
     stepTimeoutMs: config.stepTimeoutMs,
     frames: services.frames,
     recorder,

@@ -240,8 +240,8 @@ export interface Brain {
  */
 export class BrainError extends Error {
   constructor(
-    /** bad_url: the answer asked to open something that is not an http(s) URL (the run halts bad_url) */
-    readonly code: 'unreachable' | 'refused' | 'no_key' | 'malformed' | 'bad_url',
+    /** bad_url: the answer asked to open something that is not an http(s) URL (the run halts bad_url); budget_exceeded: the run's per-URL context budget is spent (the step fails budget_exceeded) */
+    readonly code: 'unreachable' | 'refused' | 'no_key' | 'malformed' | 'bad_url' | 'budget_exceeded',
     message: string,
     /** tokens spent on a call whose answer was unusable */
     readonly usage?: Inference['usage'],

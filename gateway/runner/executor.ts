@@ -53,6 +53,8 @@ export interface RunnerDeps {
   maxLoopIterations: number;
   /** most steps one run may execute, loop iterations included (SERVICE_MAX_RUN_STEPS) */
   maxRunSteps: number;
+  /** model calls a run may spend while on one URL (0: no limit) */
+  urlContextBudget?: number;
   /** longest a single step may take */
   stepTimeoutMs: number;
   /** records each run as a trace; absent: runs are not recorded */

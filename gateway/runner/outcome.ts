@@ -31,8 +31,8 @@ export function haltClassFor(declared: string | undefined, fc: FailureClass | un
   return 'required_step_failed';
 }
 
-/** Failure class of the entry of a step that a halt interrupted. */
-export function failureClassOfHalt(haltClass: string): FailureClass {
+/** Failure class of the entry of a step that a halt interrupted (of type `stepType`). */
+export function failureClassOfHalt(haltClass: string, stepType?: string): FailureClass {
   switch (haltClass) {
     case 'budget_cap':
     case 'time_cap':
@@ -43,7 +43,8 @@ export function failureClassOfHalt(haltClass: string): FailureClass {
     case 'extract_data_failed':
       return 'extractor_error';
     case 'halt_timeout':
-      return 'nav_timeout';
+      // the step's own time budget (SERVICE_STEP_TIMEOUT_SECONDS): a navigate that never loaded is a nav_timeout
+      return stepType === 'navigate' ? 'nav_timeout' : 'budget_exceeded';
     default:
       return 'unknown';
   }

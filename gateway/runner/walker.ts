@@ -1,6 +1,7 @@
 // Walks the steps of one run: sections and loops (inline bodies and loop_target
 // jumps), the loop guards, retries per failure class, rows, and each step's entry,
 // trace record, events and saved progress.
+import { UrlContextBudget } from './url-budget.ts';
 import { sleep } from '../../shared/abort.ts';
 import type { Brain, Plane, Step, StepContext, StepResult } from '../plugins/contract.ts';
 import type { RunRecord } from '../runs/records.ts';
@@ -35,6 +36,8 @@ export class Walker {
   private tracing = 0;
   private readonly drift: DriftGuard;
   private savedAt = 0;
+  /** the run's per-URL context budget, charged by every model call its steps make */
+  private readonly urlBudget: UrlContextBudget;
 
   constructor(
     private readonly d: RunnerDeps,
@@ -48,6 +51,7 @@ export class Walker {
     private readonly rec?: RunRecording,
   ) {
     this.stuck = new LoopStuckGuard(Number(run.runtime.state_repeat_threshold ?? 0));
+    this.urlBudget = new UrlContextBudget(d.urlContextBudget ?? 0);
     this.drift = new DriftGuard(String(run.runtime.pinned_source_url_pattern ?? ''), Number(run.runtime.off_source_step_budget ?? 0));
   }
 
@@ -193,7 +197,7 @@ export class Walker {
       path: p,
       plane: this.plane,
       brain,
-      brainFor: (id) => this.d.brain(id ?? this.run.cua_model, this.run.tenant_id),
+      brainFor: (id) => this.urlBudget.wrap(this.d.brain(id ?? this.run.cua_model, this.run.tenant_id)),
       signal,
       recipe: (name) => this.d.recipe(this.run.tenant_id, name),
       callTool: (name, args) => this.d.callTool(name, args, { runId: this.run.run_id, tenantId: this.run.tenant_id, signal }),
@@ -220,7 +224,7 @@ export class Walker {
     if (handler.needs?.domAware && !this.plane.capabilities.dom_aware) {
       return { result: { success: false, failure_class: 'unknown', data: `step type '${step.type}' needs a DOM-aware plane (compute_backend dom_plane)` }, attempts: 1 };
     }
-    const brain = handler.needs?.brain ? this.d.brain(this.run.cua_model, this.run.tenant_id) : undefined;
+    const brain = handler.needs?.brain ? this.urlBudget.wrap(this.d.brain(this.run.cua_model, this.run.tenant_id)) : undefined;
     if (handler.needs?.brain && !brain) return { result: { success: false, failure_class: 'unknown', data: `brain '${this.run.cua_model}' is not configured on this deployment` }, attempts: 1 };
     let attempts = 0;
     let result: StepResult;
@@ -273,7 +277,7 @@ export class Walker {
       type: step.type,
       intent: step.intent,
       success: false,
-      failure_class: t.result?.failure_class ?? failureClassOfHalt(h.haltClass),
+      failure_class: t.result?.failure_class ?? failureClassOfHalt(h.haltClass, step.type),
       final_url: info.url,
       page_title: info.title,
       ...(a ? { last_action: a } : {}),

@@ -41,6 +41,7 @@ export function brainFailure(err: unknown, ctx: StepContext): StepResult | undef
   if (!isBrainError(err)) return undefined;
   if (err.usage) ctx.addCost(err.usage.cost_usd, err.usage);
   if (err.code === 'malformed') return { success: false, failure_class: 'unknown', data: err.message };
+  if (err.code === 'budget_exceeded') return { success: false, failure_class: 'budget_exceeded', data: err.message, retryable: false };
   // a URL the model made up is never sent to the browser (javascript:, file:, relative, garbage)
   if (err.code === 'bad_url') return { success: false, failure_class: 'unknown', data: err.message, halt: { halt_class: 'bad_url' }, retryable: false };
   return { success: false, failure_class: 'unknown', data: err.message, halt: { halt_class: 'model_provider_unreachable' } };
