@@ -32,7 +32,12 @@ interface Tracked {
   page: Page;
   targetId: string;
   facts: PageFacts;
+  /** the DevTools session DOM snapshots are taken on, made on first use */
+  snapshotSession?: Promise<CDPSession>;
 }
+
+/** Most characters of page text one answer carries. */
+export const PAGE_TEXT_MAX = 200_000;
 
 /** The target id puppeteer keeps for a target (not part of its typed surface). */
 const targetIdOf = (t: Target): string => String((t as unknown as { _targetId?: string })._targetId ?? '');
@@ -145,6 +150,35 @@ export class PageFactsTracker {
       if (info) t.facts.title = info.title === info.url || info.title === stripScheme(info.url) ? '' : info.title.slice(0, 300);
     }
     return { ...t.facts, headers: { ...t.facts.headers } };
+  }
+
+  /**
+   * The active tab's rendered text, from a DOM snapshot (DOMSnapshot.captureSnapshot:
+   * a one-shot read of the layout tree that needs no domain enabled and runs no
+   * script in the page, so the page cannot tell). Text of laid-out nodes only:
+   * what is rendered, not hidden markup. Capped at PAGE_TEXT_MAX characters.
+   */
+  async text(): Promise<string | null> {
+    const t = this.active;
+    if (!t) return null;
+    const session = await (t.snapshotSession ??= t.page.createCDPSession()).catch(() => undefined);
+    if (!session) return null;
+    const snap = (await session.send('DOMSnapshot.captureSnapshot', { computedStyles: [] }).catch(() => undefined)) as
+      | { documents: Array<{ layout: { text: number[] } }>; strings: string[] }
+      | undefined;
+    if (!snap) return null;
+    const parts: string[] = [];
+    let n = 0;
+    for (const doc of snap.documents) {
+      for (const i of doc.layout.text) {
+        const s = i >= 0 ? snap.strings[i] : undefined;
+        if (!s) continue;
+        parts.push(s);
+        n += s.length + 1;
+        if (n >= PAGE_TEXT_MAX) return parts.join(' ').slice(0, PAGE_TEXT_MAX);
+      }
+    }
+    return parts.join(' ');
   }
 
   /** The active tab's facts as last known, without asking the browser for its title again (health is synchronous). */

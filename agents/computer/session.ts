@@ -174,7 +174,12 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
     await teardown();
     throw err;
   }
-  const pageFacts = async () => (facts ? { page: await facts.snapshot().catch(() => null) } : {});
+  // `page_text: true` on a request adds the rendered text (the hints' expect_text_present, anti-bot markers)
+  const pageFacts = async (body?: Body) => {
+    if (!facts) return {};
+    const [page, text] = await Promise.all([facts.snapshot().catch(() => null), body?.page_text === true ? facts.text().catch(() => null) : undefined]);
+    return { page: page && text !== undefined ? { ...page, text } : page };
+  };
   /**
    * When the last input finished: a screenshot shows a frame captured after it. A pooled
    * browser has long been on screen, so any frame will do; a cold one must be painted.
@@ -189,7 +194,7 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
         const format = parseFormat(body);
         const [frame, sy] = await Promise.all([g.frame(lastInputAt), visiblePage(b).then(scrollY)]);
         const image = await g.encode(frame, format);
-        return { body: { width: g.width, height: g.height, scroll_y: sy, captured_at_ms: frame.at, format, ...(await pageFacts()) }, blob: image };
+        return { body: { width: g.width, height: g.height, scroll_y: sy, captured_at_ms: frame.at, format, ...(await pageFacts(body)) }, blob: image };
       },
     },
     xdotool: {
@@ -200,7 +205,7 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
         const timeout = optInt(body, 'timeout_ms', 1, 120_000) ?? 5000;
         const r = jitter ? await humanized(x, argv, timeout) : await x.run(argv, timeout);
         lastInputAt = Date.now();
-        return { body: { ...r, ...(await pageFacts()) } };
+        return { body: { ...r, ...(await pageFacts(body)) } };
       },
     },
     cdp: {

@@ -217,9 +217,11 @@ export class PlaneSession {
     return { ...(r.body as unknown as Omit<Screenshot, 'image'>), image: r.blob };
   }
 
-  async xdotool(argv: string[], o: StepOptions & { timeoutMs?: number } = {}): Promise<XdotoolResponse> {
+  async xdotool(argv: string[], o: StepOptions & { timeoutMs?: number; pageText?: boolean } = {}): Promise<XdotoolResponse> {
     const body: Record<string, unknown> = { argv };
     if (o.timeoutMs !== undefined) body.timeout_ms = o.timeoutMs;
+    // computer_plane: the page facts it returns carry the rendered text too
+    if (o.pageText) body.page_text = true;
     return (await this.call('xdotool', 'POST', body, { ...o, idempotent: true })).body as unknown as XdotoolResponse;
   }
 

@@ -175,8 +175,8 @@ export interface Plane {
   /** performs one action: xdotool (with jitter) on computer_plane, input dispatch on dom_plane */
   act(action: Action): Promise<ActResult>;
   readonly dom?: DomSurface;
-  /** what the browser knows of the active tab, on planes without a DOM surface that report it (computer_plane) */
-  facts?(): Promise<PageFacts | null>;
+  /** what the browser knows of the active tab, on planes without a DOM surface that report it (computer_plane); `text`: with its rendered text (a DOM snapshot taken from the browser side) */
+  facts?(o?: { text?: boolean }): Promise<PageFacts | null>;
 }
 
 /** The active tab as the browser sees it, learned without touching the page. */
@@ -192,6 +192,8 @@ export interface PageFacts {
   nav_error: string | null;
   /** counts main-frame navigations */
   nav_seq: number;
+  /** the rendered text, when asked for (`facts({text: true})`); null when it could not be read */
+  text?: string | null;
 }
 
 // ---------------------------------------------------------------- brains

@@ -54,10 +54,12 @@ export async function attemptStep(a: Attempt): Promise<StepResult> {
       return { ...result, success: false, failure_class: 'wrong_target', data: `post-action URL ${url} breaks the hints success contract` };
     }
     const present = list(hints.expect_text_present);
-    // text is read from the DOM; a plane without one checks the URL part only (docs/decisions.md)
-    if (present.length > 0 && plane.dom) {
-      const text = await plane.dom.evaluate<string>('document.body ? document.body.innerText : ""').catch(() => '');
-      if (present.every((t) => text.includes(t))) return result;
+    // text is read from the DOM, or on computer_plane from a DOM snapshot the browser takes (no script in the page)
+    if (present.length > 0) {
+      const text = plane.dom ? await plane.dom.evaluate<string>('document.body ? document.body.innerText : ""').catch(() => '') : ((await plane.facts?.({ text: true }).catch(() => null))?.text ?? '');
+      // whitespace as rendered differs between a DOM's innerText and a layout snapshot's text runs
+      const flat = (x: string) => x.replace(/\s+/g, ' ').trim();
+      if (present.every((t) => flat(text).includes(flat(t)))) return result;
       return { ...result, success: false, failure_class: 'submit_failed', data: 'expected text did not appear after the action' };
     }
   }

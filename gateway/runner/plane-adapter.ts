@@ -178,7 +178,7 @@ export function adaptPlane(session: PlaneSession, capabilities: Capabilities): P
     };
   }
   // page facts ride on every xdotool reply; a query that moves nothing reads them
-  const facts = async (): Promise<PageFacts | null> => (await session.xdotool(['getmouselocation'])).page ?? null;
+  const facts = async (o: { text?: boolean } = {}): Promise<PageFacts | null> => (await session.xdotool(['getmouselocation'], { pageText: o.text === true })).page ?? null;
   return {
     capabilities,
     screenshot: (format) => screenshot(session, format),

@@ -28,8 +28,9 @@ async function evidence(plane: Plane, act: ActResult | undefined): Promise<PageE
     if (!p) return null;
     return { status: p.status ?? act?.http_status ?? null, headers: {}, title: String(p.title ?? ''), markers: p.markers, text: p.text };
   }
-  const f = await plane.facts?.().catch(() => null);
-  return f ? { status: f.status, headers: f.headers, title: f.title } : null;
+  // the rendered text too: Imperva and "you have been blocked" pages say what they are in words
+  const f = await plane.facts?.({ text: true }).catch(() => null);
+  return f ? { status: f.status, headers: f.headers, title: f.title, ...(f.text ? { text: f.text.slice(0, 2000) } : {}) } : null;
 }
 
 export type AntiBotOutcome = { verdict: null } | { verdict: AntiBotVerdict; cleared_after_ms: number; status: number | null } | { verdict: AntiBotVerdict; failure: StepResult };

@@ -97,5 +97,12 @@ for (const plane of ['dom_plane', 'computer_plane'] as const) {
         expect(step.data, path).to.include(`"vendor":"${vendor}","kind":"captcha"`);
       }
     });
+
+    it('recognises an Imperva denial from its words (halt page_blocked, vendor named)', async () => {
+      const { run, life, step } = await open('/imperva');
+      expect(run.status).to.equal('failed');
+      expect(life.halt_class).to.equal('page_blocked');
+      expect(step.data).to.include('"vendor":"imperva","kind":"access_denied"');
+    });
   });
 }

@@ -98,4 +98,19 @@ describe('runs tell the truth on computer_plane (page facts)', function () {
     expect(step.failure_class).to.equal('wrong_target');
     expect(step.data).to.include(`${site.url}/list?page=1`);
   });
+
+  it('checks expect_text_present on computer_plane from a DOM snapshot the browser takes: held, and broken (submit_failed)', async () => {
+    const { run: r } = await run([
+      { intent: 'open the desk', type: 'navigate', url: `${site.url}/desk`, required: true },
+      { intent: 'click an empty spot', type: 'click', params: { x: 1100, y: 650 }, hints: { expect_text_present: 'Saved at the desk!' } },
+      { intent: 'save', type: 'click', params: { x: 300, y: 200 }, hints: { expect_text_present: ['Saved at the   desk!'] } },
+    ]);
+    const steps = r.steps as Body[];
+    expect(steps.map((s) => [s.type, s.success, s.failure_class ?? null]), JSON.stringify(steps).slice(0, 800)).to.deep.equal([
+      ['navigate', true, null],
+      ['click', false, 'submit_failed'],
+      ['click', true, null],
+    ]);
+    expect(steps[1]!.data).to.equal('expected text did not appear after the action');
+  });
 });

@@ -74,6 +74,12 @@ export async function startSite(otherOrigin?: string): Promise<Site> {
         return res
           .writeHead(403, { 'content-type': 'text/html; charset=utf-8', 'x-datadome': 'protected' })
           .end(page('site.local', '<iframe src="https://geo.captcha-delivery.com/captcha/?initialCid=x" width="10" height="10"></iframe>'));
+      case '/imperva':
+        // an Imperva (Incapsula) denial: status 200, it says what it is only in words and an iframe
+        return html(200, page('site.local', '<iframe src="/_Incapsula_Resource?SWUDNSAI=31" width="10" height="10"></iframe><p>Request unsuccessful. Incapsula incident ID: 1001000120389441-97103836</p>'));
+      case '/desk':
+        // a big button at the top left that says so on the page when pressed (coordinates are enough on every plane)
+        return html(200, page('Desk', `<button id="save" style="position:absolute;left:0;top:0;width:600px;height:400px" onclick="document.getElementById('out').textContent='Saved at the desk!'">Save</button><p id="out" style="position:absolute;top:420px"></p>`));
       case '/ratelimited':
         return res.writeHead(429, { 'content-type': 'text/html; charset=utf-8', 'retry-after': '30' }).end(page('Too Many Requests', '<h1>Slow down</h1>'));
       case '/offsite':
