@@ -69,8 +69,11 @@ async function lease(session: PlaneSession, run: RunRecord, backend: Backend, ag
   let closed = false;
   let why: string | undefined;
   session.watch(WATCH);
-  void agent?.exited.then((reason) => session.markLost(reason));
-  const first = Promise.race(agent ? [agent.exited, session.lost] : [session.lost]).then((reason) => {
+  // a reused agent outlives its sessions: what this session hangs on its exit is taken off at close
+  let offExit = (): void => undefined;
+  const exited = agent ? new Promise<string>((resolve) => (offExit = agent.onExit(resolve))) : undefined;
+  void exited?.then((reason) => session.markLost(reason));
+  const first = Promise.race(exited ? [exited, session.lost] : [session.lost]).then((reason) => {
     why ??= reason;
     return reason;
   });
@@ -86,6 +89,7 @@ async function lease(session: PlaneSession, run: RunRecord, backend: Backend, ag
     async close() {
       const wasLost = why ?? session.lostReason;
       closed = true;
+      offExit();
       session.stopWatch();
       let clean = false;
       try {

@@ -27,6 +27,8 @@ export interface Agent {
   readonly url: string;
   readonly secret: string;
   readonly exited: Promise<string>;
+  /** `fn(reason)` when the agent exits; returns the unsubscribe (a session's watch must not outlive it on a reused agent) */
+  onExit(fn: (reason: string) => void): () => void;
   /** sessions this agent has served */
   sessions: number;
   /** when it last became idle */
@@ -203,7 +205,22 @@ export class AgentPool {
         child.stdout!.removeAllListeners('data');
         child.stdout!.resume();
         const info = JSON.parse(line) as { grpc_port: number };
-        resolve({ backend, child, url: `grpc://127.0.0.1:${info.grpc_port}`, secret, exited, sessions: 0, idleSince: Date.now() });
+        const listeners = new Set<(reason: string) => void>();
+        let gone: string | undefined;
+        void exited.then((why) => {
+          gone = why;
+          listeners.forEach((fn) => fn(why));
+        });
+        const onExit = (fn: (reason: string) => void) => {
+          if (gone !== undefined) {
+            const why = gone;
+            queueMicrotask(() => fn(why));
+            return () => undefined;
+          }
+          listeners.add(fn);
+          return () => void listeners.delete(fn);
+        };
+        resolve({ backend, child, url: `grpc://127.0.0.1:${info.grpc_port}`, secret, exited, onExit, sessions: 0, idleSince: Date.now() });
       });
       void exited.then((why) => {
         clearTimeout(timer);

@@ -28,6 +28,8 @@ describe('memory of a deep loop run (in-process gateway, dom_plane)', function (
     const before = heapMb();
     const nest = (depth: number): Record<string, unknown> => (depth === 0 ? { intent: 'tick', type: 'wait', seconds: 0 } : { intent: `loop ${depth}`, type: 'loop', loop_count: 50, steps: [nest(depth - 1)] });
     const body = await run([nest(5)], { max_time_minutes: 2 });
+    // the run's plane closes after its end is recorded: what it holds until then is not retained
+    await gw.req('GET', `/v1/runs/${body.run_id}/video`, { token });
     const after = heapMb();
     const steps = (body.steps as unknown[]).length;
     const life = (await gw.req('GET', `/v1/runs/${body.run_id}`, { token })).body;
