@@ -5,7 +5,7 @@ const named = process.argv.slice(2).filter((a) => /\.test\.ts$/.test(a));
 // gateway, again on PostgreSQL (test/support/store.ts). The files left out
 // already run on both stores themselves.
 const PG_SPEC = ['test/gateway/**/*.test.ts', 'test/runner/**/*.test.ts', 'test/brains/**/*.test.ts', 'test/trace/ids-hostile.test.ts'];
-const PG_SKIP = ['test/gateway/restart.test.ts', 'test/gateway/store-of-record*.test.ts', 'test/runner/replica-kill.test.ts', 'test/runner/dependency-restart.test.ts'];
+const PG_SKIP = ['test/gateway/restart.test.ts', 'test/runner/fleet.test.ts', 'test/runner/fleet-registered.test.ts', 'test/gateway/store-of-record*.test.ts', 'test/runner/replica-kill.test.ts', 'test/runner/dependency-restart.test.ts'];
 const onPg = process.env.RUNPLANE_TEST_STORE === 'postgres';
 module.exports = {
   // expose-gc: memory tests measure what a run retains, after a collection

@@ -5,6 +5,7 @@
 // Gateway URL and token: --url / --token, or RUNPLANE_URL / RUNPLANE_TOKEN.
 import { readFile, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
+import { RunplaneError, runplane, unwrap } from '../client/index.ts';
 
 const USAGE = `usage:
   runplane run <plan.json> [options]     submit a plan, show progress, print the rows
@@ -60,22 +61,20 @@ function fail(msg: string, code = 2): never {
   process.exit(code);
 }
 
-async function api(method: string, path: string, body?: unknown, extra: Record<string, string> = {}): Promise<any> { // eslint-disable-line @typescript-eslint/no-explicit-any
-  const res = await fetch(base + path, {
-    method,
-    headers: { 'X-Service-Token': token, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }), ...extra },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  }).catch((e: Error) => fail(`cannot reach ${base}: ${e.message}`));
-  const text = await res.text();
-  let parsed: unknown = text;
+// the generated client (client/): typed calls on the gateway's OpenAPI document
+const rp = runplane({ baseUrl: base, token });
+
+/** A client call: the service's error as a CliError naming what failed, an unreachable gateway as exit 2. */
+async function call<T>(what: string, p: () => Promise<T>): Promise<T> {
   try {
-    parsed = JSON.parse(text);
-  } catch {
-    /* not JSON */
+    return await p();
+  } catch (e) {
+    if (e instanceof RunplaneError) throw new CliError(`${what}: HTTP ${e.status}: ${e.detail}`);
+    fail(`cannot reach ${base}: ${(e as Error).message}`);
   }
-  if (!res.ok) throw new CliError(`${method} ${path}: HTTP ${res.status}: ${(parsed as { detail?: string })?.detail ?? text.slice(0, 200)}`);
-  return parsed;
 }
+const path = (run_id: string) => ({ params: { path: { run_id } } });
+const okOf = async <T>(r: Promise<{ data?: T; error?: unknown; response: Response }>): Promise<T> => unwrap(await r);
 
 function table(rows: Array<Record<string, unknown>>): string {
   if (rows.length === 0) return '(no rows)';
@@ -119,7 +118,7 @@ function progress(e: { type: string; data: Record<string, unknown> }): void {
 
 async function rowsOf(runId: string): Promise<Array<Record<string, unknown>>> {
   try {
-    return (await api('GET', `/v1/runs/${encodeURIComponent(runId)}/artifacts/extracted_rows.json`)) as Array<Record<string, unknown>>;
+    return (await call('rows', () => okOf(rp.api.GET('/v1/runs/{run_id}/artifacts/extracted_rows.json', path(runId))))) as unknown as Array<Record<string, unknown>>;
   } catch {
     return [];
   }
@@ -138,11 +137,11 @@ const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
 /** Cancels a run and waits (up to two minutes) until it has ended; returns its final status body. */
 async function cancelAndWait(runId: string): Promise<Record<string, unknown>> {
-  let body = (await api('POST', `/v1/runs/${encodeURIComponent(runId)}/cancel`)) as Record<string, unknown>;
+  let body: Record<string, unknown> = await call('cancel', () => rp.cancel(runId));
   for (let i = 0; i < 240 && !TERMINAL.has(String(body.status)); i++) {
     if (!json && i === 0) process.stderr.write(`cancelling run ${runId} (its browser is closing)...\n`);
     await new Promise((r) => setTimeout(r, 500));
-    body = (await api('GET', `/v1/runs/${encodeURIComponent(runId)}/status`)) as Record<string, unknown>;
+    body = await call('status', () => okOf(rp.api.GET('/v1/runs/{run_id}/status', path(runId))));
   }
   return body;
 }
@@ -171,7 +170,7 @@ async function run(file: string): Promise<number> {
   for (const [flag, field, conv] of map) if (typeof opts[flag] === 'string') body[field] = conv(opts[flag] as string);
   if (opts['proxy-disabled']) body.proxy_disabled = true;
   const headers: Record<string, string> = opts['idempotency-key'] ? { 'Idempotency-Key': opts['idempotency-key'] } : {};
-  const started = await api('POST', '/v1/predict', body, headers);
+  const started = (await call('POST /v1/predict', () => okOf(rp.api.POST('/v1/predict', { body: body as never, headers })))) as { run_id: string };
   const runId = String(started.run_id);
   if (opts.detach) {
     process.stdout.write(json ? `${JSON.stringify(started)}\n` : `${runId}\n`);
@@ -198,7 +197,7 @@ async function run(file: string): Promise<number> {
     );
   });
   await follow(runId);
-  const result = await api('GET', `/v1/runs/${encodeURIComponent(runId)}/result`);
+  const result = await call('result', () => rp.result(runId));
   const rows = await rowsOf(runId);
   if (json) process.stdout.write(`${JSON.stringify({ ...result, rows })}\n`);
   else {
@@ -222,7 +221,8 @@ async function main(): Promise<number> {
       return run(arg);
     case 'status':
     case 'result': {
-      process.stdout.write(`${JSON.stringify(await api('GET', `/v1/runs/${id}/${cmd}`), null, json ? 0 : 2)}\n`);
+      const body = cmd === 'status' ? await call('status', () => okOf(rp.api.GET('/v1/runs/{run_id}/status', path(arg)))) : await call('result', () => rp.result(arg));
+      process.stdout.write(`${JSON.stringify(body, null, json ? 0 : 2)}\n`);
       return 0;
     }
     case 'cancel': {

@@ -10,6 +10,7 @@ import { errorBodies } from './http/errors.ts';
 import { platformRoutes } from './http/platform.ts';
 import { authenticate, requireScope } from './http/auth.ts';
 import { readJsonBody } from './http/body.ts';
+import { redeemTicket } from './http/tickets.ts';
 import { validator, describeError } from '../schemas/index.ts';
 import type { GatewayState, Ctx, Next } from './context.ts';
 import type { RouteSpec } from './routes/route.ts';
@@ -23,9 +24,11 @@ import { pluginListRoutes } from './routes/plugins.ts';
 import { brainRoutes } from './routes/brains.ts';
 import { chatRoutes } from './routes/chat-completions.ts';
 import { diagnoseRoutes } from './routes/diagnose.ts';
+import { planeRoutes } from './routes/planes.ts';
+import { agentAuth } from './http/agent-auth.ts';
 
 /** The gateway's own routes; the routes plugins declare are added by createGateway. */
-export const ALL_ROUTES: RouteSpec[] = [...opsRoutes, ...predictRoutes, ...runRoutes, ...recipeRoutes, ...wsRoutes, ...pluginListRoutes, ...brainRoutes, ...chatRoutes, ...diagnoseRoutes];
+export const ALL_ROUTES: RouteSpec[] = [...opsRoutes, ...predictRoutes, ...runRoutes, ...recipeRoutes, ...wsRoutes, ...pluginListRoutes, ...brainRoutes, ...chatRoutes, ...diagnoseRoutes, ...planeRoutes];
 
 function routeChain(route: RouteSpec, s: Services) {
   const chain: Array<(ctx: Ctx, next: Next) => Promise<unknown>> = [];
@@ -35,7 +38,22 @@ function routeChain(route: RouteSpec, s: Services) {
       return next();
     });
   }
-  if (route.auth) chain.push(authenticate(s.tenants, { bearer: route.openai === true }));
+  if (route.auth === 'agent') {
+    chain.push(agentAuth(s.config.planeSecret));
+  } else if (route.auth) {
+    const byToken = authenticate(s.tenants, { bearer: route.openai === true });
+    const ticketed = route.ticket;
+    chain.push(
+      ticketed
+        ? async (ctx, next) => {
+          const ticket = ctx.query.ticket;
+          if (typeof ticket !== 'string' || ctx.get('x-service-token') || !ticketed(ctx)) return byToken(ctx, next);
+          ctx.state.tenant = await redeemTicket(s, ticket);
+          return next();
+        }
+        : byToken,
+    );
+  }
   if (route.scope) {
     const scope = route.scope;
     chain.push(async (ctx, next) => {

@@ -19,6 +19,8 @@ export interface GatewayConfig {
   stateStore: 'sqlite' | 'memory';
   /** SERVICE_RUN_LEASE_SECONDS: a runner's lease on a run; renewed every third of it, a dead runner's runs are recovered past it */
   runLeaseMs: number;
+  /** SERVICE_PLANE_WAIT_SECONDS: how long a run waits for a free remote plane agent before plane_unavailable */
+  planeWaitMs: number;
   plansDir: string;
   /** SERVICE_PLUGINS_DIR: the operator's plugin modules, loaded after the built-ins under plugins/ */
   pluginsDir?: string;
@@ -45,6 +47,8 @@ export interface GatewayConfig {
   gitSha?: string;
   deployedAt?: string;
   proxyProvider: string;
+  /** SERVICE_PROXY_PROVIDERS_PATH: the proxy providers file; unset: runs connect directly */
+  proxyProvidersPath: string | undefined;
   secretsDir: string;
   allowPrivateNetworks: boolean;
   webhookRetrySeconds: number[];
@@ -122,6 +126,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Gateway
     databaseUrl: envStr(env, 'SERVICE_DATABASE_URL'),
     stateStore: stateStoreOf(envStr(env, 'SERVICE_STATE') ?? 'sqlite'),
     runLeaseMs: envInt(env, 'SERVICE_RUN_LEASE_SECONDS', 30, 3, 600) * 1000,
+    planeWaitMs: envInt(env, 'SERVICE_PLANE_WAIT_SECONDS', 120, 1, 3600) * 1000,
     plansDir: path.resolve(cwd, envStr(env, 'SERVICE_PLANS_DIR') ?? path.join(root, 'config/plans')),
     pluginsDir: envStr(env, 'SERVICE_PLUGINS_DIR') === undefined ? undefined : path.resolve(cwd, envStr(env, 'SERVICE_PLUGINS_DIR')!),
     builtinPluginsDir: path.join(root, 'plugins'),
@@ -143,6 +148,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Gateway
     gitSha: envStr(env, 'SERVICE_GIT_SHA'),
     deployedAt: envStr(env, 'SERVICE_DEPLOYED_AT'),
     proxyProvider: envStr(env, 'SERVICE_PROXY_PROVIDER') ?? 'residential-c',
+    proxyProvidersPath: envStr(env, 'SERVICE_PROXY_PROVIDERS_PATH') ? path.resolve(cwd, envStr(env, 'SERVICE_PROXY_PROVIDERS_PATH')!) : undefined,
     secretsDir: path.resolve(cwd, envStr(env, 'SERVICE_SECRETS_DIR') ?? path.join(envStr(env, 'SERVICE_DATA_DIR') ?? '.data', 'secrets')),
     allowPrivateNetworks: envFlag(env.SERVICE_ALLOW_PRIVATE_NETWORKS, false),
     webhookRetrySeconds: envSeconds(env, 'SERVICE_WEBHOOK_RETRY_SECONDS', [5, 30, 120, 600, 1800]),

@@ -12,6 +12,10 @@ export interface Metrics {
   loopTermination(reason: string): void;
   httpRequest(route: string, method: string, status: number, seconds: number): void;
   unhandledRejection(): void;
+  /** a run placed on a remote plane agent (with how long the session took to start), or refused by it */
+  planePlacement(agent: string, outcome: 'placed' | 'refused', seconds?: number): void;
+  /** the agent's slots this replica's runs hold: up while a run holds one, down when it lets go */
+  planeBusy(agent: string, busy: boolean): void;
   render(): Promise<{ contentType: string; body: string }>;
 }
 
@@ -23,6 +27,8 @@ const noop: Metrics = {
   loopTermination() {},
   httpRequest() {},
   unhandledRejection() {},
+  planePlacement() {},
+  planeBusy() {},
   async render() {
     throw new Error('metrics unavailable');
   },
@@ -73,8 +79,32 @@ export async function createMetrics(load: () => Promise<PromModule> = () => impo
     help: 'Promise rejections nothing handled, logged and survived by the last-resort handler (each one is a bug)',
     registers: [registry],
   });
+  const placements = new prom.Counter({
+    name: 'service_plane_placements_total',
+    help: 'Runs placed on a remote plane agent, or refused by it, per agent id',
+    labelNames: ['agent', 'outcome'] as const,
+    registers: [registry],
+  });
+  const sessionStart = new prom.Histogram({
+    name: 'service_plane_session_start_seconds',
+    help: 'Time from a slot claim to a bound session on a remote plane agent',
+    labelNames: ['agent'] as const,
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [registry],
+  });
+  const busy = new prom.Gauge({
+    name: 'service_plane_agent_busy',
+    help: 'Session slots of a remote plane agent that runs of this replica hold now',
+    labelNames: ['agent'] as const,
+    registers: [registry],
+  });
   return {
     available: true,
+    planePlacement: (agent, outcome, seconds) => {
+      placements.inc({ agent, outcome });
+      if (seconds !== undefined) sessionStart.observe({ agent }, seconds);
+    },
+    planeBusy: (agent, b) => (b ? busy.inc({ agent }) : busy.dec({ agent })),
     predictRequest: (tenant_id, mode, outcome) => predict.inc({ tenant_id, mode, outcome }),
     rateLimitRejection: (tenant_id, kind) => rejections.inc({ tenant_id, kind }),
     concurrentRuns: (tenant_id, value) => concurrent.set({ tenant_id }, value),

@@ -73,7 +73,7 @@ export function buildOpenApi(routes: RouteSpec[], version: string): Record<strin
     // `:name` is one segment, `*name` the rest of the path
     const p = r.path.replace(/[:*]([A-Za-z_]+)/g, '{$1}');
     const params = [...r.path.matchAll(/[:*]([A-Za-z_]+)/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
-    const responses: Record<string, unknown> = { '200': { description: r.responses?.['200'] ?? 'success' } };
+    const responses: Record<string, unknown> = { '200': { description: r.responses?.['200'] ?? 'success', ...(r.ok ? { content: { 'application/json': { schema: { $ref: `#/components/schemas/${componentFor(r.ok)}` } } } } : {}) } };
     const errorCodes = r.auth ? ['400', '401', '403', '404', '500', '503'] : [];
     if (r.body) errorCodes.push('415');
     if (r.rateLimited) errorCodes.push('422', '429');
@@ -87,7 +87,8 @@ export function buildOpenApi(routes: RouteSpec[], version: string): Record<strin
       responses,
     };
     if (params.length) op.parameters = params;
-    if (r.auth) op.security = [{ serviceToken: [] }];
+    // a public route says so: no security requirement at all
+    op.security = !r.auth ? [] : r.auth === 'agent' ? [{ agentSecret: [] }] : r.ticket ? [{ serviceToken: [] }, { browserTicket: [] }] : [{ serviceToken: [] }];
     if (r.scope) op['x-required-scope'] = r.scope;
     if (r.body) {
       op.requestBody = { required: true, content: { 'application/json': { schema: { $ref: `#/components/schemas/${componentFor(r.body.schema)}` } } } };
@@ -99,6 +100,8 @@ export function buildOpenApi(routes: RouteSpec[], version: string): Record<strin
     openapi: '3.1.0',
     info: { title: 'runplane run service', version, description: 'Runs browser-automation plans on real browsers. Errors are {detail}.' },
     jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
+    // relative: the document describes the gateway that serves it, wherever it is reached
+    servers: [{ url: '/', description: 'this gateway' }],
     tags: [
       {
         name: 'plugins',
@@ -111,6 +114,8 @@ export function buildOpenApi(routes: RouteSpec[], version: string): Record<strin
       schemas: componentSchemas(),
       securitySchemes: {
         serviceToken: { type: 'apiKey', in: 'header', name: 'X-Service-Token' },
+        browserTicket: { type: 'apiKey', in: 'query', name: 'ticket', description: 'a single-use, 30-second ticket from POST /v1/ws-tickets, for an EventSource (which cannot send headers); SSE requests only' },
+        agentSecret: { type: 'http', scheme: 'bearer', description: "the plane agents' secret (SERVICE_PLANE_SECRET / PLANE_AGENT_SECRET), on the agent registration routes only" },
         platformApiKey: { type: 'apiKey', in: 'header', name: 'Authorization', description: 'Api-Key <GATEWAY_API_KEY>, on /production and /deployment/<id> routes only' },
       },
     },

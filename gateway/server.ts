@@ -33,6 +33,8 @@ import { loadPlugins } from './plugins/loader.ts';
 import { BrainDirectory } from './brains/directory.ts';
 import { pluginRouteSpecs } from './routes/plugins.ts';
 import type { Services } from './services.ts';
+import { ProxyProviders } from './runner/proxies.ts';
+import { RemoteAgentPlanes } from './runner/fleet.ts';
 import { RunRecovery, runnerOwner } from './runs/recovery.ts';
 import type { GatewayState } from './context.ts';
 
@@ -97,6 +99,9 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
   const log = createLogger(config.logLevel, opts.logStream);
   // plugins first: a refused plugin stops start-up before anything is opened
   const plugins = await loadPlugins({ builtinDir: config.builtinPluginsDir, operatorDir: config.pluginsDir, dataDir: config.dataDir, log: namedLogger(log, 'gateway.plugins'), env: config.env });
+  // a bad proxy providers file, or a password it names that cannot be read, stops start-up too
+  const proxies = await ProxyProviders.load(config.proxyProvidersPath, config.secretsDir, config.proxyProvider);
+  if (!proxies) log.info('no proxy providers file (SERVICE_PROXY_PROVIDERS_PATH): runs connect directly');
   const metrics = await createMetrics(opts.loadMetricsLibrary);
   const state = await openStateBackend({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, dataDir: config.dataDir, kind: config.stateStore, maxEventsPerRun: MAX_EVENTS_PER_RUN });
   const limits = new Limits(state.atomic, metrics);
@@ -121,6 +126,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     metrics,
     limits,
     tenants,
+    proxies,
     state,
     version,
     runs,
@@ -134,9 +140,10 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     brains: new BrainDirectory(plugins, tenants, config.secretsDir, config.singleModel),
     openapi: () => (openapiDoc ??= buildOpenApi(routes, version.version)),
     planeClosing: (runId) => executor.planeClosing(runId),
+    fleet: () => (planes instanceof RemoteAgentPlanes ? planes : undefined),
   };
   const routes = [...ALL_ROUTES, ...pluginRouteSpecs(plugins, namedLogger(log, 'gateway.plugins'))];
-  const planes = planeProvider(config, namedLogger(log, 'gateway.planes'));
+  const planes = planeProvider(config, { log: namedLogger(log, 'gateway.planes'), proxies, atomic: state.atomic, metrics });
   const recorder = new SdkRunRecorder({
     dataDir: config.dataDir,
     captureMode: config.traceCaptureMode,

@@ -12,6 +12,8 @@ import type { StateBackend } from './state/backend.ts';
 import type { VersionInfo } from './version.ts';
 import type { FrameHub } from './runs/frames.ts';
 import type { BrainDirectory } from './brains/directory.ts';
+import type { ProxyProviders } from './runner/proxies.ts';
+import type { RemoteAgentPlanes } from './runner/fleet.ts';
 
 export interface Services {
   config: GatewayConfig;
@@ -19,6 +21,10 @@ export interface Services {
   metrics: Metrics;
   limits: Limits;
   tenants: TenantResolver;
+  /** the proxy providers file (SERVICE_PROXY_PROVIDERS_PATH); undefined: runs connect directly */
+  proxies: ProxyProviders | undefined;
+  /** the remote plane agents (SERVICE_PLANES names them), or undefined with local or no planes */
+  fleet(): RemoteAgentPlanes | undefined;
   runs: RunsService;
   idempotency: Idempotency;
   recipes: RecipeStore;

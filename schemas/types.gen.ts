@@ -110,6 +110,12 @@ proxy_state?: string
 max_cost?: number
 max_time_minutes?: number
 compute_backend?: ("computer_plane" | "dom_plane")
+/**
+ * Our extension: place the run only on a plane agent whose labels (PLANE_LABELS) include all of these, e.g. {"region": "eu-west"}
+ */
+plane_labels?: {
+[k: string]: string
+}
 state_repeat_threshold?: number
 pinned_source_url_pattern?: string
 off_source_step_budget?: number
@@ -135,6 +141,10 @@ plan?: Plan
  */
 micro?: string
 profile_id?: Identity
+/**
+ * 1-128 characters of letters, digits, dot, underscore, hyphen; not starting with a dot or hyphen. Stored tenant-prefixed.
+ */
+state_key?: string
 workflow_id?: Identity
 cua_model?: string
 max_cost?: number
@@ -146,6 +156,12 @@ callback_url?: string
 run_id?: string
 tail?: number
 compute_backend?: ("computer_plane" | "dom_plane")
+/**
+ * Our extension: place the run only on a plane agent whose labels (PLANE_LABELS) include all of these, e.g. {"region": "eu-west"}
+ */
+plane_labels?: {
+[k: string]: string
+}
 proxy_disabled?: boolean
 proxy_provider?: ("residential-a" | "residential-b" | "residential-c")
 proxy_city?: string
@@ -206,7 +222,13 @@ forbidden_controls?: string[]
  */
 listing_card_exclusions?: string[]
 /**
- * Decision: any string keys, string values (reason label to instruction).
+ * The role map of target_role (dom_plane): semantic role (title, vote_button, ...) to a CSS selector. A role without an entry, or whose selector matches nothing, is grounded by the vision grounder.
+ */
+target_roles?: {
+[k: string]: string
+}
+/**
+ * Intent phrase (recognised case-insensitively in a step's intent, or in a brain action's reasoning) to the rejection the runner answers with: `<halt_class>` or `<halt_class>: <message>` halts the run with that class; any other text is the message of halt class intent_rejected. Nothing acts once an intent is recognised.
  */
 rejection_intents?: {
 [k: string]: string
@@ -234,7 +256,10 @@ export interface TenantConfig {
  * Letters, digits and . _ ~ - (URL-unreserved), 1-64 characters, not starting with a dot or dash.
  */
 tenant_id: string
-scopes?: ("run" | "status" | "result" | "logs")[]
+/**
+ * what the token may do; `operator` (our extension, never a default) reads and drains the plane agents of the deployment (GET /v1/planes)
+ */
+scopes?: ("run" | "status" | "result" | "logs" | "operator")[]
 max_concurrent_runs?: number
 max_cost_per_run?: number
 max_time_minutes_per_run?: number
@@ -244,6 +269,10 @@ allowed_domains?: string[]
 webhook_url?: string
 webhook_secret_name?: string
 default_compute_backend?: ("computer_plane" | "dom_plane")
+/**
+ * our extension: the proxy provider (an id of the providers file) every run of this tenant goes out through, whatever the run names; unset: the run's proxy_provider, else SERVICE_PROXY_PROVIDER
+ */
+proxy_provider?: string
 [k: string]: unknown
 }
 
@@ -1668,5 +1697,509 @@ cua_model?: ("default-cua" | "hosted-api")
  * Our addition: the plane to check (default: the tenant's default, else computer_plane).
  */
 compute_backend?: ("computer_plane" | "dom_plane")
+[k: string]: unknown
+}
+
+/**
+ * This interface was referenced by `ProxyProviders`'s JSON-Schema
+ * via the `definition` "ParamKey".
+ */
+
+export type ParamKey = string
+
+/**
+ * The proxy providers file (SERVICE_PROXY_PROVIDERS_PATH): each provider id a run can name (residential-a, residential-b, residential-c, or one an operator adds) mapped to the upstream HTTP proxy it stands for. The user name follows the residential providers' convention: parameters joined into it, e.g. `customer-acme-country-us-state-ca-city-los_angeles-session-3f9a1c2b7d4e`.
+ */
+
+export interface ProxyProviders {
+providers: {
+[k: string]: ProxyProvider
+}
+}
+/**
+ * This interface was referenced by `ProxyProviders`'s JSON-Schema
+ * via the `definition` "ProxyProvider".
+ */
+
+export interface ProxyProvider {
+/**
+ * the upstream HTTP proxy's host name or address
+ */
+host: string
+port: number
+username: ProxyUsername
+/**
+ * file name under SERVICE_SECRETS_DIR holding the proxy password; absent: no password
+ */
+password_secret?: string
+/**
+ * ISO 3166-1 country of the exit when the run names no city or state elsewhere
+ */
+default_country?: string
+}
+/**
+ * This interface was referenced by `ProxyProviders`'s JSON-Schema
+ * via the `definition` "ProxyUsername".
+ */
+
+export interface ProxyUsername {
+/**
+ * the account part, first in the user name
+ */
+prefix: string
+separator?: ("-" | "_")
+/**
+ * the provider's parameter names; a parameter without a value is left out
+ */
+keys?: {
+country?: ParamKey
+state?: ParamKey
+city?: ParamKey
+session?: ParamKey
+}
+}
+
+/**
+ * What a plane agent says of itself on POST /v1/planes/register (PLANE_REGISTER_URL), every heartbeat: its id, plane, one URL per session slot, labels and capabilities. The gateway keeps it in its shared store for ttl_seconds; an agent that stops heartbeating leaves placement then.
+ */
+
+export interface PlaneRegistration {
+agent_id: string
+plane: ("computer_plane" | "dom_plane")
+/**
+ * one URL per session slot, as the gateway reaches it (grpc://, grpcs://, http:// or https://, host and port only)
+ * 
+ * @minItems 1
+ * @maxItems 16
+ */
+slots: [string]|[string, string]|[string, string, string]|[string, string, string, string]|[string, string, string, string, string]|[string, string, string, string, string, string]|[string, string, string, string, string, string, string]|[string, string, string, string, string, string, string, string]|[string, string, string, string, string, string, string, string, string]|[string, string, string, string, string, string, string, string, string, string]|[string, string, string, string, string, string, string, string, string, string, string]|[string, string, string, string, string, string, string, string, string, string, string, string]|[string, string, string, string, string, string, string, string, string, string, string, string, string]|[string, string, string, string, string, string, string, string, string, string, string, string, string, string]|[string, string, string, string, string, string, string, string, string, string, string, string, string, string, string]|[string, string, string, string, string, string, string, string, string, string, string, string, string, string, string, string]
+busy?: number
+labels?: {
+[k: string]: string
+}
+capabilities?: {
+dom_aware?: boolean
+stealth?: boolean
+gpu?: boolean
+}
+version?: string
+ttl_seconds?: number
+}
+
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "RunLifecycle".
+ */
+
+export type RunLifecycle = (RunStatusBody & {
+cua_model: string
+profile_id: (string | null)
+workflow_id: (string | null)
+compute_backend: ("computer_plane" | "dom_plane")
+limits: {
+max_cost: number
+max_time_minutes: number
+[k: string]: unknown
+}
+step_count: number
+resumed_from?: (string | null)
+start_step: number
+resume_step: (number | null)
+cost_usd: number
+webhook: ({
+[k: string]: unknown
+} | null)
+[k: string]: unknown
+})
+/**
+ * action run: the run's handle (detached) or its result (detached: false); status, result, logs: that body of an existing run; resume: the new run's handle
+ * 
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "PredictAnswer".
+ */
+
+export type PredictAnswer = (RunHandle | RunResult | RunStatusBody | RunLogs)
+
+/**
+ * The success bodies of the gateway's run, recipe, ticket and plane routes. Objects may carry fields beyond these (additions are not breaking); the listed ones are always there.
+ */
+
+export interface Responses {
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "FailureHelp".
+ */
+
+export interface FailureHelp {
+halt_class: string
+summary: string
+likely_causes: string[]
+next_steps: string[]
+debug_surfaces: {
+[k: string]: string
+}
+retries_spent: number
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "RunStatusBody".
+ */
+
+export interface RunStatusBody {
+run_id: string
+status: ("queued" | "running" | "succeeded" | "failed" | "cancelled")
+phase: string
+halt_class: (string | null)
+failure_help: (FailureHelp | null)
+created_at: string
+updated_at: string
+ended_at: (string | null)
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "RunList".
+ */
+
+export interface RunList {
+runs: RunLifecycle[]
+next_cursor: (string | null)
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "StepEntry".
+ */
+
+export interface StepEntry {
+path: string
+type: string
+intent: string
+success: boolean
+failure_class?: string
+final_url?: string
+page_title?: string
+last_action?: {
+[k: string]: unknown
+}
+data?: string
+attempts: number
+rows?: number
+screenshot_b64?: string
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "RunResult".
+ */
+
+export interface RunResult {
+status: ("queued" | "running" | "succeeded" | "failed" | "cancelled")
+run_id: string
+error?: string
+summary: string
+steps: StepEntry[]
+extraction_quality: {
+unknown_placeholder_row_count: number
+[k: string]: unknown
+}
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "RunEvent".
+ */
+
+export interface RunEvent {
+seq: number
+type: string
+ts: string
+data?: {
+[k: string]: unknown
+}
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "EventList".
+ */
+
+export interface EventList {
+run_id: string
+status: string
+events: RunEvent[]
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "Ticket".
+ */
+
+export interface Ticket {
+ticket: string
+expires_in: number
+protocol: string[]
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "StoredRecipe".
+ */
+
+export interface StoredRecipe {
+name: string
+schema: {
+[k: string]: unknown
+}
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "RecipeNames".
+ */
+
+export interface RecipeNames {
+recipes: {
+name: string
+[k: string]: unknown
+}[]
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "RecipeDeleted".
+ */
+
+export interface RecipeDeleted {
+name: string
+deleted: boolean
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "PlaneAgent".
+ */
+
+export interface PlaneAgent {
+id: string
+plane: ("computer_plane" | "dom_plane")
+address: string
+state: ("free" | "busy" | "draining" | "unreachable")
+run_id: (string | null)
+draining: boolean
+reachable: boolean
+session_bound: boolean
+source: ("static" | "registered")
+capacity: number
+busy: number
+labels: {
+[k: string]: string
+}
+version: string
+slots: {
+index: number
+address: string
+run_id: (string | null)
+reachable: boolean
+session_bound: boolean
+[k: string]: unknown
+}[]
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "PlaneList".
+ */
+
+export interface PlaneList {
+mode: string
+agents: PlaneAgent[]
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "RunHandle".
+ */
+
+export interface RunHandle {
+run_id: string
+status: ("queued" | "running" | "succeeded" | "failed" | "cancelled")
+resumed_from?: string
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "RunLogs".
+ */
+
+export interface RunLogs {
+events: string[]
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "DiagnoseAccepted".
+ */
+
+export interface DiagnoseAccepted {
+run_id: string
+target_url: string
+poll_via: string
+rows_via: string
+status: string
+stealth_snapshot: {
+honest_mode: boolean
+behavioral_jitter: boolean
+geo_consistency: boolean
+cdp_stealth: boolean
+proxy_provider: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "Model".
+ */
+
+export interface Model {
+id: string
+object: "model"
+created: number
+owned_by: string
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "ModelList".
+ */
+
+export interface ModelList {
+object: "list"
+data: Model[]
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "Health".
+ */
+
+export interface Health {
+status: string
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "Readiness".
+ */
+
+export interface Readiness {
+status: ("ready" | "unavailable")
+dependencies: {
+[k: string]: unknown
+}
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "Version".
+ */
+
+export interface Version {
+version: string
+uptime_seconds?: number
+deploy_age_days?: number
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "CuaAnswer".
+ */
+
+export interface CuaAnswer {
+action: {
+type: string
+[k: string]: unknown
+}
+reasoning: string
+usage: {
+[k: string]: unknown
+}
+model: string
+[k: string]: unknown
+}
+/**
+ * OpenAI's chat.completion object (with stream: true the answer is text/event-stream chunks instead)
+ * 
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "ChatCompletion".
+ */
+
+export interface ChatCompletion {
+id: string
+object: "chat.completion"
+created: number
+model: string
+/**
+ * @minItems 1
+ */
+choices: [{
+index: number
+message: {
+role: "assistant"
+content?: (string | null)
+tool_calls?: {
+id: string
+type: "function"
+function: {
+name: string
+arguments: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}[]
+[k: string]: unknown
+}
+finish_reason: string
+[k: string]: unknown
+}, ...({
+index: number
+message: {
+role: "assistant"
+content?: (string | null)
+tool_calls?: {
+id: string
+type: "function"
+function: {
+name: string
+arguments: string
+[k: string]: unknown
+}
+[k: string]: unknown
+}[]
+[k: string]: unknown
+}
+finish_reason: string
+[k: string]: unknown
+})[]]
+usage: {
+prompt_tokens: number
+completion_tokens: number
+total_tokens: number
+[k: string]: unknown
+}
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "PlaneRegistered".
+ */
+
+export interface PlaneRegistered {
+agent_id: string
+ttl_seconds: number
 [k: string]: unknown
 }

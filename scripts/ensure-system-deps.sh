@@ -28,6 +28,8 @@ declare -A NEEDS=(
   [openssl]=openssl
   # the agents drop to the browser user with setpriv
   [setpriv]=util-linux
+  # the viewer test checks its exported ZIP with unzip -t
+  [unzip]=unzip
 )
 
 missing=()

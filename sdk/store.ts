@@ -2,7 +2,8 @@
 // under a directory; ObjectStore writes to an S3-compatible bucket over HTTP
 // (path-style, AWS Signature V4). Both take bundle-relative paths, checked by
 // shared/ids.ts: a resolved file stays inside the store's root, a key under its prefix.
-import { createHmac, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { AwsClient } from 'aws4fetch';
 import { mkdir, readFile, readdir, rename, rm, stat, writeFile, open } from 'node:fs/promises';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -220,23 +221,27 @@ export interface ObjectStoreOptions {
   prefix?: string;
   accessKeyId: string;
   secretAccessKey: string;
+  /** temporary credentials (STS): sent as X-Amz-Security-Token */
+  sessionToken?: string;
   region?: string;
-  fetch?: typeof fetch;
+  /** retries of a request answered 5xx or 429, with jittered exponential backoff from 50 ms (default 4) */
+  retries?: number;
 }
 
-const hmac = (key: string | Buffer, data: string): Buffer => createHmac('sha256', key).update(data).digest();
 const encodeKey = (key: string): string => key.split('/').map((s) => encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)).join('/');
-const amzDate = (d: Date): string => d.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
 
-/** An S3-compatible bucket (PUT/GET/HEAD object, ListObjectsV2), signed with AWS Signature V4. */
+/**
+ * An S3-compatible bucket (PUT/GET/HEAD object, ListObjectsV2, presigned GETs). Requests
+ * are signed (AWS Signature V4, session tokens included) and retried by aws4fetch, a
+ * maintained client; this class only maps the store's paths to keys under its prefix.
+ */
 export class ObjectStore implements Store {
-  private readonly o: Required<Omit<ObjectStoreOptions, 'fetch'>>;
-  private readonly fetchImpl: typeof fetch;
+  private readonly o: ObjectStoreOptions & { prefix: string; region: string };
+  private readonly client: AwsClient;
 
   constructor(opts: ObjectStoreOptions) {
-    this.o = { prefix: '', region: 'us-east-1', ...opts, endpoint: opts.endpoint.replace(/\/$/, '') } as Required<Omit<ObjectStoreOptions, 'fetch'>>;
-    this.o.prefix = checkKeyPrefix(this.o.prefix.replace(/^\/|\/$/g, ''));
-    this.fetchImpl = opts.fetch ?? fetch;
+    this.o = { ...opts, prefix: checkKeyPrefix((opts.prefix ?? '').replace(/^\/|\/$/g, '')), region: opts.region ?? 'us-east-1', endpoint: opts.endpoint.replace(/\/$/, '') };
+    this.client = new AwsClient({ accessKeyId: opts.accessKeyId, secretAccessKey: opts.secretAccessKey, sessionToken: opts.sessionToken, service: 's3', region: this.o.region, retries: opts.retries ?? 4 });
   }
 
   get rootUri(): string {
@@ -246,7 +251,7 @@ export class ObjectStore implements Store {
   /** a store for a sub-prefix (one bundle) of the same bucket; a prefix with an empty, . or .. segment is refused */
   child(prefix: string): ObjectStore {
     checkKeyPrefix(prefix);
-    return new ObjectStore({ ...this.o, fetch: this.fetchImpl, prefix: [this.o.prefix, prefix].filter(Boolean).join('/') });
+    return new ObjectStore({ ...this.o, prefix: [this.o.prefix, prefix].filter(Boolean).join('/') });
   }
 
   /** the object key of relpath, refused unless it stays under the prefix */
@@ -254,53 +259,20 @@ export class ObjectStore implements Store {
     return keyInside(this.o.prefix, relpath);
   }
 
-  private scope(d: Date): string {
-    return `${amzDate(d).slice(0, 8)}/${this.o.region}/s3/aws4_request`;
+  private url(key: string, query: Record<string, string> = {}): string {
+    const qs = new URLSearchParams(query).toString();
+    return `${this.o.endpoint}/${this.o.bucket}/${encodeKey(key)}${qs ? `?${qs}` : ''}`;
   }
 
-  private signature(d: Date, canonicalRequest: string): string {
-    const date = amzDate(d);
-    const toSign = ['AWS4-HMAC-SHA256', date, this.scope(d), sha256Hex(canonicalRequest)].join('\n');
-    const kDate = hmac(`AWS4${this.o.secretAccessKey}`, date.slice(0, 8));
-    const kSigning = hmac(hmac(hmac(kDate, this.o.region), 's3'), 'aws4_request');
-    return createHmac('sha256', kSigning).update(toSign).digest('hex');
-  }
-
-  private async request(method: string, key: string, query: Record<string, string>, body?: Buffer): Promise<Response> {
-    const url = new URL(`${this.o.endpoint}/${this.o.bucket}/${encodeKey(key)}`);
-    const d = new Date();
-    const payloadHash = sha256Hex(body ?? '');
-    const headers: Record<string, string> = { host: url.host, 'x-amz-content-sha256': payloadHash, 'x-amz-date': amzDate(d) };
-    const qs = Object.keys(query)
-      .sort()
-      .map((k) => `${encodeURIComponent(k)}=${encodeURIComponent(query[k]!)}`)
-      .join('&');
-    const signed = Object.keys(headers).sort();
-    const canonicalHeaders = signed.map((h) => `${h}:${headers[h]}\n`).join('');
-    const canonical = [method, url.pathname, qs, canonicalHeaders, signed.join(';'), payloadHash].join('\n');
-    headers.authorization = `AWS4-HMAC-SHA256 Credential=${this.o.accessKeyId}/${this.scope(d)}, SignedHeaders=${signed.join(';')}, Signature=${this.signature(d, canonical)}`;
-    delete headers.host;
-    const res = await this.fetchImpl(`${url.origin}${url.pathname}${qs ? `?${qs}` : ''}`, { method, headers, body });
-    return res;
+  private request(method: string, key: string, query: Record<string, string>, body?: Buffer): Promise<Response> {
+    // the payload's hash is signed (S3 checks the body against it), not UNSIGNED-PAYLOAD
+    return this.client.fetch(this.url(key, query), { method, body, headers: { 'x-amz-content-sha256': sha256Hex(body ?? '') } });
   }
 
   async signedUrl(relpath: string, ttlSeconds = 3600): Promise<string> {
-    const key = this.key(relpath);
-    const url = new URL(`${this.o.endpoint}/${this.o.bucket}/${encodeKey(key)}`);
-    const d = new Date();
-    const query: Record<string, string> = {
-      'X-Amz-Algorithm': 'AWS4-HMAC-SHA256',
-      'X-Amz-Credential': `${this.o.accessKeyId}/${this.scope(d)}`,
-      'X-Amz-Date': amzDate(d),
-      'X-Amz-Expires': String(Math.max(1, Math.min(604800, Math.floor(ttlSeconds)))),
-      'X-Amz-SignedHeaders': 'host',
-    };
-    const qs = Object.keys(query)
-      .sort()
-      .map((k) => `${encodeURIComponent(k)}=${encodeURIComponent(query[k]!)}`)
-      .join('&');
-    const canonical = ['GET', url.pathname, qs, `host:${url.host}`, '', 'host', 'UNSIGNED-PAYLOAD'].join('\n');
-    return `${url.origin}${url.pathname}?${qs}&X-Amz-Signature=${this.signature(d, canonical)}`;
+    const expires = String(Math.max(1, Math.min(604800, Math.floor(ttlSeconds))));
+    const signed = await this.client.sign(this.url(this.key(relpath), { 'X-Amz-Expires': expires }), { method: 'GET', aws: { signQuery: true } });
+    return signed.url;
   }
 
   async openWriteBinary(relpath: string): Promise<StoreWriter> {

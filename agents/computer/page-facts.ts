@@ -23,8 +23,23 @@ export interface PageFacts {
   nav_error: string | null;
   /** counts main-frame navigations: a caller compares it across an action to see one started */
   nav_seq: number;
+  /** the last few navigations, oldest first: what each asked for and how it ended, so a caller can judge the one it started even when the browser moved on (a search fallback after an error) */
+  navs: NavRecord[];
   updated_at_ms: number;
 }
+
+export interface NavRecord {
+  seq: number;
+  /** the URL the navigation asked for (its first request, before any redirect): what was typed, as the browser read it */
+  url: string;
+  /** its main-frame document status, once answered */
+  status: number | null;
+  /** its net error (net::ERR_..., EGRESS_REFUSED), if it failed */
+  error: string | null;
+}
+
+/** How many navigations page facts remember. */
+const NAVS_KEPT = 4;
 
 const KEPT_HEADERS = ['server', 'cf-ray', 'cf-mitigated', 'content-type', 'location', 'retry-after', 'x-datadome', 'x-px', EGRESS_HEADER];
 
@@ -41,6 +56,14 @@ export const PAGE_TEXT_MAX = 200_000;
 
 /** The target id puppeteer keeps for a target (not part of its typed surface). */
 const targetIdOf = (t: Target): string => String((t as unknown as { _targetId?: string })._targetId ?? '');
+
+const copyFacts = (f: PageFacts): PageFacts => ({ ...f, headers: { ...f.headers }, navs: f.navs.map((n) => ({ ...n })) });
+
+/** Copies the current navigation's ending onto its record. */
+function recordOutcome(f: PageFacts): void {
+  const rec = f.navs.at(-1);
+  if (rec?.seq === f.nav_seq) Object.assign(rec, { status: f.status, error: f.nav_error });
+}
 
 export class PageFactsTracker {
   private readonly tabs = new Map<Target, Tracked>();
@@ -67,7 +90,7 @@ export class PageFactsTracker {
     const tracked: Tracked = {
       page,
       targetId: targetIdOf(t),
-      facts: { url: page.url(), title: '', status: null, headers: {}, load_state: 'complete', nav_error: null, nav_seq: 0, updated_at_ms: Date.now() },
+      facts: { url: page.url(), title: '', status: null, headers: {}, load_state: 'complete', nav_error: null, nav_seq: 0, navs: [], updated_at_ms: Date.now() },
     };
     this.tabs.set(t, tracked);
     this.active = tracked;
@@ -80,7 +103,10 @@ export class PageFactsTracker {
     page.on('request', (req) => {
       if (!main(req)) return;
       // a redirect hop is the same navigation: only the first request starts one
-      if (req.redirectChain().length === 0) f.nav_seq += 1;
+      if (req.redirectChain().length === 0) {
+        f.nav_seq += 1;
+        f.navs = [...f.navs.slice(1 - NAVS_KEPT), { seq: f.nav_seq, url: req.url(), status: null, error: null }];
+      }
       Object.assign(f, { url: req.url(), status: null, headers: {}, nav_error: null, load_state: 'loading' });
       touch();
     });
@@ -94,6 +120,7 @@ export class PageFactsTracker {
       if (said && /^ERR_[A-Z_]+$/.test(said)) Object.assign(f, { status: null, nav_error: `net::${said}` });
       else if (said === 'blocked') Object.assign(f, { status: null, nav_error: 'EGRESS_REFUSED' });
       else f.status = res.status();
+      recordOutcome(f);
       touch();
     });
     page.on('requestfailed', (req) => {
@@ -101,6 +128,7 @@ export class PageFactsTracker {
       const text = req.failure()?.errorText ?? 'net::ERR_FAILED';
       f.nav_error = this.refine(text, req.url());
       f.status = null;
+      recordOutcome(f);
       touch();
     });
     page.on('domcontentloaded', () => {
@@ -149,7 +177,7 @@ export class PageFactsTracker {
       // Chromium titles an untitled page with its URL; that is not a title
       if (info) t.facts.title = info.title === info.url || info.title === stripScheme(info.url) ? '' : info.title.slice(0, 300);
     }
-    return { ...t.facts, headers: { ...t.facts.headers } };
+    return copyFacts(t.facts);
   }
 
   /**
@@ -181,9 +209,14 @@ export class PageFactsTracker {
     return parts.join(' ');
   }
 
+  /** The tab the user sees: the most recent to be created or to navigate. */
+  activePage(): Page | undefined {
+    return this.active?.page;
+  }
+
   /** The active tab's facts as last known, without asking the browser for its title again (health is synchronous). */
   cached(): PageFacts | null {
-    return this.active ? { ...this.active.facts, headers: { ...this.active.facts.headers } } : null;
+    return this.active ? copyFacts(this.active.facts) : null;
   }
 
   async close(): Promise<void> {

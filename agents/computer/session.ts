@@ -5,7 +5,7 @@ import type { Browser } from 'puppeteer-core';
 import { closeChromium, closeLaunched, launchChromium, recordingPath, withEgress, type Launched } from '../core/chromium.ts';
 import { badRequest, forbidden } from '../core/errors.ts';
 import { flag, stealthSwitches, type StealthSwitches } from '../core/flags.ts';
-import { cdpEvaluate, scrollY, visiblePage } from '../core/pages.ts';
+import { cdpEvaluate, layoutScrollY } from '../core/pages.ts';
 import { optInt, optStr, profileDir, type Body } from '../core/validate.ts';
 import type { OpResult, PlaneFactory, PlaneSessionImpl, SessionInitRequest } from '../core/types.ts';
 import { sessionEgress, type EgressProxy } from '../core/egress-proxy.ts';
@@ -16,7 +16,7 @@ import { Grabber, type ImageFormat } from './grabber.ts';
 import { startXvfb, type Display } from './xvfb.ts';
 import { XInput, type XdotoolResult } from './xinput.ts';
 import { applyStealth } from './stealth.ts';
-import { geoFor, type Geo } from './geo.ts';
+import { geoFor, geoLaunch, sameGeo, type Geo } from '../core/geo.ts';
 import { jitterPath, settleDelayMs } from './jitter.ts';
 import { LostSignal } from '../core/lost.ts';
 import { PageFactsTracker } from './page-facts.ts';
@@ -59,10 +59,9 @@ async function closeScreen(s: Screen | undefined): Promise<void> {
 
 
 async function launchOn(screen: Screen, viewport: [number, number], userDataDir: string, egress: EgressProxy, home: string, flags: string[], geo: Geo | undefined, sw: StealthSwitches): Promise<Browser> {
-  const env: Record<string, string> = { ...screen.display.env };
-  if (geo) Object.assign(env, { TZ: geo.tz, LANG: `${geo.locale.replace('-', '_')}.UTF-8`, LANGUAGE: geo.locale });
-  const extra = [...flags];
-  if (geo) extra.push(`--lang=${geo.locale}`);
+  const g = geoLaunch(geo);
+  const env: Record<string, string> = { ...screen.display.env, ...g.env };
+  const extra = [...flags, ...g.flags];
   // Never --enable-automation here, stealth or not: its infobar would sit in every
   // screenshot the brain sees. (Chromium driven over --remote-debugging-pipe still sets
   // navigator.webdriver, which the stealth patch hides.)
@@ -90,7 +89,7 @@ async function makeWarm(): Promise<WarmItem> {
   const screen = await openScreen(POOL_VIEWPORT);
   try {
     const sw = stealthSwitches();
-    const launched = await withEgress(undefined, undefined, (dir, egress, home) => launchOn(screen, POOL_VIEWPORT, dir, egress, home, [], sw.geo_consistency ? geoFor(null) : undefined, sw));
+    const launched = await withEgress(undefined, undefined, (dir, egress, home) => launchOn(screen, POOL_VIEWPORT, dir, egress, home, [], sw.geo_consistency ? geoFor({ proxy_server: null }) : undefined, sw));
     return { screen, launched };
   } catch (err) {
     await closeScreen(screen);
@@ -103,14 +102,10 @@ async function disposeWarm(w: WarmItem): Promise<void> {
   await closeScreen(w.screen);
 }
 
-function sameGeo(a: Geo | undefined, b: Geo | undefined): boolean {
-  return a?.tz === b?.tz && a?.locale === b?.locale;
-}
-
 async function startComputer(init: SessionInitRequest, dataDir: string): Promise<PlaneSessionImpl> {
   const switches = stealthSwitches();
   const [width, height] = init.viewport;
-  const geo = switches.geo_consistency ? geoFor(init.proxy_server) : undefined;
+  const geo = switches.geo_consistency ? geoFor(init) : undefined;
   const samePool = init.viewport[0] === POOL_VIEWPORT[0] && init.viewport[1] === POOL_VIEWPORT[1];
   let warm = samePool ? pool?.take() : undefined;
   // A pooled display (or browser) that died while it waited is discarded.
@@ -129,7 +124,7 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
   try {
     // The pooled browser fits only a session that wants a throwaway profile, no extra
     // flags and the geo it was started with; otherwise it is discarded unused.
-    const fits = warm?.launched?.browser.connected && !init.persist_profile && init.chrome_flags.length === 0 && sameGeo(geo, switches.geo_consistency ? geoFor(null) : undefined);
+    const fits = warm?.launched?.browser.connected && !init.persist_profile && init.chrome_flags.length === 0 && sameGeo(geo, switches.geo_consistency ? geoFor({ proxy_server: null }) : undefined);
     if (warm?.launched && fits) {
       launched = warm.launched;
       launched.egress.configure(sessionEgress(init));
@@ -174,6 +169,8 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
     await teardown();
     throw err;
   }
+  // The tab on screen, chosen without asking the pages (a visibilityState read would run script in each)
+  const shownPage = async () => facts?.activePage() ?? (await b.pages()).at(-1);
   // `page_text: true` on a request adds the rendered text (the hints' expect_text_present, anti-bot markers)
   const pageFacts = async (body?: Body) => {
     if (!facts) return {};
@@ -192,7 +189,7 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
       idempotent: false,
       async run(body: Body): Promise<OpResult> {
         const format = parseFormat(body);
-        const [frame, sy] = await Promise.all([g.frame(lastInputAt), visiblePage(b).then(scrollY)]);
+        const [frame, sy] = await Promise.all([g.frame(lastInputAt), shownPage().then(layoutScrollY)]);
         const image = await g.encode(frame, format);
         return { body: { width: g.width, height: g.height, scroll_y: sy, captured_at_ms: frame.at, format, ...(await pageFacts(body)) }, blob: image };
       },
@@ -213,7 +210,7 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
       idempotent: true,
       async run(body: Body): Promise<OpResult> {
         if (!init.enable_cdp) throw forbidden('CDP is disabled for this session (enable_cdp was not set at init)');
-        const r = await cdpEvaluate(await visiblePage(b), body);
+        const r = await cdpEvaluate(await shownPage(), body);
         lastInputAt = Date.now();
         return { body: r };
       },
@@ -226,6 +223,7 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
     ops,
     warm: warm !== undefined,
     recordingFile: recording?.file,
+    setProxy: (proxyServer) => egress.configure(sessionEgress({ ...init, proxy_server: proxyServer })),
     health: () => ({ egress: egress.status(), recording: recording !== undefined, ...(facts ? { page: facts.cached() } : {}) }),
     lost,
     close: async () => {

@@ -46,6 +46,12 @@ interface Bound {
   response: SessionInitResponse;
 }
 
+export interface CoreOptions {
+  /** close a bound session no caller has shown its token for this long (PLANE_SESSION_ORPHAN_SECONDS; 0: never) */
+  orphanMs?: number;
+  log?: (msg: string, fields?: Record<string, unknown>) => void;
+}
+
 type State =
   | { kind: 'none' }
   | { kind: 'starting'; runId: string; init: SessionInitRequest; promise: Promise<Bound> }
@@ -77,11 +83,32 @@ export class PlaneCore {
   private lastActionMs: number | null = null;
   private readonly closedRecordings = new Map<string, { runId: string; file: string }>();
   private readonly lostListeners = new Set<(token: string, reason: string) => void>();
+  /** when a caller last showed the bound session's token (any call, health probes included) */
+  private lastSeen = 0;
+  private readonly reaper: NodeJS.Timeout | undefined;
 
   constructor(
     readonly factory: PlaneFactory,
     private readonly dataDir: string,
-  ) {}
+    o: CoreOptions = {},
+  ) {
+    const orphanMs = o.orphanMs ?? 0;
+    if (orphanMs > 0) {
+      // a session nobody asks about is an orphan: its gateway died (SIGKILL, a lost host)
+      // and no one will close it; without this the slot stays taken until the agent restarts
+      this.reaper = setInterval(() => {
+        if (this.state.kind !== 'bound' || Date.now() - this.lastSeen <= orphanMs) return;
+        o.log?.('closing a session no caller has asked about (its gateway is gone?)', { run_id: this.state.bound.init.run_id, idle_ms: Date.now() - this.lastSeen });
+        void this.close().catch(() => undefined);
+      }, Math.min(5000, Math.max(250, Math.floor(orphanMs / 4))));
+      this.reaper.unref();
+    }
+  }
+
+  /** Stops the orphan reaper (the agent is stopping). */
+  dispose(): void {
+    if (this.reaper) clearInterval(this.reaper);
+  }
 
   health(): Health {
     const bound = this.state.kind === 'bound' ? this.state.bound : undefined;
@@ -114,7 +141,11 @@ export class PlaneCore {
     const verb = this.routeVerb(input.method);
     if (!verb) throw notFound(`route /${input.method} is not served by ${this.factory.backend}`);
     if (input.verb && input.verb !== verb) throw methodNotAllowed(`/${input.method} takes ${verb}`);
-    if (input.method === 'health') return { body: { ...this.health() } };
+    if (input.method === 'health') {
+      // the gateway's watch probes health with the session token: that keeps the session owned
+      if (input.sessionToken && this.state.kind === 'bound' && safeEqual(input.sessionToken, this.state.bound.token)) this.lastSeen = Date.now();
+      return { body: { ...this.health() } };
+    }
     if (input.method === 'session/init') return { body: { ...(await this.init(input.body)) } };
     // No verb means the gRPC transport, whose reply carries the file in one message.
     if (input.method === 'recording') return this.recording(input.sessionToken, input.verb === undefined);
@@ -213,6 +244,7 @@ export class PlaneCore {
   private requireSession(token: string | undefined): Bound {
     if (this.state.kind !== 'bound') throw unauthorized('no session is bound on this plane; call /session/init first');
     if (!token || !safeEqual(token, this.state.bound.token)) throw unauthorized('missing or wrong X-Service-Session');
+    this.lastSeen = Date.now();
     return this.state.bound;
   }
 
@@ -222,7 +254,17 @@ export class PlaneCore {
       throw unprocessable(`${this.factory.backend} is screenshot-only; DOM-aware use needs dom_plane`);
     }
     const s = this.state;
-    if (s.kind === 'bound') return this.rebind(s.bound.init, init, () => s.bound.response);
+    if (s.kind === 'bound') {
+      return this.rebind(s.bound.init, init, () => {
+        this.lastSeen = Date.now();
+        // the same run asking again with another proxy: a new sticky session after a proxy failure, same browser
+        if ((init.proxy_server ?? null) !== (s.bound.init.proxy_server ?? null) && s.bound.impl.setProxy) {
+          s.bound.impl.setProxy(init.proxy_server);
+          s.bound.init = { ...s.bound.init, proxy_server: init.proxy_server };
+        }
+        return s.bound.response;
+      });
+    }
     if (s.kind === 'starting') {
       const b = await this.rebind(s.init, init, () => s.promise);
       return (await b).response;
@@ -233,6 +275,7 @@ export class PlaneCore {
     try {
       const bound = await promise;
       this.state = { kind: 'bound', bound };
+      this.lastSeen = Date.now();
       bound.impl.lost?.onLost((why) => {
         for (const l of this.lostListeners) l(bound.token, why);
       });

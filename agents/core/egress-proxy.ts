@@ -188,6 +188,12 @@ export class EgressProxy {
       ? { host: up.host, port: up.port, path: target.href, headers: up.auth ? { ...headers, 'proxy-authorization': up.auth } : headers }
       : { host: (checked as { address: string }).address, port: Number(target.port || 80), path: `${target.pathname}${target.search}`, headers };
     const out = httpRequest({ ...options, method: req.method }, (ur) => {
+      // the upstream proxy refusing our credentials is a proxy failure, not the site's answer
+      if (up && ur.statusCode === 407) {
+        ur.resume();
+        res.writeHead(502, { 'content-type': 'text/plain', [EGRESS_HEADER]: this.failed(host, 'ERR_PROXY_AUTH_REQUESTED') }).end('egress proxy: the upstream proxy refused its credentials (407)');
+        return;
+      }
       res.writeHead(ur.statusCode ?? 502, ur.headers);
       ur.pipe(res);
     });
@@ -241,9 +247,10 @@ export class EgressProxy {
           const end = buf.indexOf('\r\n\r\n');
           if (end < 0) return;
           remote.off('data', onData);
-          const ok = /^HTTP\/1\.[01] 2\d\d/.test(buf.subarray(0, end).toString('latin1'));
-          if (!ok) {
-            sock.end(`HTTP/1.1 502 Bad Gateway\r\nX-Runplane-Egress: ${this.failed(host, 'ERR_TUNNEL_CONNECTION_FAILED')}\r\nContent-Length: 0\r\n\r\n`);
+          const status = /^HTTP\/1\.[01] (\d{3})/.exec(buf.subarray(0, end).toString('latin1'))?.[1] ?? '';
+          if (!status.startsWith('2')) {
+            const code = status === '407' ? 'ERR_PROXY_AUTH_REQUESTED' : 'ERR_TUNNEL_CONNECTION_FAILED';
+            sock.end(`HTTP/1.1 502 Bad Gateway\r\nX-Runplane-Egress: ${this.failed(host, code)}\r\nContent-Length: 0\r\n\r\n`);
             return;
           }
           sock.write('HTTP/1.1 200 Connection Established\r\n\r\n');

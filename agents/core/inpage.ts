@@ -3,7 +3,6 @@
 // with JSON arguments via `inPage`.
 import type { Page } from 'puppeteer-core';
 
-export const VISIBILITY = `document.visibilityState`;
 export const SCROLL_Y = `Math.round(window.scrollY)`;
 
 export const FOCUSED = `(() => {

@@ -1,22 +1,35 @@
 // Helpers on puppeteer pages shared by both planes.
-import type { Browser, Page } from 'puppeteer-core';
+import type { CDPSession, Page } from 'puppeteer-core';
 import { badRequest, unprocessable } from './errors.ts';
 import { optBool, str, type Body } from './validate.ts';
-import { inPage, SCROLL_Y, VISIBILITY } from './inpage.ts';
-
-/** The page the user sees: the visible one, else the most recently opened. */
-export async function visiblePage(browser: Browser): Promise<Page | undefined> {
-  const pages = await browser.pages();
-  const states = await Promise.all(
-    pages.map((p) => inPage<string>(p, VISIBILITY).catch(() => 'hidden')),
-  );
-  const i = states.lastIndexOf('visible');
-  return i >= 0 ? pages[i] : pages[pages.length - 1];
-}
+import { inPage, SCROLL_Y } from './inpage.ts';
 
 export async function scrollY(page: Page | undefined): Promise<number> {
   if (!page) return 0;
   return inPage<number>(page, SCROLL_Y).catch(() => 0);
+}
+
+const layoutSessions = new WeakMap<Page, Promise<CDPSession>>();
+
+/**
+ * The page's vertical scroll read from its layout (Page.getLayoutMetrics on a
+ * DevTools session), not from a script in the page: what computer_plane uses,
+ * where nothing may run in the page.
+ */
+export async function layoutScrollY(page: Page | undefined): Promise<number> {
+  if (!page) return 0;
+  let session = layoutSessions.get(page);
+  if (!session) {
+    session = page.createCDPSession();
+    layoutSessions.set(page, session);
+  }
+  try {
+    const m = (await (await session).send('Page.getLayoutMetrics')) as { cssVisualViewport?: { pageY?: number } };
+    return Math.round(m.cssVisualViewport?.pageY ?? 0);
+  } catch {
+    layoutSessions.delete(page);
+    return 0;
+  }
 }
 
 /** POST /cdp: a devtools Runtime.evaluate on the page; the reply is the spec's CDPResponse. */

@@ -14,6 +14,7 @@ import { httpApp } from './http.ts';
 import { grpcServer } from './grpc.ts';
 import type { PlaneFactory } from './types.ts';
 import { browserUser, prepareDataDir, sweepStaleTempDirs } from './browser-user.ts';
+import { registerSettingsFromEnv, startRegistration, type RegisterSettings } from './register.ts';
 
 export interface AgentConfig {
   host: string;
@@ -25,6 +26,12 @@ export interface AgentConfig {
   tlsKey: string | undefined;
   /** PLANE_WARM_POOL: warm items kept ready (0: none). */
   warmPool: number;
+  /** PLANE_CAPACITY: sessions this agent serves at once, each on its own pair of ports (the spec's one session per endpoint) with its own display and browser. */
+  capacity: number;
+  /** PLANE_REGISTER_URL and friends: announce the agent to a gateway's fleet */
+  register: RegisterSettings | undefined;
+  /** PLANE_SESSION_ORPHAN_SECONDS: a session whose token no call has shown for this long is closed (0: never) */
+  orphanSeconds: number;
 }
 
 export function isLoopback(host: string): boolean {
@@ -49,8 +56,14 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): AgentConfig
     tlsCert: env.PLANE_TLS_CERT || undefined,
     tlsKey: env.PLANE_TLS_KEY || undefined,
     warmPool: Number(env.PLANE_WARM_POOL || 0),
+    capacity: Number(env.PLANE_CAPACITY || 1),
+    register: undefined,
+    orphanSeconds: Number(env.PLANE_SESSION_ORPHAN_SECONDS ?? 60),
   };
+  if (!Number.isFinite(cfg.orphanSeconds) || cfg.orphanSeconds < 0 || cfg.orphanSeconds > 86_400) throw new Error('PLANE_SESSION_ORPHAN_SECONDS must be in [0, 86400]');
   if (!Number.isInteger(cfg.warmPool) || cfg.warmPool < 0 || cfg.warmPool > 8) throw new Error('PLANE_WARM_POOL must be an integer in [0, 8]');
+  if (!Number.isInteger(cfg.capacity) || cfg.capacity < 1 || cfg.capacity > 16) throw new Error('PLANE_CAPACITY must be an integer in [1, 16]');
+  cfg.register = registerSettingsFromEnv(env, cfg.host, cfg.secret);
   if (!cfg.secret && !isLoopback(cfg.host)) {
     throw new Error(`refusing to bind ${cfg.host} without PLANE_AGENT_SECRET; set a secret or use a loopback host`);
   }
@@ -58,12 +71,25 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): AgentConfig
   return cfg;
 }
 
-export interface RunningAgent {
+export interface AgentSlot {
   core: PlaneCore;
   httpPort: number;
   grpcPort: number;
+}
+
+export interface RunningAgent {
+  /** the first slot's core and ports (an agent of capacity 1 has only it) */
+  core: PlaneCore;
+  httpPort: number;
+  grpcPort: number;
+  slots: AgentSlot[];
+  /** the id it registered under, when it announces itself */
+  agentId: string | undefined;
   stop(): Promise<void>;
 }
+
+/** A slot's port: the configured one plus the slot's index, or a free one (0). */
+const slotPort = (base: number, i: number): number => (base === 0 ? 0 : base + i);
 
 export async function startAgent(factory: PlaneFactory, cfg: AgentConfig): Promise<RunningAgent> {
   const log = pino({ name: `agent-${factory.backend}` }, pino.destination(2));
@@ -74,36 +100,69 @@ export async function startAgent(factory: PlaneFactory, cfg: AgentConfig): Promi
   if (opened.length > 0) logFn('made directories traversable (o+x) for the browser user', { dirs: opened });
   const swept = sweepStaleTempDirs();
   if (swept.length > 0) logFn('removed temp dirs of agents no longer running', { dirs: swept });
-  const core = new PlaneCore(factory, cfg.dataDir);
   if (cfg.warmPool > 0) factory.startPool?.(cfg.warmPool, logFn);
   const tls = cfg.tlsCert && cfg.tlsKey ? { cert: readFileSync(cfg.tlsCert), key: readFileSync(cfg.tlsKey) } : undefined;
-
-  const app = httpApp(core, { secret: cfg.secret, log: logFn });
-  const http: HttpServer = tls ? createHttpsServer(tls, app.callback()) : createHttpServer(app.callback());
-  http.listen(cfg.httpPort, cfg.host);
-  await once(http, 'listening');
-  const addr = http.address();
-  const httpPort = typeof addr === 'object' && addr ? addr.port : cfg.httpPort;
-
-  const gsrv = grpcServer(core, { secret: cfg.secret, log: logFn });
-  const creds = tls ? grpc.ServerCredentials.createSsl(null, [{ cert_chain: tls.cert, private_key: tls.key }], false) : grpc.ServerCredentials.createInsecure();
   const hostPart = cfg.host.includes(':') ? `[${cfg.host}]` : cfg.host;
-  const grpcPort = await new Promise<number>((res, rej) => {
-    gsrv.bindAsync(`${hostPart}:${cfg.grpcPort}`, creds, (err, p) => (err ? rej(err) : res(p)));
-  });
+
+  const slots: Array<AgentSlot & { http: HttpServer; gsrv: grpc.Server }> = [];
+  const closeSlots = async (): Promise<void> => {
+    for (const sl of slots) sl.core.dispose();
+    await Promise.all(slots.map((sl) => sl.core.close().catch((err: unknown) => logFn('session close failed', { err: String(err) }))));
+    await factory.stopPool?.().catch((err: unknown) => logFn('warm pool close failed', { err: String(err) }));
+    for (const sl of slots) {
+      sl.gsrv.forceShutdown();
+      sl.http.closeAllConnections();
+      await new Promise<void>((r) => sl.http.close(() => r()));
+    }
+  };
+  try {
+    for (let i = 0; i < cfg.capacity; i++) {
+      // the slots share the data dir: recordings are named by run, and a profile (locked by the gateway
+      // to one run at a time) is then found by whichever slot of this host serves the tenant next
+      const core = new PlaneCore(factory, cfg.dataDir, { orphanMs: cfg.orphanSeconds * 1000, log: logFn });
+      const app = httpApp(core, { secret: cfg.secret, log: logFn });
+      const http: HttpServer = tls ? createHttpsServer(tls, app.callback()) : createHttpServer(app.callback());
+      http.listen(slotPort(cfg.httpPort, i), cfg.host);
+      await once(http, 'listening');
+      const addr = http.address();
+      const httpPort = typeof addr === 'object' && addr ? addr.port : slotPort(cfg.httpPort, i);
+      const gsrv = grpcServer(core, { secret: cfg.secret, log: logFn });
+      const creds = tls ? grpc.ServerCredentials.createSsl(null, [{ cert_chain: tls.cert, private_key: tls.key }], false) : grpc.ServerCredentials.createInsecure();
+      const grpcPort = await new Promise<number>((res, rej) => {
+        gsrv.bindAsync(`${hostPart}:${slotPort(cfg.grpcPort, i)}`, creds, (err, p) => (err ? rej(err) : res(p)));
+      });
+      slots.push({ core, httpPort, grpcPort, http, gsrv });
+    }
+  } catch (err) {
+    await closeSlots();
+    throw err;
+  }
+
+  const reg = cfg.register;
+  const registration = reg
+    ? startRegistration(
+      reg,
+      () => ({
+        plane: factory.backend,
+        slots: slots.map((sl) => `${tls ? 'grpcs' : 'grpc'}://${reg.advertiseHost.includes(':') ? `[${reg.advertiseHost}]` : reg.advertiseHost}:${sl.grpcPort}`),
+        busy: slots.filter((sl) => sl.core.health().session_bound).length,
+        labels: reg.labels,
+        capabilities: { dom_aware: factory.domAware, stealth: true, gpu: reg.gpu },
+      }),
+      logFn,
+    )
+    : undefined;
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
-      await core.close().catch((err: unknown) => logFn('session close failed', { err: String(err) }));
-      await factory.stopPool?.().catch((err: unknown) => logFn('warm pool close failed', { err: String(err) }));
-      gsrv.forceShutdown();
-      http.closeAllConnections();
-      await new Promise<void>((r) => http.close(() => r()));
+      await registration?.stop();
+      await closeSlots();
     })();
     return stopping;
   };
-  return { core, httpPort, grpcPort, stop };
+  const first = slots[0]!;
+  return { core: first.core, httpPort: first.httpPort, grpcPort: first.grpcPort, slots: slots.map(({ core, httpPort, grpcPort }) => ({ core, httpPort, grpcPort })), agentId: registration?.agentId, stop };
 }
 
 /** The `main` of an agent process. */
@@ -123,7 +182,7 @@ export async function runAgentMain(factory: PlaneFactory): Promise<void> {
     process.exit(2);
   }
   process.stdout.write(
-    `${JSON.stringify({ event: 'listening', backend: factory.backend, host: cfg.host, http_port: agent.httpPort, grpc_port: agent.grpcPort, tls: Boolean(cfg.tlsCert), warm_pool: cfg.warmPool, pid: process.pid })}\n`,
+    `${JSON.stringify({ event: 'listening', backend: factory.backend, host: cfg.host, http_port: agent.httpPort, grpc_port: agent.grpcPort, slots: agent.slots.map((sl) => ({ http_port: sl.httpPort, grpc_port: sl.grpcPort })), agent_id: agent.agentId ?? null, tls: Boolean(cfg.tlsCert), warm_pool: cfg.warmPool, pid: process.pid })}\n`,
   );
   const onSignal = (sig: NodeJS.Signals): void => {
     // A second signal while closing forces the exit.

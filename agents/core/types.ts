@@ -1,5 +1,6 @@
 // The records of the spec's compute-plane wire contract, shared by both planes.
 import type { LostSignal } from './lost.ts';
+import type { ProxyExit } from './geo.ts';
 
 export type Backend = 'computer_plane' | 'dom_plane';
 
@@ -15,6 +16,8 @@ export interface SessionInitRequest {
   profile_id: string;
   run_id: string;
   proxy_server: string | null;
+  /** Our extension: the exit the proxy was asked for (country, US state, city), for geo consistency; null: read from the proxy user name. */
+  proxy_exit: ProxyExit | null;
   chrome_flags: string[];
   enable_cdp: boolean;
   viewport: [number, number];
@@ -67,6 +70,8 @@ export interface PlaneSessionImpl {
   health?(): Record<string, unknown>;
   /** Set once the session's browser (or display) is gone; the core then refuses its calls with 410. */
   readonly lost?: LostSignal;
+  /** Points the session's egress guard at another upstream proxy (a new sticky session after a proxy failure); the browser is not restarted. */
+  setProxy?(proxyServer: string | null): void;
 }
 
 export interface PlaneFactory {

@@ -82,6 +82,17 @@ export const SANDBOX_OFF_FLAGS =
 const FORBIDDEN_FLAG =
   /^--(user-data-dir|remote-debugging-port|remote-debugging-address|remote-debugging-pipe|proxy-server|no-proxy-server|proxy-bypass-list|proxy-pac-url|proxy-auto-detect|winhttp-proxy-resolver|host-resolver-rules|host-rules|force-webrtc-ip-handling-policy|renderer-cmd-prefix|utility-cmd-prefix|gpu-launcher|browser-subprocess-path)(=|$)/;
 
+/** proxy_exit: {country: ISO alpha-2, state?: US two-letter, city?: a name}, or absent. */
+function parseExit(v: unknown): SessionInitRequest['proxy_exit'] {
+  if (v === undefined || v === null) return null;
+  const o = v as Record<string, unknown>;
+  const two = (x: unknown) => typeof x === 'string' && /^[A-Za-z]{2}$/.test(x);
+  if (typeof v !== 'object' || Array.isArray(v) || !two(o.country) || (o.state !== undefined && !two(o.state)) || (o.city !== undefined && (typeof o.city !== 'string' || !/^[\p{L}\p{N} .'_-]{1,64}$/u.test(o.city)))) {
+    throw badRequest('proxy_exit must be {country: two letters, state?: two letters, city?: a name of at most 64 characters}');
+  }
+  return { country: String(o.country).toLowerCase(), ...(o.state !== undefined ? { state: String(o.state).toLowerCase() } : {}), ...(o.city !== undefined ? { city: String(o.city) } : {}) };
+}
+
 export function parseInit(raw: unknown): SessionInitRequest {
   const b = asBody(raw);
   const flags = strArray(b, 'chrome_flags');
@@ -104,6 +115,7 @@ export function parseInit(raw: unknown): SessionInitRequest {
     throw badRequest('proxy_server must be http://[user:pass@]host:port or host:port (an HTTP proxy)');
   }
   return {
+    proxy_exit: parseExit(b.proxy_exit),
     tenant_id: id(b, 'tenant_id'),
     profile_id: id(b, 'profile_id'),
     run_id: id(b, 'run_id'),

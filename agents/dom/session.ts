@@ -17,6 +17,8 @@ import { afterInput } from './settle.ts';
 import { CLIPBOARD, FOCUSED, inPage, PAGE_LOAD, PEEK } from '../core/inpage.ts';
 import { matchesPin } from './pin.ts';
 import { LostSignal } from '../core/lost.ts';
+import { geoFor, geoLaunch, sameGeo, type Geo } from '../core/geo.ts';
+import { stealthSwitches } from '../core/flags.ts';
 
 const ROUTES = {
   screenshot: 'POST',
@@ -135,9 +137,13 @@ function egressBlocked(host: string): Error {
 const POOL_VIEWPORT: [number, number] = [1280, 720];
 let pool: WarmPool<Launched> | undefined;
 
-function launchHeadless(dir: string, egress: Launched['egress'], home: string, viewport: [number, number], flags: string[]) {
-  return launchChromium({ userDataDir: dir, headless: true, viewport, egress, home, extraFlags: flags });
+function launchHeadless(dir: string, egress: Launched['egress'], home: string, viewport: [number, number], flags: string[], geo: Geo | undefined) {
+  const g = geoLaunch(geo);
+  return launchChromium({ userDataDir: dir, headless: true, viewport, egress, home, extraFlags: [...flags, ...g.flags], env: g.env });
 }
+
+/** Geo consistency (SERVICE_GEO_CONSISTENCY) applies on dom_plane too: time zone and locale of the proxy exit. */
+const geoOf = (init: { proxy_server: string | null; proxy_exit?: SessionInitRequest['proxy_exit'] }): Geo | undefined => (stealthSwitches().geo_consistency ? geoFor(init) : undefined);
 
 /** Waits for a fresh tab to leave about:blank (popups start there). */
 async function settled(p: Page): Promise<void> {
@@ -147,7 +153,9 @@ async function settled(p: Page): Promise<void> {
 }
 
 async function startDom(init: SessionInitRequest, dataDir: string): Promise<PlaneSessionImpl> {
-  const fits = !init.persist_profile && init.chrome_flags.length === 0 && init.viewport[0] === POOL_VIEWPORT[0] && init.viewport[1] === POOL_VIEWPORT[1];
+  const geo = geoOf(init);
+  // a pooled browser was started with the default geo: it fits a session whose exit has the same time zone and locale
+  const fits = !init.persist_profile && init.chrome_flags.length === 0 && init.viewport[0] === POOL_VIEWPORT[0] && init.viewport[1] === POOL_VIEWPORT[1] && sameGeo(geo, geoOf({ proxy_server: null }));
   let warm = fits ? pool?.take() : undefined;
   // A pooled browser that died while it waited is discarded.
   if (warm && !warm.browser.connected) {
@@ -161,7 +169,7 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
     if (launched) launched.egress.configure(sessionEgress(init));
     else {
       const userDataDir = init.persist_profile ? profileDir(dataDir, init.tenant_id, init.profile_id) : undefined;
-      launched = await withEgress(init, userDataDir, (dir, egress, home) => launchHeadless(dir, egress, home, init.viewport, init.chrome_flags));
+      launched = await withEgress(init, userDataDir, (dir, egress, home) => launchHeadless(dir, egress, home, init.viewport, init.chrome_flags, geo));
     }
     tabs = new Tabs(launched.browser);
     await tabs.init();
@@ -311,6 +319,7 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
     ops,
     warm: warm !== undefined,
     recordingFile: recorder?.file,
+    setProxy: (proxyServer) => l.egress.configure(sessionEgress({ ...init, proxy_server: proxyServer })),
     health: () => ({ egress: l.egress.status(), recording: recorder !== undefined }),
     lost,
     close: async () => {
@@ -327,7 +336,7 @@ export const domPlane: PlaneFactory = {
   routes: ROUTES,
   start: startDom,
   startPool(size, log) {
-    pool ??= new WarmPool(size, () => withEgress(undefined, undefined, (dir, egress, home) => launchHeadless(dir, egress, home, POOL_VIEWPORT, [])), closeLaunched, log);
+    pool ??= new WarmPool(size, () => withEgress(undefined, undefined, (dir, egress, home) => launchHeadless(dir, egress, home, POOL_VIEWPORT, [], geoOf({ proxy_server: null }))), closeLaunched, log);
     pool.fill();
   },
   async stopPool() {

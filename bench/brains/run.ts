@@ -15,16 +15,9 @@ import type { Action, Backend, Brain } from '../../gateway/plugins/contract.ts';
 import { makeBrain } from '../../plugins/brains/index.ts';
 import { startSite } from '../../test/support/site.ts';
 import { startFakeModel } from '../../test/support/fake-model.ts';
+import { numArg, pct } from '../stats.ts';
 
-const arg = (name: string, dflt: number) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : dflt;
-};
-const TURNS = arg('turns', 60);
-const pct = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
-};
+const TURNS = numArg('turns', 60);
 
 const [site, fake] = await Promise.all([startSite(), startFakeModel()]);
 const dir = await mkdtemp(path.join(tmpdir(), 'runplane-bench-brains-'));

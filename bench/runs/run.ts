@@ -24,39 +24,16 @@ import { loadConfig } from '../../gateway/config.ts';
 import { createGateway } from '../../gateway/server.ts';
 import { LocalAgentPlanes } from '../../gateway/runner/agent-planes.ts';
 import type { RunRecord } from '../../gateway/runs/records.ts';
-import type { PluginHost, Step, StepHandler } from '../../gateway/plugins/contract.ts';
+import type { PluginHost, StepHandler } from '../../gateway/plugins/contract.ts';
 import stepsCore from '../../plugins/steps-core/index.ts';
 import { startSite } from '../../test/support/site.ts';
 import { plainRunOwnBrowser, sharedBrowser } from './plain.ts';
+import { plan } from './plan.ts';
+import { numArg, pct } from '../stats.ts';
 
-const arg = (name: string, dflt: number) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : dflt;
-};
-const RUNS_PER_LEVEL = arg('runs', 4);
-const SOAK = arg('soak', 0);
+const RUNS_PER_LEVEL = numArg('runs', 4);
+const SOAK = numArg('soak', 0);
 
-function plan(site: string): Step[] {
-  const extract = { intent: 'read the cards', type: 'extract_data', extract: { schema_name: 'flats', item_selector: '.card', fields: [{ name: 'title', type: 'str', selector: 'h2', required: true }, { name: 'price', type: 'float', selector: '.price' }] } };
-  const next = { intent: 'next page', type: 'paginate' };
-  const steps: Step[] = [
-    { intent: 'open the listings', type: 'navigate', url: `${site}/list?page=1` },
-    extract,
-    next,
-    extract,
-    next,
-    extract,
-    { intent: 'open the counter', type: 'navigate', url: `${site}/counter` },
-  ] as Step[];
-  for (let i = 0; i < 12; i++) steps.push({ intent: `hit ${i + 1}`, type: 'click', params: { selector: '#hit' } } as Step);
-  steps.push({ intent: 'where are we', type: 'extract_url' } as Step);
-  return steps;
-}
-
-const pct = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
-};
 const f = (n: number, d = 1) => n.toFixed(d);
 
 const site = await startSite();
@@ -191,7 +168,7 @@ interface Usage {
   agentFds: number;
 }
 async function usage(): Promise<Usage> {
-  const rss = async (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
+  const rss = async (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, 'utf8').catch(() => ''))?.[1] ?? 0) / 1024;
   const fds = async (pid: number) => (await readdir(`/proc/${pid}/fd`).catch(() => [])).length;
   const agents: number[] = [];
   for (const p of await readdir('/proc')) {

@@ -14,7 +14,7 @@ export type Scope = NonNullable<TenantConfig['scopes']>[number];
 type KnownKeys<T> = keyof { [K in keyof T as string extends K ? never : number extends K ? never : K]: T[K] };
 
 /** A TenantConfig with every default of the spec filled in. */
-export type Tenant = { [K in Exclude<KnownKeys<TenantConfig>, 'default_compute_backend'>]-?: NonNullable<TenantConfig[K]> } & Pick<TenantConfig, 'default_compute_backend'>;
+export type Tenant = { [K in Exclude<KnownKeys<TenantConfig>, 'default_compute_backend' | 'proxy_provider'>]-?: NonNullable<TenantConfig[K]> } & Pick<TenantConfig, 'default_compute_backend' | 'proxy_provider'>;
 
 export interface TenantResolver {
   readonly mode: 'keys-file' | 'single-token' | 'unconfigured';

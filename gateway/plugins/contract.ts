@@ -146,9 +146,10 @@ export interface NavError {
 
 const NAV_TIMEOUT = new Set(['ERR_TIMED_OUT', 'ERR_CONNECTION_TIMED_OUT', 'NAV_TIMEOUT']);
 // the server or the path to it failed: worth a retry with backoff, as a 5xx is
-const NAV_TRANSIENT = /^ERR_(CONNECTION_(REFUSED|RESET|CLOSED|ABORTED|FAILED)|EMPTY_RESPONSE|ADDRESS_UNREACHABLE|NETWORK_(CHANGED|ACCESS_DENIED)|INTERNET_DISCONNECTED|TUNNEL_CONNECTION_FAILED|PROXY_CONNECTION_FAILED|SOCKS_CONNECTION_FAILED|HTTP2_PROTOCOL_ERROR|QUIC_PROTOCOL_ERROR|NETWORK_IO_SUSPENDED)$/;
-// the target cannot be reached as given (no such host, a certificate refused, a guard): retrying cannot help, as a 4xx
-const NAV_PERMANENT = /^(EGRESS_REFUSED|ERR_(NAME_NOT_RESOLVED|NAME_RESOLUTION_FAILED|ADDRESS_INVALID|INVALID_URL|UNSAFE_PORT|DISALLOWED_URL_SCHEME|UNKNOWN_URL_SCHEME|BLOCKED_BY_[A-Z_]+|CERT_[A-Z_]+|SSL_[A-Z_]+|BAD_SSL_CLIENT_AUTH_CERT|CERTIFICATE_[A-Z_]+|TOO_MANY_REDIRECTS|INVALID_REDIRECT|INVALID_RESPONSE|UNSAFE_REDIRECT))$/;
+const NAV_TRANSIENT = /^ERR_(CONNECTION_(REFUSED|RESET|CLOSED|ABORTED|FAILED)|EMPTY_RESPONSE|ADDRESS_UNREACHABLE|NETWORK_(CHANGED|ACCESS_DENIED)|INTERNET_DISCONNECTED|TUNNEL_CONNECTION_FAILED|PROXY_CONNECTION_FAILED|PROXY_AUTH_REQUESTED|SOCKS_CONNECTION_FAILED|HTTP2_PROTOCOL_ERROR|QUIC_PROTOCOL_ERROR|NETWORK_IO_SUSPENDED)$/;
+// the target cannot be reached as given (no such host, a certificate refused, a guard, an address bar that
+// searched for the URL twice instead of opening it): retrying cannot help, as a 4xx
+const NAV_PERMANENT = /^(EGRESS_REFUSED|TYPED_URL_MISMATCH|ERR_(NAME_NOT_RESOLVED|NAME_RESOLUTION_FAILED|ADDRESS_INVALID|INVALID_URL|UNSAFE_PORT|DISALLOWED_URL_SCHEME|UNKNOWN_URL_SCHEME|BLOCKED_BY_[A-Z_]+|CERT_[A-Z_]+|SSL_[A-Z_]+|BAD_SSL_CLIENT_AUTH_CERT|CERTIFICATE_[A-Z_]+|TOO_MANY_REDIRECTS|INVALID_REDIRECT|INVALID_RESPONSE|UNSAFE_REDIRECT))$/;
 
 /** True for an absolute http(s) URL a browser can be sent to (what bad_url guards: URLs a brain or the run produced). */
 export function isHttpUrl(url: string): boolean {
@@ -192,6 +193,8 @@ export interface PageFacts {
   nav_error: string | null;
   /** counts main-frame navigations */
   nav_seq: number;
+  /** the last few navigations, oldest first: the URL each asked for (before redirects) and how it ended (agents before 2026-11 do not send it) */
+  navs?: Array<{ seq: number; url: string; status: number | null; error: string | null }>;
   /** the rendered text, when asked for (`facts({text: true})`); null when it could not be read */
   text?: string | null;
 }
@@ -296,6 +299,8 @@ export interface StepResult {
   finish?: boolean;
   /** false: a retry cannot help (the step's own input is wrong), so the runner does not retry it */
   retryable?: boolean;
+  /** listing cards the step left out before extraction (the recipe's listing_card_exclusions) */
+  excluded_cards?: number;
 }
 
 export interface StepContext {

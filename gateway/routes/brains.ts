@@ -72,6 +72,7 @@ export const brainRoutes: RouteSpec[] = [
   {
     method: 'POST',
     path: '/v1/cua',
+    ok: 'responses.schema.json#/$defs/CuaAnswer',
     summary: 'One brain turn: screenshot, task and action history in, one service action out',
     tags: ['brains'],
     auth: true,

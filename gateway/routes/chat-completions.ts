@@ -71,6 +71,7 @@ export const chatRoutes: RouteSpec[] = [
   {
     method: 'POST',
     path: '/v1/chat/completions',
+    ok: 'responses.schema.json#/$defs/ChatCompletion',
     summary: "OpenAI-compatible chat completions for one brain step (the action comes as a function call: `act`, or the caller's own function when tools are given; stream: true for SSE)",
     tags: ['brains'],
     auth: true,

@@ -56,12 +56,20 @@ export const diagnoseRoutes: RouteSpec[] = [
   {
     method: 'POST',
     path: '/v1/diagnose/fingerprint',
+    ok: 'responses.schema.json#/$defs/DiagnoseAccepted',
     summary: 'Start a bot-detection fingerprint run (8 steps, 3 minutes, 0.30 USD, up to 60 rows)',
     tags: ['diagnose'],
     auth: true,
     scope: 'run',
     rateLimited: true,
-    body: { schema: 'diagnose.schema.json' },
+    body: {
+      schema: 'diagnose.schema.json',
+      // the schema's pattern, first, with the message that says what is wanted
+      precheck: (b) => {
+        const t = (b as { target_url?: unknown } | null)?.target_url;
+        if (typeof t === 'string' && !/^https?:\/\/[^/]/i.test(t)) throw badRequest('target_url: must begin with http:// or https://');
+      },
+    },
     responses: { '200': '{run_id, target_url, poll_via, rows_via, status: queued, stealth_snapshot}', '400': 'target_url does not begin with http:// or https://' },
     async handler(ctx, s) {
       const body = ctx.state.body as DiagnoseFingerprintRequest;

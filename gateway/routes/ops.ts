@@ -69,13 +69,14 @@ const ready: RouteSpec['handler'] = async (ctx, s) => {
 };
 
 export const opsRoutes: RouteSpec[] = [
-  { method: 'GET', path: '/health', summary: 'Liveness', tags: ['ops'], auth: false, handler: health },
-  { method: 'GET', path: '/v1/health', summary: 'Liveness', tags: ['ops'], auth: false, handler: health },
-  { method: 'GET', path: '/ready', summary: 'Readiness: each dependency (Redis) with ok and latency_ms; 503 when one is down', tags: ['ops'], auth: false, handler: ready },
-  { method: 'GET', path: '/v1/ready', summary: 'Readiness: each dependency (Redis) with ok and latency_ms; 503 when one is down', tags: ['ops'], auth: false, handler: ready },
+  { method: 'GET', path: '/health', summary: 'Liveness', tags: ['ops'], auth: false, ok: 'responses.schema.json#/$defs/Health', handler: health },
+  { method: 'GET', path: '/v1/health', summary: 'Liveness', tags: ['ops'], auth: false, ok: 'responses.schema.json#/$defs/Health', handler: health },
+  { method: 'GET', path: '/ready', summary: 'Readiness: each dependency (Redis) with ok and latency_ms; 503 when one is down', tags: ['ops'], auth: false, ok: 'responses.schema.json#/$defs/Readiness', handler: ready },
+  { method: 'GET', path: '/v1/ready', summary: 'Readiness: each dependency (Redis) with ok and latency_ms; 503 when one is down', tags: ['ops'], auth: false, ok: 'responses.schema.json#/$defs/Readiness', handler: ready },
   {
     method: 'GET',
     path: '/v1/version',
+    ok: 'responses.schema.json#/$defs/Version',
     summary: 'Runtime version snapshot',
     tags: ['ops'],
     auth: false,
@@ -86,6 +87,7 @@ export const opsRoutes: RouteSpec[] = [
   {
     method: 'GET',
     path: '/v1/models',
+    ok: 'responses.schema.json#/$defs/ModelList',
     summary: 'The brain ids this deployment serves (a backend is configured for each), in the OpenAI list shape',
     tags: ['ops'],
     auth: false,
@@ -98,6 +100,7 @@ export const opsRoutes: RouteSpec[] = [
   {
     method: 'GET',
     path: '/v1/models/:model',
+    ok: 'responses.schema.json#/$defs/Model',
     summary: 'One served brain id; 404 model_not_found for any other',
     tags: ['ops'],
     auth: false,

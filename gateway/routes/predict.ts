@@ -28,7 +28,7 @@ export function checkPlanShape(root: string, plan: unknown): void {
   }
 }
 
-const RUNTIME_OVERRIDES = ['compute_backend', 'proxy_disabled', 'proxy_provider', 'proxy_city', 'proxy_state', 'state_repeat_threshold', 'pinned_source_url_pattern', 'off_source_step_budget'] as const;
+const RUNTIME_OVERRIDES = ['compute_backend', 'plane_labels', 'proxy_disabled', 'proxy_provider', 'proxy_city', 'proxy_state', 'state_repeat_threshold', 'pinned_source_url_pattern', 'off_source_step_budget'] as const;
 
 function effectiveRuntime(planRuntime: Record<string, unknown>, body: PredictBody, tenant: Tenant, s: Services): EffectiveRuntime {
   const rt: Record<string, unknown> = { ...planRuntime };
@@ -39,7 +39,7 @@ function effectiveRuntime(planRuntime: Record<string, unknown>, body: PredictBod
   return {
     ...rt,
     compute_backend: (rt.compute_backend as EffectiveRuntime['compute_backend'] | undefined) ?? tenant.default_compute_backend ?? 'computer_plane',
-    proxy_provider: (rt.proxy_provider as string | undefined) ?? s.config.proxyProvider,
+    proxy_provider: tenant.proxy_provider ?? (rt.proxy_provider as string | undefined) ?? s.config.proxyProvider,
     max_cost: Math.min(cost ?? tenant.max_cost_per_run, tenant.max_cost_per_run),
     max_time_minutes: Math.min(minutes ?? tenant.max_time_minutes_per_run, tenant.max_time_minutes_per_run),
   };
@@ -81,13 +81,19 @@ async function startRun(ctx: Ctx, s: Services, body: PredictBody, tenant: Tenant
   checkCallbackUrl(body.callback_url);
   const cuaModel = s.brains.select(body.cua_model);
   const runtime = effectiveRuntime(plan.runtime, body, tenant, s);
+  if (s.proxies && runtime.proxy_disabled !== true && !s.proxies.has(runtime.proxy_provider)) {
+    throw badRequest(`proxy_provider: '${runtime.proxy_provider}' is not configured on this deployment`);
+  }
   checkPlaneFit(Array.isArray(planInput) ? root : `${root}.steps`, plan.steps, runtime.compute_backend, (type) => s.plugins.stepHandler(type)?.needs?.domAware === true);
 
+  if (body.state_key !== undefined && body.profile_id !== undefined && body.state_key !== body.profile_id) {
+    throw badRequest('state_key: is the legacy name of profile_id; give one of them, or the same value in both', 'state_key');
+  }
   return submit(ctx, s, body, tenant, {
     plan,
     runtime,
     cua_model: cuaModel,
-    profile_id: body.profile_id,
+    profile_id: body.profile_id ?? body.state_key,
     workflow_id: body.workflow_id,
     callback_url: body.callback_url,
     detached: body.detached ?? true,
@@ -192,15 +198,21 @@ export const predictRoutes: RouteSpec[] = [
   {
     method: 'POST',
     path: '/v1/predict',
+    ok: 'responses.schema.json#/$defs/PredictAnswer',
     summary: 'Start a run (action run) or read one (status, result, logs)',
     tags: ['runs'],
     auth: true,
     rateLimited: true,
     body: {
       schema: 'predict.schema.json',
+      // the schema says these too; checked first for messages that name the rule
       precheck: (b) => {
-        const plan = (b as { plan?: unknown } | null)?.plan;
-        if (plan !== undefined) checkPlanShape('plan', plan);
+        const body = (b ?? {}) as { plan?: unknown; micro?: unknown; action?: unknown; run_id?: unknown };
+        if (body.plan !== undefined && body.micro !== undefined) throw badRequest('plan: give either plan or micro, not both');
+        if (typeof body.action === 'string' && ['status', 'result', 'logs', 'resume'].includes(body.action) && (body.run_id === undefined || body.run_id === '')) {
+          throw badRequest(`run_id: is required for action ${body.action}`);
+        }
+        if (body.plan !== undefined) checkPlanShape('plan', body.plan);
       },
     },
     responses: { '200': 'run handle {run_id, status}, or the status, result or logs body', '429': 'rate or concurrency limit; honour Retry-After' },

@@ -10,6 +10,7 @@ export const recipeRoutes: RouteSpec[] = [
   {
     method: 'POST',
     path: '/v1/recipes',
+    ok: 'responses.schema.json#/$defs/StoredRecipe',
     summary: 'Register or overwrite a recipe {name, schema}',
     tags: ['recipes'],
     auth: true,
@@ -22,6 +23,7 @@ export const recipeRoutes: RouteSpec[] = [
   {
     method: 'GET',
     path: '/v1/recipes',
+    ok: 'responses.schema.json#/$defs/RecipeNames',
     summary: "List the tenant's recipes and the shipped ones it has not overridden",
     tags: ['recipes'],
     auth: true,
@@ -33,6 +35,7 @@ export const recipeRoutes: RouteSpec[] = [
   {
     method: 'GET',
     path: '/v1/recipes/:name',
+    ok: 'responses.schema.json#/$defs/StoredRecipe',
     summary: "A recipe by name: the tenant's own, else the shipped one",
     tags: ['recipes'],
     auth: true,
@@ -44,6 +47,7 @@ export const recipeRoutes: RouteSpec[] = [
   {
     method: 'DELETE',
     path: '/v1/recipes/:name',
+    ok: 'responses.schema.json#/$defs/RecipeDeleted',
     summary: "Delete one of the tenant's recipes",
     tags: ['recipes'],
     auth: true,

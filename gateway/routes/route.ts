@@ -24,7 +24,8 @@ export interface RouteSpec {
   path: string;
   summary: string;
   tags: string[];
-  auth: boolean;
+  /** true: a tenant token; 'agent': the plane agents' secret as a bearer (agent registration) */
+  auth: boolean | 'agent';
   /**
    * An OpenAI-compatible route (for clients such as the official SDKs): the
    * tenant token is also accepted as `Authorization: Bearer <token>`, and
@@ -32,11 +33,15 @@ export interface RouteSpec {
    */
   openai?: boolean;
   scope?: Scope;
+  /** a browser may authenticate with `?ticket=` (a single-use ticket of POST /v1/ws-tickets) instead of X-Service-Token, when this says the request is one a browser cannot add a header to */
+  ticket?: (ctx: Ctx) => boolean;
   body?: RouteBody;
   /** documented in OpenAPI: this route carries X-RateLimit-* headers */
   rateLimited?: boolean;
   /** left out of the OpenAPI document (asset routes) */
   hidden?: boolean;
   responses?: Record<string, string>;
+  /** the schema of the 200 body (`responses.schema.json#/$defs/Name`): documented in OpenAPI and checked by the contract tests */
+  ok?: string;
   handler(ctx: Ctx, s: Services): Promise<void>;
 }

@@ -66,6 +66,7 @@ export const runRoutes: RouteSpec[] = [
   {
     method: 'GET',
     path: '/v1/runs',
+    ok: 'responses.schema.json#/$defs/RunList',
     summary: "The tenant's runs, newest first: ?status= filters, ?limit= (1-100, default 20) sizes the page, ?cursor= (next_cursor of the previous page) pages on",
     tags: ['runs'],
     auth: true,
@@ -78,6 +79,7 @@ export const runRoutes: RouteSpec[] = [
   {
     method: 'GET',
     path: '/v1/runs/:run_id',
+    ok: 'responses.schema.json#/$defs/RunLifecycle',
     summary: 'Lifecycle of a run: status, phase, halt_class, failure_help',
     tags: ['runs'],
     auth: true,
@@ -89,6 +91,7 @@ export const runRoutes: RouteSpec[] = [
   {
     method: 'GET',
     path: '/v1/runs/:run_id/status',
+    ok: 'responses.schema.json#/$defs/RunStatusBody',
     summary: 'Status body of a run',
     tags: ['runs'],
     auth: true,
@@ -100,6 +103,7 @@ export const runRoutes: RouteSpec[] = [
   {
     method: 'GET',
     path: '/v1/runs/:run_id/result',
+    ok: 'responses.schema.json#/$defs/RunResult',
     summary: 'Result body of a run (a run may answer 200 with status failed)',
     tags: ['runs'],
     auth: true,
@@ -111,10 +115,13 @@ export const runRoutes: RouteSpec[] = [
   {
     method: 'GET',
     path: '/v1/runs/:run_id/events',
+    ok: 'responses.schema.json#/$defs/EventList',
     summary: 'Events of a run: JSON, or with ?sse=true a server-sent event stream (Last-Event-ID resumes)',
     tags: ['runs'],
     auth: true,
     scope: 'logs',
+    // an EventSource cannot send headers: with ?sse=true a browser may use a ticket
+    ticket: (ctx) => ctx.query.sse === 'true' || ctx.query.sse === '1',
     responses: { '204': 'SSE: the Last-Event-ID is the run.ended event; nothing more will come (EventSource stops reconnecting)' },
     async handler(ctx, s) {
       const run = await s.runs.get(ctx.state.tenant!, runId(ctx));
@@ -165,10 +172,12 @@ export const runRoutes: RouteSpec[] = [
     },
   },
   runFileRoute('/v1/runs/:run_id/artifacts/extracted_rows.json', 'Extracted rows of a run; 404 while none exist', 'extracted_rows.json', 'application/json', 'this run has no extracted rows'),
+  runFileRoute('/v1/runs/:run_id/artifacts/extracted_rows.meta.json', 'Metadata of the extracted rows (entity_name, extractions, extraction_quality); 404 while none exist', 'extracted_rows.meta.json', 'application/json', 'this run has no extracted rows'),
   runFileRoute('/v1/runs/:run_id/video', "The plane's screen recording of a run (WebM, VP8); 404 if none", 'video.webm', 'video/webm', 'this run has no video recording', { afterPlaneClose: true }),
   {
     method: 'POST',
     path: '/v1/runs/:run_id/cancel',
+    ok: 'responses.schema.json#/$defs/RunStatusBody',
     summary: 'Cancel a run (our addition); its limits are released once',
     tags: ['runs'],
     auth: true,

@@ -4,7 +4,6 @@
 // POST /v1/ws-tickets offered as the subprotocol `runplane.ticket.<ticket>`,
 // so no credential ever sits in a URL. Messages are the same ordered events as
 // SSE; ?after=<seq> resumes. A watcher that cannot keep up is dropped.
-import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -14,8 +13,8 @@ import type { Tenant } from '../http/tenants.ts';
 import { sawTheEnd, watch } from '../runs/watch.ts';
 import type { Services } from '../services.ts';
 import type { RouteSpec } from './route.ts';
+import { TICKET_TTL_MS, issueTicket, redeemTicket } from '../http/tickets.ts';
 
-const TICKET_TTL_MS = 30_000;
 const MAX_BUFFERED = 1024 * 1024;
 const MAX_FRAME_BACKLOG = 256 * 1024;
 const PROTOCOL = 'runplane.v1';
@@ -25,13 +24,13 @@ export const wsRoutes: RouteSpec[] = [
   {
     method: 'POST',
     path: '/v1/ws-tickets',
-    summary: 'A single-use, 30-second ticket to open a WebSocket watcher from a browser',
+    ok: 'responses.schema.json#/$defs/Ticket',
+    summary: 'A single-use, 30-second ticket for a browser: a WebSocket watcher (offered as the subprotocol runplane.ticket.<ticket>) or an EventSource (?ticket=<ticket> on GET /v1/runs/{run_id}/events?sse=true)',
     tags: ['runs'],
     auth: true,
     scope: 'logs',
     async handler(ctx, s) {
-      const ticket = randomBytes(24).toString('base64url');
-      await s.state.atomic.put(`ws-ticket:${ticket}`, ctx.state.tenant!.tenant_id, TICKET_TTL_MS);
+      const ticket = await issueTicket(s, ctx.state.tenant!.tenant_id);
       ctx.body = { ticket, expires_in: TICKET_TTL_MS / 1000, protocol: [PROTOCOL, `${TICKET_PREFIX}${ticket}`] };
     },
   },
@@ -54,14 +53,7 @@ async function authenticate(req: IncomingMessage, s: Services): Promise<Tenant> 
   }
   const ticket = offeredProtocols(req).find((p) => p.startsWith(TICKET_PREFIX))?.slice(TICKET_PREFIX.length);
   if (!ticket) throw new ServiceError('unauthenticated', 'missing X-Service-Token header or ticket subprotocol');
-  const key = `ws-ticket:${ticket}`;
-  const tenantId = await s.state.atomic.get(key);
-  // single use: only the caller that deletes it may use it
-  if (!tenantId || !(await s.state.atomic.deleteIf(key, tenantId))) throw new ServiceError('unauthenticated', 'ticket unknown, used or expired');
-  // the tenant's current configuration (scopes may have changed since the ticket)
-  const tenant = await s.tenants.resolveById(tenantId);
-  if (!tenant) throw new ServiceError('unauthenticated', 'ticket tenant no longer exists');
-  return tenant;
+  return redeemTicket(s, ticket);
 }
 
 const STATUS_TEXT: Record<number, string> = { 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 503: 'Service Unavailable' };

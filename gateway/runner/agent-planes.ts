@@ -2,9 +2,8 @@
 //  - local: agents the gateway starts on loopback with a random secret, one
 //    session at a time each, kept warm and reused (agent-pool.ts), stopped on
 //    shutdown. An idle agent carries no tenant state: it has no session.
-//  - remote: agents named in configuration, one per plane, used one run at a
-//    time each.
-import { readFileSync } from 'node:fs';
+//  - remote: agents named in configuration, several per plane, placed by
+//    fleet.ts (RemoteAgentPlanes) with slot claims in the shared store.
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { connectPlane, type PlaneSession } from '../planes/index.ts';
@@ -14,16 +13,19 @@ import { runDir, type RunRecord } from '../runs/records.ts';
 import { adaptPlane } from './plane-adapter.ts';
 import { AgentPool, type Agent } from './agent-pool.ts';
 import { PlaneUnavailable, type PlaneLease, type PlaneProvider } from './planes.ts';
+import { describeProxy, type ProxyChoice, type ProxyProviders } from './proxies.ts';
 
 const VIEWPORT: [number, number] = [1280, 720];
 
-function initRequest(run: RunRecord, backend: Backend) {
+function initRequest(run: RunRecord, backend: Backend, proxy: ProxyChoice | null) {
   const profile = run.profile_id ? run.profile_id.slice(run.tenant_id.length + 1) : `run-${run.run_id}`;
   return {
     tenant_id: run.tenant_id,
     profile_id: profile,
     run_id: run.run_id,
-    proxy_server: null,
+    proxy_server: proxy?.server ?? null,
+    // our extension: the exit asked for, so the agent's geo (time zone, locale) follows it
+    proxy_exit: proxy?.exit ?? null,
     // A run without a profile_id gets a throwaway browser profile (deleted on close,
     // and eligible for the agent's warm pool) instead of a per-run directory forever.
     persist_profile: run.profile_id !== null,
@@ -58,11 +60,13 @@ const WATCH = { intervalMs: 1000, unreachableMs: 5000 };
  * the agent's notice on the stream, or the watch probe finding the session gone
  * (agent restarted, unreachable). Nothing is reported once close() has begun.
  */
-async function lease(session: PlaneSession, run: RunRecord, backend: Backend, agent: Agent | undefined, release: (clean: boolean) => Promise<void>, videoFile?: string, log?: Logger): Promise<PlaneLease> {
+export async function lease(session: PlaneSession, run: RunRecord, backend: Backend, agent: Agent | undefined, release: (clean: boolean) => Promise<void>, videoFile?: string, log?: Logger, proxies?: ProxyProviders): Promise<PlaneLease> {
   const t0 = performance.now();
-  const init = await session.init(initRequest(run, backend));
+  let rotation = 0;
+  let proxy = proxies?.choose(run, rotation) ?? null;
+  const init = await session.init(initRequest(run, backend, proxy));
   log?.info(
-    { run_id: run.run_id, backend, agent_pid: agent?.child.pid ?? null, agent_sessions: agent?.sessions ?? null, warm: init.warm ?? false, init_ms: Math.round(performance.now() - t0) },
+    { run_id: run.run_id, backend, agent_pid: agent?.child.pid ?? null, agent_sessions: agent?.sessions ?? null, warm: init.warm ?? false, init_ms: Math.round(performance.now() - t0), proxy: describeProxy(proxy) },
     'plane session opened',
   );
   const plane = adaptPlane(session, init.capabilities);
@@ -84,6 +88,15 @@ async function lease(session: PlaneSession, run: RunRecord, backend: Backend, ag
   };
   return {
     plane,
+    proxy: () => describeProxy(proxy),
+    async rotateProxy() {
+      if (!proxy || !proxies) return false;
+      proxy = proxies.choose(run, ++rotation);
+      // the same run asking again: the agent points the session's egress guard at the new sticky session
+      await session.init(initRequest(run, backend, proxy));
+      log?.info({ run_id: run.run_id, proxy: describeProxy(proxy) }, 'proxy rotated to a new sticky session');
+      return true;
+    },
     lost: first.then((reason) => (closed ? new Promise<string>(() => {}) : reason)),
     isLost: () => (closed ? undefined : (why ?? session.lostReason ?? agentGone())),
     async close() {
@@ -117,16 +130,20 @@ export interface LocalPlanesOptions {
   recycleAfter?: number;
   /** how long an idle agent beyond the first is kept (SERVICE_PLANE_IDLE_SECONDS, default 120) */
   idleMs?: number;
+  /** the proxy providers file; undefined: runs connect directly */
+  proxies?: ProxyProviders;
 }
 
 export class LocalAgentPlanes implements PlaneProvider {
   readonly pool: AgentPool;
+  private readonly proxies: ProxyProviders | undefined;
 
   constructor(
     private readonly dataDir: string,
     private readonly log: Logger,
     opts: LocalPlanesOptions = {},
   ) {
+    this.proxies = opts.proxies;
     this.pool = new AgentPool({
       dataDir,
       allowPrivateNetworks: opts.allowPrivateNetworks ?? allowPrivateFromEnv(),
@@ -157,7 +174,7 @@ export class LocalAgentPlanes implements PlaneProvider {
     try {
       if (signal?.aborted) throw new Error('the run was stopped before its plane opened');
       const session = connectPlane({ url: agent.url, secret: agent.secret, initDeadlineMs: 60_000 });
-      return await lease(session, run, backend, agent, give, path.join(runDir(this.dataDir, run), 'video.webm'), this.log);
+      return await lease(session, run, backend, agent, give, path.join(runDir(this.dataDir, run), 'video.webm'), this.log, this.proxies);
     } catch (err) {
       await give(false);
       throw new PlaneUnavailable(`${backend} session could not start: ${(err as Error).message}`);
@@ -169,50 +186,4 @@ export class LocalAgentPlanes implements PlaneProvider {
   close(): Promise<void> {
     return this.pool.close();
   }
-}
-
-/** Agents named in SERVICE_PLANES (`dom_plane=grpc://h:p,computer_plane=grpcs://h:p`). */
-export class RemoteAgentPlanes implements PlaneProvider {
-  private readonly busy = new Set<Backend>();
-  private readonly ca: Buffer | undefined;
-
-  /** `ca`: PEM trusted for grpcs:// and https:// agents; default the file named by SERVICE_PLANE_CA. */
-  constructor(
-    private readonly urls: Partial<Record<Backend, string>>,
-    private readonly secret: string | undefined,
-    ca: Buffer | string | undefined = process.env.SERVICE_PLANE_CA,
-  ) {
-    this.ca = typeof ca === 'string' && ca !== '' ? readFileSync(ca) : Buffer.isBuffer(ca) ? ca : undefined;
-  }
-
-  async open(run: RunRecord): Promise<PlaneLease> {
-    const backend = run.runtime.compute_backend;
-    const url = this.urls[backend];
-    if (!url) throw new PlaneUnavailable(`no ${backend} agent is configured in SERVICE_PLANES`);
-    if (this.busy.has(backend)) throw new PlaneUnavailable(`the ${backend} agent is busy with another run`);
-    this.busy.add(backend);
-    try {
-      const session = connectPlane({ url, secret: this.secret, ca: this.ca });
-      return await lease(session, run, backend, undefined, async () => {
-        this.busy.delete(backend);
-      });
-    } catch (err) {
-      this.busy.delete(backend);
-      throw new PlaneUnavailable(`${backend} agent at ${url}: ${(err as Error).message}`);
-    }
-  }
-
-  async close(): Promise<void> {}
-}
-
-export function parseRemotePlanes(spec: string): Partial<Record<Backend, string>> {
-  const out: Partial<Record<Backend, string>> = {};
-  for (const part of spec.split(',').map((s) => s.trim()).filter(Boolean)) {
-    const [name, url] = part.split('=', 2) as [string, string | undefined];
-    if ((name !== 'dom_plane' && name !== 'computer_plane') || !url || !/^(grpcs?|https?):\/\//.test(url)) {
-      throw new Error(`SERVICE_PLANES: expected local, none or dom_plane=grpc(s)://host:port,computer_plane=..., got ${JSON.stringify(part)}`);
-    }
-    out[name] = url;
-  }
-  return out;
 }

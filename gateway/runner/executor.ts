@@ -92,7 +92,8 @@ export class RunExecutor {
       if (e.type === 'run.cancel_requested') halt(new Halt('cancelled', 'cancelled by a caller'));
     });
 
-    let run: RunRecord = { ...queued, status: 'running', phase: 'starting', events: [...queued.events, `${new Date().toISOString()} status running`] };
+    // the run stays queued until a plane is bound: a run waiting for a free agent is not running
+    let run: RunRecord = { ...queued, phase: 'starting' };
     const st = new RunState();
     st.topIndex = queued.start_step ?? 0;
     let lease: PlaneLease | undefined;
@@ -103,22 +104,26 @@ export class RunExecutor {
     });
     try {
       await this.saveOrStop(run);
-      await this.d.store.emit(run, 'run.status', { status: 'running', phase: 'starting' });
-      const opened = await this.openPlane(run, abort.signal);
+      await this.d.store.emit(run, 'run.status', { status: 'queued', phase: 'starting' });
+      const opened = await this.openPlane(run, abort.signal, async () => {
+        run = { ...run, phase: 'waiting_for_plane', events: [...run.events, `${new Date().toISOString()} waiting for a free ${run.runtime.compute_backend} agent`] };
+        await this.saveOrStop(run);
+        await this.d.store.emit(run, 'run.status', { status: 'queued', phase: 'waiting_for_plane' });
+      });
       lease = opened;
       opened.lost.then(
         (why) => halt(new Halt('plane_lost', `the compute plane went away: ${why}`)),
         () => undefined,
       );
-      run = { ...run, phase: 'running' };
+      run = { ...run, status: 'running', phase: 'running', events: [...run.events, `${new Date().toISOString()} status running`] };
       await this.saveOrStop(run);
       await this.d.store.emit(run, 'run.status', { status: 'running', phase: 'running', backend: opened.plane.capabilities.backend });
-      const w = new Walker(this.d, run, opened.plane, st, abort.signal, (r) => (run = r), () => opened.isLost(), recording);
+      const w = new Walker(this.d, run, opened.plane, st, abort.signal, (r) => (run = r), opened, recording);
       await w.walk(run.plan.steps, 'steps');
       // a stop that came during the last step (cancel, cap, a plane that died) is the run's ending
       w.check();
       const backend = run.runtime.compute_backend;
-      outcome = { status: 'succeeded', summary: st.summary(backend), steps: st.steps, unknownPlaceholderRows: st.placeholders, retriesSpent: st.retriesSpent };
+      outcome = { status: 'succeeded', summary: st.summary(backend), steps: st.steps, unknownPlaceholderRows: st.placeholders, extractionCounts: { ...st.quality }, retriesSpent: st.retriesSpent };
       if (st.steps.length > 0 && st.steps.every((s) => !s.success)) {
         // no step halted the run, yet nothing worked: the run still says why (the last failure's class)
         const h = new Halt(st.lastFailureHalt ?? 'all_steps_failed', 'every executed step failed');
@@ -136,6 +141,7 @@ export class RunExecutor {
         summary: `${st.summary(run.runtime.compute_backend)}; halted: ${h.message}`,
         steps: st.steps,
         unknownPlaceholderRows: st.placeholders,
+        extractionCounts: { ...st.quality },
         retriesSpent: st.retriesSpent,
         resumeStep: st.topIndex,
       };
@@ -157,7 +163,7 @@ export class RunExecutor {
       this.d.log.error({ run_id: runId, err: (e as Error).message }, 'saving run artifacts failed');
     }
     await recording?.close({ status: outcome.status, halt_class: outcome.haltClass, summary: outcome.summary ?? '', cost_usd: st.cost });
-    await this.d.store.end(run, outcome);
+    await this.d.store.end(run, { ...outcome, costUsd: st.cost });
     await this.d.store.releaseRunner(runId, this.d.owner).catch(() => undefined);
   }
 
@@ -191,7 +197,7 @@ export class RunExecutor {
    * that arrives after the run was stopped is closed at once: its agent, browser,
    * display and recorder would otherwise outlive the run.
    */
-  private async openPlane(run: RunRecord, signal: AbortSignal): Promise<PlaneLease> {
+  private async openPlane(run: RunRecord, signal: AbortSignal, waiting: () => Promise<void>): Promise<PlaneLease> {
     const closeLate = (late: PlaneLease) => {
       const p = late
         .close()
@@ -200,7 +206,7 @@ export class RunExecutor {
       this.lateCloses.add(p);
     };
     try {
-      return await abortable(Promise.resolve().then(() => this.d.planes.open(run, signal)), signal, closeLate);
+      return await abortable(Promise.resolve().then(() => this.d.planes.open(run, signal, { waiting })), signal, closeLate);
     } catch (err) {
       if (signal.aborted) throw signal.reason;
       if (err instanceof Halt) throw err;
@@ -244,6 +250,9 @@ export class RunExecutor {
     const dir = runDir(this.d.dataDir, run);
     await mkdir(dir, { recursive: true });
     await writeFile(path.join(dir, 'extracted_rows.json'), JSON.stringify(st.rows, null, 2));
+    // the rows artifact's metadata: what the rows are (entity_name) and how they were checked
+    const meta = { entity_name: st.extractions.find((e) => e.entity_name)?.entity_name ?? null, row_count: st.rows.length, extractions: st.extractions, extraction_quality: { unknown_placeholder_row_count: st.placeholders, ...st.quality } };
+    await writeFile(path.join(dir, 'extracted_rows.meta.json'), JSON.stringify(meta, null, 2));
     for (const [name, rows] of st.csvRows) await writeFile(path.join(dir, `${name}.csv`), toCsv(st.csvFields.get(name) ?? [], rows));
   }
 }

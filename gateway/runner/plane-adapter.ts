@@ -188,16 +188,40 @@ export function adaptPlane(session: PlaneSession, capabilities: Capabilities): P
         await wait(a.seconds);
         return {};
       }
-      let before: PageFacts | null | undefined;
-      for (const argv of xdotoolArgv(a)) {
-        const r = await session.xdotool(argv);
-        before ??= r.page;
-        if (r.returncode !== 0) throw new Error(`xdotool ${argv[0]} failed (${r.returncode}): ${r.stderr.slice(0, 200)}`);
+      const typed = async (): Promise<PageFacts | null | undefined> => {
+        let before: PageFacts | null | undefined;
+        for (const argv of xdotoolArgv(a)) {
+          const r = await session.xdotool(argv);
+          before ??= r.page;
+          if (r.returncode !== 0) throw new Error(`xdotool ${argv[0]} failed (${r.returncode}): ${r.stderr.slice(0, 200)}`);
+        }
+        return before;
+      };
+      if (a.type !== 'NAVIGATE') {
+        await typed();
+        return {};
       }
-      if (a.type !== 'NAVIGATE' || !before) return {};
-      return navigationOutcome(await awaitNavigation(facts, before.nav_seq));
+      // keys typed into the address bar can be lost on a loaded display: a navigation that
+      // asked for another origin than the step's is typed again once, then told as it is
+      for (let attempt = 1; ; attempt++) {
+        const before = await typed();
+        if (!before) return {};
+        const landed = await awaitNavigation(facts, before.nav_seq);
+        // the navigation typed, not a later one the browser started on its own (a search after an error)
+        const started = landed.f?.navs?.find((n) => n.seq === before.nav_seq + 1);
+        if (!started || sameOrigin(started.url, a.url)) return navigationOutcome(landed, started);
+        if (attempt === 2) return { url: landed.f!.url, nav_error: { code: 'TYPED_URL_MISMATCH', message: `the address bar sent the browser to ${started.url.slice(0, 300)}, not to the step's URL` } };
+      }
     },
   };
+}
+
+function sameOrigin(a: string, b: string): boolean {
+  try {
+    return new URL(a).origin === new URL(b).origin;
+  } catch {
+    return true;
+  }
 }
 
 /** How long a computer_plane navigation may take to load, as the dom_plane agent allows its own. */
@@ -209,14 +233,18 @@ async function awaitNavigation(facts: () => Promise<PageFacts | null>, seq: numb
   let f: PageFacts | null = null;
   while (Date.now() < deadline) {
     f = await facts().catch(() => f);
-    if (f && f.nav_seq > seq && (f.nav_error || f.load_state !== 'loading')) return { f, timedOut: false };
+    if (f && f.nav_seq > seq && (f.nav_error || f.load_state !== 'loading' || f.navs?.find((n) => n.seq === seq + 1)?.error)) return { f, timedOut: false };
     await wait(0.1);
   }
   return { f, timedOut: true };
 }
 
-function navigationOutcome({ f, timedOut }: { f: PageFacts | null; timedOut: boolean }): ActResult {
+function navigationOutcome({ f, timedOut }: { f: PageFacts | null; timedOut: boolean }, started?: NonNullable<PageFacts['navs']>[number]): ActResult {
   if (!f) return {};
+  if (started?.error) {
+    const code = started.error.replace(/^net::/, '');
+    return { url: started.url, nav_error: { code, message: started.error } };
+  }
   if (f.nav_error) {
     const code = f.nav_error.replace(/^net::/, '');
     return { url: f.url, nav_error: { code, message: f.nav_error } };

@@ -14,10 +14,19 @@ export interface PlaneLease {
   /** The reason `lost` resolved with (or is about to), checked synchronously after a failed step; undefined while the plane is fine and after close(). */
   isLost(): string | undefined;
   close(): Promise<void>;
+  /** The session's proxy as logs and traces may show it (provider, exit, sticky session; never the password). */
+  proxy?(): Record<string, unknown>;
+  /** Moves the session to a new sticky proxy session (after a proxy failure); false when the run has no proxy. */
+  rotateProxy?(): Promise<boolean>;
+}
+
+export interface OpenHooks {
+  /** called once when the run has to wait for a plane (every slot busy) */
+  waiting?: () => Promise<void> | void;
 }
 
 export interface PlaneProvider {
-  open(run: RunRecord, signal: AbortSignal): Promise<PlaneLease>;
+  open(run: RunRecord, signal: AbortSignal, hooks?: OpenHooks): Promise<PlaneLease>;
   close(): Promise<void>;
 }
 

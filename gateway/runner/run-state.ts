@@ -1,5 +1,7 @@
 // What one run accumulates while its steps execute: the step entries of the
 // result, extracted rows, costs and counters, and where a resume restarts.
+import { emptyQuality, type ExtractionQuality } from './step-rows.ts';
+
 export interface StepEntry {
   path: string;
   type: string;
@@ -21,6 +23,10 @@ export class RunState {
   csvFields = new Map<string, string[]>();
   csvRows = new Map<string, Array<Record<string, unknown>>>();
   placeholders = 0;
+  /** extraction_quality counters beyond the placeholder rows */
+  quality: ExtractionQuality = emptyQuality();
+  /** each extraction step whose rows were kept: the rows artifact's metadata */
+  extractions: Array<{ path: string; schema_name: string; entity_name: string | null; rows: number }> = [];
   cost = 0;
   tokensIn = 0;
   tokensOut = 0;
@@ -34,6 +40,10 @@ export class RunState {
   lastShot: Buffer | undefined;
   /** the halt class the last failed step would have halted with (a run whose steps all failed ends with it) */
   lastFailureHalt: string | undefined;
+
+  addQuality(q: ExtractionQuality): void {
+    for (const k of Object.keys(q) as Array<keyof ExtractionQuality>) this.quality[k] += q[k];
+  }
 
   summary(backend: string): string {
     const ok = this.steps.filter((s) => s.success).length;

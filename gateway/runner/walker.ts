@@ -7,16 +7,22 @@ import type { Brain, Plane, Step, StepContext, StepResult } from '../plugins/con
 import type { RunRecord } from '../runs/records.ts';
 import type { Extract } from '../../schemas/types.gen.ts';
 import { attemptStep } from './attempt.ts';
-import { checkRows } from './extraction.ts';
+import { runReverse, wantsReverse } from './reverse.ts';
+import { checkStepRows } from './step-rows.ts';
+import { rejectionFor } from '../../shared/recipe-keys.ts';
 import { averageHash } from './fingerprint.ts';
 import { DriftGuard, LoopStuckGuard } from './guards.ts';
 import { Halt, RETRIES, runnerLost, backoffMs, failureClassOfHalt, haltClassFor, runErrorFor } from './outcome.ts';
 import type { RunRecording } from './recording.ts';
+import type { PlaneLease } from './planes.ts';
 import type { RunnerDeps } from './executor.ts';
 import type { RunState, StepEntry } from './run-state.ts';
 import { publishFrame, recordStep } from './step-record.ts';
 
 /** What a step got to before a halt could interrupt it. */
+/** A step failure that the run's upstream proxy caused (the egress guard names it by Chromium's proxy errors). */
+const PROXY_FAILURE = /net::ERR_(PROXY_[A-Z_]+|TUNNEL_CONNECTION_FAILED)\b/;
+
 interface StepTrack {
   /** its entry is in the run's steps */
   recorded: boolean;
@@ -46,8 +52,8 @@ export class Walker {
     private readonly st: RunState,
     private readonly signal: AbortSignal,
     private readonly onRun: (r: RunRecord) => void,
-    /** why the plane went away, once it has (an agent, browser or display died) */
-    private readonly planeLost: () => string | undefined,
+    /** the plane's lease: why the plane went away, once it has (an agent, browser or display died), and the proxy's rotation */
+    private readonly lease: Pick<PlaneLease, 'isLost' | 'rotateProxy'>,
     private readonly rec?: RunRecording,
   ) {
     this.stuck = new LoopStuckGuard(Number(run.runtime.state_repeat_threshold ?? 0));
@@ -58,7 +64,7 @@ export class Walker {
   /** Throws what stops the run: a cancel, a cap, or a plane that is gone. */
   check(): void {
     if (this.signal.aborted) throw this.signal.reason;
-    const lost = this.planeLost();
+    const lost = this.lease.isLost();
     if (lost !== undefined) throw new Halt('plane_lost', `the compute plane went away: ${lost}`);
   }
 
@@ -218,6 +224,9 @@ export class Walker {
   private async runHandler(step: Step, p: string, ti: number, track: StepTrack): Promise<{ result: StepResult; attempts: number }> {
     const handler = this.d.handler(step.type);
     if (!handler) return { result: { success: false, failure_class: 'unknown', data: `no handler serves step type '${step.type}'` }, attempts: 1 };
+    // a step whose intent the recipe's rejection_intents recognise is answered with their rejection, before anything acts
+    const rejected = rejectionFor(step, step.intent);
+    if (rejected) return { result: { success: false, failure_class: 'unknown', data: `rejected_intent ${JSON.stringify(rejected.phrase)}: ${rejected.message}`, halt: { halt_class: rejected.halt_class } }, attempts: 1 };
     if (handler.needs?.recipe && !step.extract) {
       return { result: { success: false, failure_class: 'extractor_error', data: `step type '${step.type}' needs an extraction schema: an extract block or a _recipe`, halt: { halt_class: 'no_schema_configured' } }, attempts: 1 };
     }
@@ -227,27 +236,48 @@ export class Walker {
     const brain = handler.needs?.brain ? this.urlBudget.wrap(this.d.brain(this.run.cua_model, this.run.tenant_id)) : undefined;
     if (handler.needs?.brain && !brain) return { result: { success: false, failure_class: 'unknown', data: `brain '${this.run.cua_model}' is not configured on this deployment` }, attempts: 1 };
     let attempts = 0;
+    let rotated = false;
     let result: StepResult;
     for (;;) {
       attempts++;
       track.attempts = attempts;
-      result = await attemptStep({ handler, step, path: p, plane: this.plane, signal: this.signal, stepTimeoutMs: this.d.stepTimeoutMs, brain, context: (signal, b) => this.context(step, p, signal, b) });
+      const attempt = { handler, step, path: p, plane: this.plane, signal: this.signal, stepTimeoutMs: this.d.stepTimeoutMs, brain, context: (signal: AbortSignal, b: Brain | undefined) => this.context(step, p, signal, b) };
+      result = await attemptStep(attempt);
       track.result = result;
       // a step that failed because its plane died is not retried: the run halts plane_lost
       this.check();
       if (result.success || result.halt) break;
       const fc = result.failure_class ?? 'unknown';
       if (attempts > RETRIES[fc] || result.retryable === false) break;
+      if (wantsReverse(attempt, result)) {
+        this.rec?.decision(ti, 'recovery', 'retry', `undoing the failed attempt before a retry: ${step.reverse}`.slice(0, 300), { reverse: step.reverse });
+        const undo = await runReverse(attempt);
+        this.check();
+        this.log(`${p} reverse ${undo.success ? 'done' : `failed (${undo.failure_class ?? 'unknown'})`}`);
+        if (!undo.success) {
+          result = { ...result, data: `${result.data ?? ''}; reverse failed, not retried: ${undo.data ?? undo.failure_class ?? ''}`.replace(/^; /, '').slice(0, 1000) };
+          break;
+        }
+      }
       this.st.retriesSpent++;
+      // a proxy that refused or failed: the retry goes out on a new sticky session, once per step
+      if (!rotated && PROXY_FAILURE.test(result.data ?? '') && (await this.lease.rotateProxy?.())) {
+        rotated = true;
+        this.rec?.decision(ti, 'recovery', 'retry', 'the proxy failed: retrying on a new sticky session', { failure: (result.data ?? '').slice(0, 200) });
+      }
       this.rec?.decision(ti, 'recovery', 'retry', `${step.type} failed (${fc}); retry ${attempts}`, { failure_class: fc, attempt: attempts + 1 });
       this.log(`${p} ${step.type} failed (${fc}); retry ${attempts}`);
       await sleep(backoffMs(attempts), this.signal);
     }
     if (!result.success && !result.halt && typeof step.hints?.fallback_url === 'string' && handler.checks?.successContract) {
       this.rec?.decision(ti, 'recovery', 'fallback', 'navigating to hints.fallback_url after repeated misses', { url: step.hints.fallback_url });
-      await this.plane.act({ type: 'NAVIGATE', url: step.hints.fallback_url });
+      const landed = await this.plane.act({ type: 'NAVIGATE', url: step.hints.fallback_url });
       this.check();
-      result = { ...result, success: true, failure_class: undefined, data: `${result.data ?? ''} recovered by navigating to hints.fallback_url`.trim() };
+      // the recovery is the fallback page itself: one that did not load recovers nothing
+      const broken = landed.nav_error ? `${landed.nav_error.code} (${landed.nav_error.message})` : (landed.http_status ?? 0) >= 400 ? `HTTP ${landed.http_status}` : undefined;
+      result = broken
+        ? { ...result, data: `${result.data ?? ''}; hints.fallback_url did not load: ${broken}`.replace(/^; /, '') }
+        : { ...result, success: true, failure_class: undefined, data: `${result.data ?? ''} recovered by navigating to hints.fallback_url`.trim() };
     }
     return { result, attempts };
   }
@@ -313,20 +343,22 @@ export class Walker {
     }
     if (result.finish) this.st.finished = true;
 
-    // rows: typed and checked against the extract block
+    // rows: typed and checked against the extract block, the recipe and the hints
     let rowCount: number | undefined;
     if (result.success && result.rows) {
-      const extract: Extract = step.extract ?? { fields: Object.keys(result.rows[0] ?? {}).map((name) => ({ name, type: 'str' as const })) };
-      const checked = checkRows(extract, result.rows);
-      this.st.rows.push(...checked.rows);
-      this.st.placeholders += checked.unknown_placeholder_row_count;
-      const name = (extract.schema_name ?? 'rows').replace(/[^A-Za-z0-9_-]/g, '_') || 'rows';
-      this.st.csvFields.set(name, (extract.fields ?? []).map((f) => f.name));
-      this.st.csvRows.set(name, [...(this.st.csvRows.get(name) ?? []), ...checked.rows]);
-      rowCount = checked.rows.length;
-      if (checked.rows.length === 0 && handler?.checks?.rows) {
-        result = { ...result, success: false, failure_class: 'extractor_error', data: `no rows passed the extract block (${checked.dropped_partial} partial rows dropped)` };
+      const checked = checkStepRows(step, result.rows, result.excluded_cards);
+      rowCount = checked.problem ? 0 : checked.rows.length;
+      this.st.placeholders += checked.placeholders;
+      this.st.addQuality(checked.quality);
+      if (!checked.problem) {
+        this.st.rows.push(...checked.rows);
+        this.st.csvFields.set(checked.schemaName, checked.columns);
+        this.st.csvRows.set(checked.schemaName, [...(this.st.csvRows.get(checked.schemaName) ?? []), ...checked.rows]);
+        this.st.extractions.push({ path: p, schema_name: checked.schemaName, entity_name: checked.entityName ?? null, rows: checked.rows.length });
       }
+      rec?.decision(ti, 'verifier', 'check', checked.note, { ...checked.quality, entity_name: checked.entityName ?? null });
+      if (checked.problem && handler?.checks?.rows) result = { ...result, success: false, failure_class: 'extractor_error', data: `${checked.problem}; ${checked.note}` };
+      else if (checked.ruled) result = { ...result, data: [result.data, checked.note].filter(Boolean).join('; ') };
     }
 
     // the post observation is taken beside the page info: one round trip less per step

@@ -44,6 +44,8 @@ export interface RunRecord {
   summary: string;
   steps: unknown[];
   unknown_placeholder_row_count: number;
+  /** extraction_quality counters beyond the placeholder rows (dropped_partial_row_count, spam_row_count, excluded_card_count); absent on older runs */
+  extraction_counts?: Record<string, number>;
   events: string[];
   webhook: WebhookTarget | null;
   webhook_deliveries: DeliveryAttempt[];
@@ -53,6 +55,8 @@ export interface RunRecord {
   start_step?: number;
   /** Top-level step index a resume of this run would restart at; null when there is nothing to resume. */
   resume_step?: number | null;
+  /** what the run's model calls cost (USD), set when it ends */
+  cost_usd?: number;
   /** While running: the top-level step the runner is on, saved with the steps (where recovery points a resume). */
   checkpoint_step?: number;
 }
@@ -99,6 +103,7 @@ export function lifecycleBody(r: RunRecord) {
     resumed_from: r.resumed_from ?? null,
     start_step: r.start_step ?? 0,
     resume_step: r.resume_step ?? null,
+    cost_usd: r.cost_usd ?? 0,
     webhook: r.webhook ? { url: redactUrl(r.webhook.url), signed: r.webhook.secret_name !== '', deliveries: r.webhook_deliveries } : null,
   };
 }
@@ -110,7 +115,7 @@ export function resultBody(r: RunRecord) {
     ...(r.error ? { error: r.error } : {}),
     summary: r.summary,
     steps: r.steps,
-    extraction_quality: { unknown_placeholder_row_count: r.unknown_placeholder_row_count },
+    extraction_quality: { unknown_placeholder_row_count: r.unknown_placeholder_row_count, dropped_partial_row_count: 0, spam_row_count: 0, excluded_card_count: 0, ...r.extraction_counts },
   };
 }
 

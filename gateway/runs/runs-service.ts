@@ -23,9 +23,13 @@ export interface RunOutcome {
   summary?: string;
   steps?: unknown[];
   unknownPlaceholderRows?: number;
+  /** extraction_quality counters beyond the placeholder rows */
+  extractionCounts?: Record<string, number>;
   retriesSpent?: number;
   /** Top-level step index a resume would restart at (failed and cancelled runs). */
   resumeStep?: number;
+  /** What the run's model calls cost, in USD. */
+  costUsd?: number;
 }
 
 export interface NewRun {
@@ -227,7 +231,9 @@ export class RunsService {
       summary: outcome.summary ?? r.summary,
       steps: outcome.steps ?? r.steps,
       unknown_placeholder_row_count: outcome.unknownPlaceholderRows ?? r.unknown_placeholder_row_count,
+      ...(outcome.extractionCounts ?? r.extraction_counts ? { extraction_counts: outcome.extractionCounts ?? r.extraction_counts } : {}),
       resume_step: status === 'succeeded' ? null : (outcome.resumeStep ?? r.start_step ?? 0),
+      cost_usd: outcome.costUsd ?? r.cost_usd ?? 0,
       updated_at: now,
       ended_at: now,
       events: [...r.events, `${now} status ${status}${haltClass ? ` (halt_class ${haltClass})` : ''}`],

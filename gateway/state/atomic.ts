@@ -27,6 +27,8 @@ export interface AtomicOps {
   deleteIf(key: string, expected: string): Promise<boolean>;
   /** Extend key's expiry to ttlMs from now only if it still holds `expected` and has not expired (a lease's heartbeat). */
   renew(key: string, expected: string, ttlMs: number): Promise<boolean>;
+  /** The live keys starting with `prefix` and their values (small registries: the plane agents that announced themselves). */
+  list(prefix: string): Promise<Array<{ key: string; value: string }>>;
   close(): Promise<void>;
 }
 
@@ -106,6 +108,15 @@ export class MemoryAtomicOps implements AtomicOps {
     if (this.live(key) !== expected || !v) return false;
     v.expiresAt = this.clock() + ttlMs;
     return true;
+  }
+
+  async list(prefix: string): Promise<Array<{ key: string; value: string }>> {
+    const out: Array<{ key: string; value: string }> = [];
+    for (const key of [...this.values.keys()]) {
+      const value = key.startsWith(prefix) ? this.live(key) : null;
+      if (value !== null) out.push({ key, value });
+    }
+    return out;
   }
 
   async close(): Promise<void> {}

@@ -102,5 +102,15 @@ export class RedisAtomicOps implements AtomicOps {
     return Number(reply) === 1;
   }
 
+  async list(prefix: string): Promise<Array<{ key: string; value: string }>> {
+    const base = this.prefix + 'kv:';
+    const keys: string[] = [];
+    // SCAN's pattern is a glob: the prefix's own glob characters are escaped
+    for await (const batch of this.client.scanIterator({ MATCH: `${(base + prefix).replace(/[*?[\]\\]/g, '\\$&')}*`, COUNT: 200 })) keys.push(...(Array.isArray(batch) ? batch : [batch]));
+    if (keys.length === 0) return [];
+    const values = await this.client.mGet(keys);
+    return keys.flatMap((k, i) => (values[i] == null ? [] : [{ key: k.slice(base.length), value: values[i] as string }])).sort((a, b) => (a.key < b.key ? -1 : 1));
+  }
+
   async close(): Promise<void> {}
 }

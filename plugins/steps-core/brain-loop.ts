@@ -7,6 +7,8 @@
 import { createHash } from 'node:crypto';
 import sharp from 'sharp';
 import { modelExtract } from './model-extract.ts';
+import { refuseForbidden } from './forbidden.ts';
+import { rejectionFor } from '../../shared/recipe-keys.ts';
 import { BrainError, isBrainError, isHttpUrl, type Action, type Brain, type Screenshot, type StepContext, type StepHandler, type StepResult } from '../../gateway/plugins/contract.ts';
 
 export const DEFAULT_MAX_STEPS = 15;
@@ -83,6 +85,12 @@ export async function runBrainLoop(ctx: StepContext, brain: Brain): Promise<Step
     const action = environmentAction(out.action);
     // a brain plugin that does not check its URLs is checked here
     if (action.type === 'NAVIGATE' && !isHttpUrl(action.url)) return { ...brainFailure(new BrainError('bad_url', `${brain.id} asked to open ${JSON.stringify(action.url.slice(0, 200))}, which is not an http(s) URL`), ctx)!, last_action: last };
+    // an action whose reasoning the recipe's rejection_intents recognise is answered with their rejection
+    const rejected = rejectionFor(ctx.step, out.reasoning);
+    if (rejected) return { success: false, failure_class: 'unknown', data: `rejected_intent ${JSON.stringify(rejected.phrase)}: ${rejected.message}`, halt: { halt_class: rejected.halt_class }, last_action: last };
+    // a forbidden control is refused before the plane acts
+    const refused = await refuseForbidden(ctx, action);
+    if (refused) return { ...refused, last_action: last };
     try {
       await ctx.plane.act(action);
     } catch (err) {
@@ -97,11 +105,12 @@ export async function runBrainLoop(ctx: StepContext, brain: Brain): Promise<Step
 /**
  * Grounding: a brain finds, on the screenshot, the target a mechanical locator
  * missed. Used when the step asks for it (`grounding: true`: the hosted model,
- * else the run's brain) or the plane has no DOM (the run's brain). Undefined
+ * else the run's brain), the plane has no DOM, or a target_role the recipe's
+ * role map does not resolve (the run's brain). Undefined
  * when grounding does not apply or no brain is there.
  */
-export async function ground(ctx: StepContext): Promise<{ point: { x: number; y: number }; how: string } | { miss: string } | undefined> {
-  if (!ctx.step.grounding && ctx.plane.dom) return undefined;
+export async function ground(ctx: StepContext, unresolvedRole = false): Promise<{ point: { x: number; y: number }; how: string } | { miss: string } | undefined> {
+  if (!ctx.step.grounding && !unresolvedRole && ctx.plane.dom) return undefined;
   const brain = ctx.step.grounding ? (ctx.brainFor?.('hosted-api') ?? ctx.brainFor?.()) : ctx.brainFor?.();
   if (!brain) return undefined;
   const shot = await ctx.plane.screenshot();

@@ -9,7 +9,9 @@ import { brainStep, ground, hostedStep } from './brain-loop.ts';
 import { sleep } from '../../shared/abort.ts';
 import { modelExtract } from './model-extract.ts';
 import { checkAntiBot } from './antibot.ts';
-import { CLEAR_FOCUSED, extractRows, locateLabel, locateSelector, READ_LOCATION, selectOption, type FieldSpec } from './page-scripts.ts';
+import { CLEAR_FOCUSED, locateLabel, locateSelector, READ_LOCATION, selectOption } from './page-scripts.ts';
+import { readItems } from './read-items.ts';
+import { refuseForbidden } from './forbidden.ts';
 
 type Params = Record<string, unknown>;
 const params = (s: Step): Params => (s.params ?? {}) as Params;
@@ -52,7 +54,8 @@ interface Point {
   y: number;
 }
 
-type Located = { point: Point; how: string } | { miss: string };
+/** byRole: a target_role the role map could not resolve, which the vision grounder then tries */
+type Located = { point: Point; how: string } | { miss: string; byRole?: boolean };
 
 async function locate(ctx: StepContext, kind: 'clickable' | 'field' | 'select', labelKey = 'label'): Promise<Located> {
   const p = params(ctx.step);
@@ -75,14 +78,13 @@ async function locate(ctx: StepContext, kind: 'clickable' | 'field' | 'select', 
     return { miss: `no ${kind} element labelled ${labels.map((l) => JSON.stringify(l)).join(' or ')}` };
   }
   const role = str(ctx.step.target_role);
-  if (role && ctx.step._recipe) {
-    const recipe = await ctx.recipe(ctx.step._recipe).catch(() => undefined);
-    const roleSelector = str((recipe?.target_roles as Record<string, unknown> | undefined)?.[role]);
-    if (roleSelector) {
-      const r = await dom.evaluate<(Point & { tag: string }) | null>(locateSelector(roleSelector));
-      if (r) return { point: r, how: `target_role ${role}` };
-      return { miss: `target_role ${role} (${roleSelector}) matches nothing` };
-    }
+  if (role) {
+    // the recipe's role map (its schema is the step's extract block)
+    const roleSelector = str((ctx.step.extract?.target_roles as Record<string, unknown> | undefined)?.[role]);
+    if (!roleSelector) return { miss: `target_role ${role} has no entry in the recipe's target_roles`, byRole: true };
+    const r = await dom.evaluate<(Point & { tag: string }) | null>(locateSelector(roleSelector));
+    if (r) return { point: r, how: `target_role ${role} (${roleSelector})` };
+    return { miss: `target_role ${role} (${roleSelector}) matches nothing`, byRole: true };
   }
   return { miss: 'the step names no target (params.selector, params.label or target_role)' };
 }
@@ -93,7 +95,7 @@ const miss = (why: string): StepResult => ({ success: false, failure_class: 'sel
 async function locateClickable(ctx: StepContext): Promise<Located> {
   const t = await locate(ctx, 'clickable');
   if (!('miss' in t)) return t;
-  const g = await ground(ctx);
+  const g = await ground(ctx, t.byRole === true);
   if (!g) return t;
   return 'miss' in g ? { miss: `${t.miss}; ${g.miss}` } : g;
 }
@@ -121,7 +123,8 @@ function pointerHandler(type: 'click' | 'double_click' | 'right_click' | 'filter
     async run(ctx) {
       const t = await locateClickable(ctx);
       if ('miss' in t) return miss(t.miss);
-      return actSettled(ctx, { type: actionType, ...t.point }, `${type} via ${t.how}`);
+      const action: Action = { type: actionType, ...t.point };
+      return (await refuseForbidden(ctx, action, { ownTarget: true })) ?? actSettled(ctx, action, `${type} via ${t.how}`);
     },
   };
 }
@@ -137,7 +140,9 @@ export const navigate: StepHandler = {
     const last = { type: 'NAVIGATE', params: { url }, reasoning: 'plan navigate step' };
     if (r.nav_error) {
       // a document that never loaded is never a success, whatever the page shows now (an error page)
-      return { success: false, failure_class: navFailureClass(r.nav_error.code), data: `navigation to ${url} failed: ${r.nav_error.code.startsWith('ERR_') ? 'net::' : ''}${r.nav_error.code} (${r.nav_error.message})`, last_action: last };
+      // the run's upstream proxy refused or failed: said first, so the caller does not blame the site
+      const viaProxy = /^ERR_(PROXY_|TUNNEL_CONNECTION_FAILED)/.test(r.nav_error.code) ? 'proxy_error: ' : '';
+      return { success: false, failure_class: navFailureClass(r.nav_error.code), data: `${viaProxy}navigation to ${url} failed: ${r.nav_error.code.startsWith('ERR_') ? 'net::' : ''}${r.nav_error.code} (${r.nav_error.message})`, last_action: last };
     }
     const waitForLoad = ctx.step.wait_for_load !== false;
     const loaded = waitForLoad ? await settle(ctx.plane, ctx.signal, NAV_WAIT_MS) : true;
@@ -265,7 +270,10 @@ export const submit: StepHandler = {
   async run(ctx) {
     const t = await locateClickable(ctx);
     if ('miss' in t) return miss(t.miss);
-    const r = await act(ctx, { type: 'CLICK', ...t.point }, `submit via ${t.how}`);
+    const action: Action = { type: 'CLICK', ...t.point };
+    const refused = await refuseForbidden(ctx, action, { ownTarget: true });
+    if (refused) return refused;
+    const r = await act(ctx, action, `submit via ${t.how}`);
     await settle(ctx.plane, ctx.signal, NAV_WAIT_MS);
     return r;
   },
@@ -297,19 +305,6 @@ export const paginate: StepHandler = {
     return actSettled(ctx, { type: 'CLICK', ...t.point }, `paginate via ${t.how}`);
   },
 };
-
-/** Mechanical extraction: the extract block's item_selector and field selectors, read in the page. */
-async function readItems(ctx: StepContext): Promise<StepResult | undefined> {
-  const ex = ctx.step.extract;
-  const dom = ctx.plane.dom;
-  if (!ex?.item_selector || !dom) return undefined;
-  const fields: FieldSpec[] = (ex.fields ?? []).map((f) => ({ name: f.name, selector: f.selector, attr: f.attr }));
-  if (fields.length === 0) return { success: false, failure_class: 'extractor_error', data: 'extract has item_selector but no fields', halt: { halt_class: 'no_schema_configured' } };
-  const r = await dom.evaluate<{ rows?: Array<Record<string, unknown>>; total?: number; error?: string }>(extractRows(ex.item_selector, fields, ex.max_items ?? 1000));
-  if (r.error) return { success: false, failure_class: 'extractor_error', data: r.error };
-  if (!r.rows || r.rows.length === 0) return { success: false, failure_class: 'extractor_error', data: `item_selector ${ex.item_selector} matched nothing` };
-  return { success: true, rows: r.rows, data: `${r.rows.length} of ${r.total} items read` };
-}
 
 const NO_MECHANICAL: StepResult = { success: false, failure_class: 'extractor_error', data: 'mechanical extraction needs dom_plane and extract.item_selector with field selectors; model extraction needs a brain that reads screens (hosted-api for hosted_only)' };
 

@@ -4,6 +4,7 @@
 // validation error. hosted_only steps use the hosted model (hosted-api).
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { isBrainError, type Brain, type StepContext, type StepResult } from '../../gateway/plugins/contract.ts';
+import { stepRules, type StepRules } from '../../shared/recipe-keys.ts';
 
 const ajv = new Ajv2020({ allErrors: false, strict: false, allowUnionTypes: true });
 const JSON_TYPE = { str: 'string', int: 'integer', float: 'number', bool: 'boolean' } as const;
@@ -11,7 +12,7 @@ const JSON_TYPE = { str: 'string', int: 'integer', float: 'number', bool: 'boole
 type Extract = NonNullable<StepContext['step']['extract']>;
 
 /** The JSON Schema a model's answer must satisfy: {rows: [...]} with the block's fields, types and required ones. */
-export function rowsSchema(ex: Extract): Record<string, unknown> {
+export function rowsSchema(ex: Extract, layout?: StepRules['layout']): Record<string, unknown> {
   const fields = ex.fields ?? [];
   return {
     type: 'object',
@@ -19,7 +20,7 @@ export function rowsSchema(ex: Extract): Record<string, unknown> {
     properties: {
       rows: {
         type: 'array',
-        maxItems: ex.max_items ?? 1,
+        maxItems: layout === 'single' ? 1 : (ex.max_items ?? 1),
         items: {
           type: 'object',
           required: fields.filter((f) => f.required).map((f) => f.name),
@@ -30,10 +31,16 @@ export function rowsSchema(ex: Extract): Record<string, unknown> {
   };
 }
 
-export function extractionPrompt(ex: Extract, intent: string): string {
+/** The prompt: the entity a row is (entity_name), how many rows (hints.layout, else max_items), the fields, the cards to skip. */
+export function extractionPrompt(ex: Extract, intent: string, rules: Pick<StepRules, 'entityName' | 'layout' | 'cardExclusions'> = { cardExclusions: [] }): string {
   const fields = (ex.fields ?? []).map((f) => `- ${f.name} (${JSON_TYPE[f.type]}${f.required ? ', required' : ', null when absent'})${f.example ? ` e.g. ${JSON.stringify(f.example)}` : ''}`).join('\n');
-  const many = ex.max_items ? `up to ${ex.max_items} rows, one per item on the screen, in reading order` : 'exactly one row';
-  return `${intent}\nRead the screenshot and answer with JSON only, shaped {"rows": [ ... ]}, ${many}. Each row has these fields:\n${fields}\nUse "<UNKNOWN>" for a string you cannot read; never invent values.`;
+  const entity = rules.entityName;
+  const item = entity ? `one per ${entity} on the screen` : 'one per item on the screen';
+  const many = rules.layout !== 'single' && ex.max_items ? `up to ${ex.max_items} rows, ${item}, in reading order` : `exactly one row${entity ? `, for the one ${entity} the page shows` : ''}`;
+  const what = entity ? `The page shows ${rules.layout === 'single' ? `one ${entity}` : `${entity} entries`}; each row is one ${entity}.\n` : '';
+  const texts = rules.cardExclusions.filter((x) => x.startsWith('text:')).map((x) => JSON.stringify(x.slice(5).trim()));
+  const skip = texts.length > 0 ? `\nSkip any card whose text contains ${texts.join(' or ')}.` : '';
+  return `${intent}\n${what}Read the screenshot and answer with JSON only, shaped {"rows": [ ... ]}, ${many}. Each row has these fields:\n${fields}\nUse "<UNKNOWN>" for a string you cannot read; never invent values.${skip}`;
 }
 
 /** The first JSON value of a text answer (bare, or in a ``` fence). */
@@ -82,8 +89,9 @@ export async function modelExtract(ctx: StepContext, ex: Extract): Promise<StepR
   const brain = readerBrain(ctx);
   if (!brain) return undefined;
   if (!ex.fields?.length) return { success: false, failure_class: 'extractor_error', data: 'model extraction needs extract.fields', halt: { halt_class: 'no_schema_configured' } };
-  const validate = ajv.compile(rowsSchema(ex));
-  const prompt = extractionPrompt(ex, ctx.step.intent);
+  const rules = stepRules({ ...ctx.step, extract: ex });
+  const validate = ajv.compile(rowsSchema(ex, rules.layout));
+  const prompt = extractionPrompt(ex, ctx.step.intent, rules);
   let problem = '';
   for (let attempt = 1; attempt <= 2; attempt++) {
     let text: string;

@@ -82,14 +82,27 @@ export interface FieldSpec {
   attr?: string;
 }
 
-/** Rows from each element matching itemSelector, fields read by relative selectors (text, or an attribute). */
-export function extractRows(itemSelector: string, fields: FieldSpec[], max: number): string {
+/**
+ * Rows from each element matching itemSelector, fields read by relative
+ * selectors (text, or an attribute). Cards matching an exclusion (a CSS
+ * selector matching the card or an element in it; `text:` entries: the card's
+ * text contains it, case-insensitive) are left out before reading; each row
+ * carries its card's text in cardTextField for the runner's spam check.
+ */
+export function extractRows(itemSelector: string, fields: FieldSpec[], max: number, exclusions: string[] = [], cardTextField = '_card_text'): string {
   return `(() => {
     const fields = ${J(fields)};
+    const exclusions = ${J(exclusions)};
     let items;
     try { items = Array.from(document.querySelectorAll(${J(itemSelector)})); } catch (e) { return { error: 'invalid item_selector' }; }
+    const textOf = (el) => (el.innerText || el.textContent || '').replace(/\\s+/g, ' ').trim();
+    const excluded = (item) => exclusions.some((x) => {
+      if (x.startsWith('text:')) return textOf(item).toLowerCase().includes(x.slice(5).trim().toLowerCase());
+      try { return item.matches(x) || item.querySelector(x) !== null; } catch (e) { return false; }
+    });
+    const kept = items.filter((item) => !excluded(item));
     const rows = [];
-    for (const item of items.slice(0, ${J(max)})) {
+    for (const item of kept.slice(0, ${J(max)})) {
       const row = {};
       for (const f of fields) {
         let el = item;
@@ -98,11 +111,12 @@ export function extractRows(itemSelector: string, fields: FieldSpec[], max: numb
         if (f.attr) {
           const v = f.attr === 'href' && el.href ? el.href : el.getAttribute(f.attr);
           row[f.name] = v === null ? null : String(v);
-        } else row[f.name] = (el.innerText || el.textContent || '').replace(/\\s+/g, ' ').trim();
+        } else row[f.name] = textOf(el);
       }
+      row[${J(cardTextField)}] = textOf(item);
       rows.push(row);
     }
-    return { rows, total: items.length };
+    return { rows, total: items.length, excluded: items.length - kept.length };
   })()`;
 }
 

@@ -9,10 +9,11 @@ import path from 'node:path';
 import Koa from 'koa';
 import type { AddressInfo } from 'node:net';
 import { idProblem } from '../../shared/ids.ts';
-import { signCookie, verifyCookie } from './auth.ts';
+import { newSessionId, signCookie, verifyCookie } from './auth.ts';
 import { IngestError, readJson, readMultipart } from './http.ts';
 import { UNMATCHED, createIngestMetrics } from './metrics.ts';
 import { buildOpenApi } from './openapi.ts';
+import { pathParamProblem } from './route-kit.ts';
 import { ROUTES, type Reply, type RouteCtx, type RouteDef } from './routes.ts';
 import { IngestService, type IngestOptions, type Viewer } from './service.ts';
 
@@ -108,6 +109,8 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
     const claims = verifyCookie(secret, jar[SESSION_COOKIE]);
     if (!claims) throw new IngestError(401, 'log in first (trace_session cookie missing, invalid or expired)');
     await service.meta.reload();
+    // a cookie without a session id predates server-side sessions and cannot be revoked: log in again
+    if (!claims.sid || service.meta.data.revoked_sessions[claims.sid] !== undefined) throw new IngestError(401, 'this session was logged out; log in again');
     const user = service.meta.data.users[claims.sub];
     const home = user ? service.meta.data.tenants[user.tenant_id] : undefined;
     if (!user || !home) throw new IngestError(401, 'the session user no longer exists');
@@ -125,12 +128,25 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
     return service.principal(m[1]!, ctx.get('x-trace-client-id') || undefined);
   }
 
-  /** Runs a route's handler; a run id in the path that is not a safe id is 400 on an ingest (DSN) route, 404 on a read. */
-  async function run(def: RouteDef, rc: RouteCtx): Promise<Reply> {
-    for (const name of ['run_id', 'id']) {
-      const problem = name in rc.params ? idProblem(name === 'id' ? 'the run id' : name, rc.params[name]) : null;
-      if (problem) throw def.auth === 'dsn' ? new IngestError(400, problem) : new IngestError(404, `no run: ${problem}`);
+  /**
+   * Path segments within their limits: on an ingest (DSN) route every segment
+   * (pathParamProblem) or 400; on a read, a run id that is not a safe id is 404.
+   */
+  function checkParams(def: RouteDef, params: Record<string, string>): void {
+    if (def.auth === 'dsn') {
+      for (const [name, value] of Object.entries(params)) {
+        const problem = pathParamProblem(name, value);
+        if (problem) throw new IngestError(400, problem);
+      }
+      return;
     }
+    const problem = 'id' in params ? idProblem('the run id', params.id) : null;
+    if (problem) throw new IngestError(404, `no run: ${problem}`);
+  }
+
+  /** Runs a route's handler once its path segments are checked. */
+  async function run(def: RouteDef, rc: RouteCtx): Promise<Reply> {
+    checkParams(def, rc.params);
     return def.handler(service, rc);
   }
 
@@ -257,19 +273,30 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
       return;
     }
     const found = match(ctx.method, sub);
-    if (found === null) throw new IngestError(404, `no route for ${ctx.method} ${p}`);
-    if (found === 'method') throw new IngestError(405, `method ${ctx.method} not allowed on ${p}`);
+    if (found === null) throw new IngestError(404, `no route for ${ctx.method} ${p.slice(0, 200)}`);
+    if (found === 'method') throw new IngestError(405, `method ${ctx.method} not allowed on ${p.slice(0, 200)}`);
     const def = found.route.def;
     ctx.state.route = def.path;
     rc.params = found.params;
     if (def.auth === 'dsn') rc.principal = await principal(ctx);
     else if (def.auth === 'cookie' || def.auth === 'admin') rc.viewer = await viewer(ctx, def.auth === 'admin');
+    // before the body, so a bad segment is 400 whatever the body (a screenshot's multipart included)
+    checkParams(def, rc.params);
     if (def.body === 'json') rc.body = await readJson(ctx.req, maxBody);
     else if (def.body === 'multipart') rc.parts = await readMultipart(ctx.req, maxImage);
     const reply = await run(def, rc);
     const secret = service.meta.data.cookie_secret;
-    if (reply.login) setCookie(ctx, SESSION_COOKIE, signCookie(secret, { sub: reply.login, exp: Math.floor(Date.now() / 1000) + ttl }), ttl);
+    if (reply.login) setCookie(ctx, SESSION_COOKIE, signCookie(secret, { sub: reply.login, exp: Math.floor(Date.now() / 1000) + ttl, sid: newSessionId() }), ttl);
     if (reply.logout) {
+      // the server forgets the session, so the cookie is dead wherever a copy of it is
+      const ending = verifyCookie(secret, cookies(ctx.get('cookie'))[SESSION_COOKIE]);
+      if (ending?.sid) {
+        const revoked = service.meta.data.revoked_sessions;
+        // a revoke matters only until the cookie would have expired anyway
+        for (const [sid, exp] of Object.entries(revoked)) if (exp * 1000 <= Date.now()) delete revoked[sid];
+        revoked[ending.sid] = ending.exp;
+        await service.meta.save();
+      }
       setCookie(ctx, SESSION_COOKIE, '', 0);
       setCookie(ctx, OVERRIDE_COOKIE, '', 0);
     }
@@ -284,7 +311,7 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
   });
 
   app.use(async (ctx) => {
-    throw new IngestError(404, `no route for ${ctx.method} ${ctx.path}`);
+    throw new IngestError(404, `no route for ${ctx.method} ${ctx.path.slice(0, 200)}`);
   });
 
   return {

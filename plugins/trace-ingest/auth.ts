@@ -1,30 +1,48 @@
-// Credentials of the ingest service: scrypt password hashes, DSN keys hashed
+// Credentials of the ingest service: scrypt password hashes (rehashed at login
+// when their parameters are outdated), DSN keys hashed
 // at rest (sha256 of a 256-bit random key), signed session cookies and a
 // login limiter.
 import { createHash, createHmac, randomBytes, scrypt as scryptCb, timingSafeEqual } from 'node:crypto';
 import { promisify } from 'node:util';
 
 const scrypt = promisify(scryptCb) as (password: string, salt: Buffer, keylen: number, opts: { N: number; r: number; p: number; maxmem: number }) => Promise<Buffer>;
-const N = 16384;
+// OWASP's scrypt parameters (Password Storage Cheat Sheet: N=2^17, r=8, p=1); a hash
+// with weaker ones (N=2^14 before 2026-11) is replaced at the next successful login
+const N = 2 ** 17;
 const R = 8;
 const P = 1;
+/** scrypt needs 128 * N * r bytes; the cap also bounds what a stored hash may ask for */
+const MAXMEM = 256 * 1024 * 1024;
 
 export async function hashPassword(password: string): Promise<string> {
   const salt = randomBytes(16);
-  const hash = await scrypt(password, salt, 32, { N, r: R, p: P, maxmem: 64 * 1024 * 1024 });
+  const hash = await scrypt(password, salt, 32, { N, r: R, p: P, maxmem: MAXMEM });
   return `scrypt$${N}$${R}$${P}$${salt.toString('base64url')}$${hash.toString('base64url')}`;
 }
 
-export async function verifyPassword(password: string, stored: string): Promise<boolean> {
+function parseHash(stored: string): { n: number; r: number; p: number; salt: Buffer; hash: Buffer } | null {
   const [scheme, n, r, p, salt, hash] = stored.split('$');
-  if (scheme !== 'scrypt' || !salt || !hash) return false;
-  const expected = Buffer.from(hash, 'base64url');
-  const got = await scrypt(password, Buffer.from(salt, 'base64url'), expected.length, { N: Number(n), r: Number(r), p: Number(p), maxmem: 64 * 1024 * 1024 });
-  return got.length === expected.length && timingSafeEqual(got, expected);
+  if (scheme !== 'scrypt' || !salt || !hash) return null;
+  const params = { n: Number(n), r: Number(r), p: Number(p) };
+  if (![params.n, params.r, params.p].every((x) => Number.isInteger(x) && x > 0) || 128 * params.n * params.r * params.p > MAXMEM) return null;
+  return { ...params, salt: Buffer.from(salt, 'base64url'), hash: Buffer.from(hash, 'base64url') };
 }
 
-/** A hash a wrong email is checked against, so an unknown user costs the same time as a wrong password. */
-export const DUMMY_HASH = 'scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA';
+export async function verifyPassword(password: string, stored: string): Promise<boolean> {
+  const h = parseHash(stored);
+  if (!h) return false;
+  const got = await scrypt(password, h.salt, h.hash.length, { N: h.n, r: h.r, p: h.p, maxmem: MAXMEM });
+  return got.length === h.hash.length && timingSafeEqual(got, h.hash);
+}
+
+/** True for a hash made with other parameters than today's: rehash it after a successful login. */
+export function needsRehash(stored: string): boolean {
+  const h = parseHash(stored);
+  return !h || h.n !== N || h.r !== R || h.p !== P;
+}
+
+/** A hash a wrong email is checked against (today's parameters), so an unknown user costs the same time as a wrong password. */
+export const DUMMY_HASH = `scrypt$${N}$${R}$${P}$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA`;
 
 export const newDsnKey = (): string => `tk_${randomBytes(32).toString('base64url')}`;
 export const hashKey = (key: string): string => createHash('sha256').update(key).digest('hex');
@@ -41,7 +59,11 @@ export interface CookieClaims {
   /** user id, or a tenant id for the override cookie */
   sub: string;
   exp: number;
+  /** the login session's id: logout revokes it on the server, so a copied cookie dies with it */
+  sid?: string;
 }
+
+export const newSessionId = (): string => randomBytes(16).toString('base64url');
 
 export function signCookie(secret: string, claims: CookieClaims): string {
   const body = Buffer.from(JSON.stringify(claims)).toString('base64url');
@@ -58,6 +80,7 @@ export function verifyCookie(secret: string, value: string | undefined, now = Da
   try {
     const claims = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as CookieClaims;
     if (typeof claims.sub !== 'string' || typeof claims.exp !== 'number' || claims.exp * 1000 <= now) return null;
+    if (claims.sid !== undefined && typeof claims.sid !== 'string') return null;
     return claims;
   } catch {
     return null;
@@ -75,6 +98,8 @@ export class LoginLimiter {
   constructor(
     readonly maxFailures = 10,
     readonly windowMs = 15 * 60_000,
+    /** keys remembered at most (a spray of addresses must not grow memory without bound) */
+    readonly maxKeys = 100_000,
   ) {}
 
   private limit(key: string): number {
@@ -93,8 +118,23 @@ export class LoginLimiter {
   }
 
   fail(keys: string[], now = Date.now()): void {
-    for (const k of keys) this.failures.set(k, [...(this.failures.get(k) ?? []), now]);
-    if (this.failures.size > 100_000) this.failures.clear();
+    for (const k of keys) {
+      // re-inserted, so the map's order is least recently failed first
+      const list = [...(this.failures.get(k) ?? []), now].filter((t) => now - t < this.windowMs);
+      this.failures.delete(k);
+      this.failures.set(k, list);
+    }
+    // bounded memory without forgetting the keys under attack: past the cap, drop expired windows, then
+    // the keys with the fewest failures (a spray of fresh addresses has one each; the target has many),
+    // down to 90% of the cap so the sort runs once per tenth of it
+    if (this.failures.size > this.maxKeys) {
+      for (const [k, list] of this.failures) if (list.every((t) => now - t >= this.windowMs)) this.failures.delete(k);
+      const excess = this.failures.size - Math.floor(this.maxKeys * 0.9);
+      if (excess > 0) {
+        const ranked = [...this.failures].filter(([k]) => !keys.includes(k)).sort((a, b) => a[1].length - b[1].length || a[1].at(-1)! - b[1].at(-1)!);
+        for (const [k] of ranked.slice(0, excess)) this.failures.delete(k);
+      }
+    }
   }
 
   succeed(keys: string[]): void {

@@ -14,6 +14,7 @@ const USAGE = `usage: npm run ingest-admin -- [--data-dir DIR] <command>
   user list
   dsn create --tenant TENANT_ID --name NAME [--base-url URL]   (prints the key and DSN once)
   dsn list [--tenant TENANT_ID]
+  dsn revoke <dsn_id> [--tenant TENANT_ID]   (its key is refused from then on, also by a running service)
 data dir: --data-dir, else TRACE_DATA_DIR, else .data/trace`;
 
 async function readStdin(): Promise<string> {
@@ -77,6 +78,10 @@ export async function main(argv: string[]): Promise<number> {
         process.stderr.write('the key is shown once: store the DSN now\n');
         break;
       }
+      case 'dsn revoke':
+        if (!arg) throw new IngestError(2, 'dsn revoke needs a dsn_id');
+        out(svc.publicDsn(await svc.revokeDsn(arg, values.tenant)));
+        break;
       case 'dsn list':
         out(Object.values(svc.meta.data.dsns).filter((d) => !values.tenant || d.tenant_id === values.tenant).map((d) => svc.publicDsn(d)));
         break;

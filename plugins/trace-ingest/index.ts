@@ -32,6 +32,7 @@ export function optionsFromEnv(env: Record<string, string | undefined>): IngestO
       prefix: env.TRACE_S3_PREFIX ?? 'bundles',
       accessKeyId: env.TRACE_S3_ACCESS_KEY_ID ?? '',
       secretAccessKey: env.TRACE_S3_SECRET_ACCESS_KEY ?? '',
+      sessionToken: env.TRACE_S3_SESSION_TOKEN || undefined,
       region: env.TRACE_S3_REGION ?? 'us-east-1',
     });
   }

@@ -96,6 +96,8 @@ export interface MetaData {
   commands: Record<string, Command[]>;
   connections: Record<string, Connection>;
   preferences: Preference[];
+  /** login sessions ended by a logout, by session id, with when their cookie would have expired (pruned after) */
+  revoked_sessions: Record<string, number>;
 }
 
 const empty = (): MetaData => ({
@@ -108,6 +110,7 @@ const empty = (): MetaData => ({
   commands: {},
   connections: {},
   preferences: [],
+  revoked_sessions: {},
 });
 
 export class MetaStore {
@@ -181,9 +184,15 @@ export function merge(memory: MetaData, disk: MetaData): MetaData {
   const dsns: Record<string, Dsn> = { ...memory.dsns, ...disk.dsns };
   for (const [id, d] of Object.entries(dsns)) {
     const m = memory.dsns[id]?.last_used_at ?? null;
-    if (m && (!d.last_used_at || m > d.last_used_at)) dsns[id] = { ...d, last_used_at: m };
+    if (m && (!d.last_used_at || m > d.last_used_at)) dsns[id] = { ...dsns[id]!, last_used_at: m };
+    // a revoke is never undone by a merge: the earliest revoked_at of either side stays
+    const r = [memory.dsns[id]?.revoked_at, disk.dsns[id]?.revoked_at].filter((x): x is string => !!x).sort()[0];
+    if (r && dsns[id]!.revoked_at !== r) dsns[id] = { ...dsns[id]!, revoked_at: r };
   }
   const prefIds = new Set(memory.preferences.map((p) => p.preference_id));
+  // a revoke is never undone by a merge either: the union of both sides, less what expired anyway
+  const now = Date.now() / 1000;
+  const revoked = Object.fromEntries(Object.entries({ ...(disk.revoked_sessions ?? {}), ...(memory.revoked_sessions ?? {}) }).filter(([, exp]) => exp > now));
   return {
     version: 1,
     cookie_secret: disk.cookie_secret || memory.cookie_secret,
@@ -194,5 +203,6 @@ export function merge(memory: MetaData, disk: MetaData): MetaData {
     commands: { ...disk.commands, ...memory.commands },
     connections: { ...disk.connections, ...memory.connections },
     preferences: [...memory.preferences, ...disk.preferences.filter((p) => !prefIds.has(p.preference_id))],
+    revoked_sessions: revoked,
   };
 }

@@ -2,6 +2,7 @@
 // and the trace schemas (their $refs rewritten to components).
 import { TRACE_SCHEMA_FILES, readTraceSchema } from '../../schemas/trace/index.ts';
 import { SDK_VERSION } from '../../sdk/util.ts';
+import { KINDS, MODELIO_RELPATH, STEP_INDEX_MAX } from './route-kit.ts';
 import { REPLIES } from './replies.ts';
 import { ROUTES } from './routes.ts';
 
@@ -43,8 +44,9 @@ const DOC_PATHS: Record<string, string> = {
 
 const PARAM_SCHEMAS: Record<string, Json> = {
   step: { type: 'string', pattern: '^\\d{4}$', description: 'the step index as four digits' },
-  step_index: { type: 'integer', minimum: 0 },
-  kind: { enum: ['pre', 'post', 'target', 'diff'] },
+  step_index: { type: 'integer', minimum: 0, maximum: STEP_INDEX_MAX },
+  kind: { enum: KINDS },
+  relpath: { type: 'string', maxLength: 49, pattern: MODELIO_RELPATH.source, description: '<step:04d>-<layer>-<seq>.json or run-<layer>-<seq>.json' },
   name: { type: 'string', description: 'NNNN, run or reasoning for events; NNNN_<kind> for screenshots' },
 };
 
@@ -82,7 +84,7 @@ export function buildOpenApi(prefix = ''): Json {
       security: r.auth === 'dsn' ? [{ dsn: [] }] : r.auth === 'none' ? [] : [{ session: [] }],
       responses: {
         ...Object.fromEntries(successStatuses(r).map((code) => [String(code), success])),
-        ...(r.body || r.auth === 'dsn' ? { '400': err('malformed body, or an unsafe id (run_id, side_effect_id)') } : {}),
+        ...(r.body || r.auth === 'dsn' ? { '400': err('malformed body, or a path segment past its limit (run_id, side_effect_id: safe ids of 1-128 characters; step_index 0-999999; kind; relpath)') } : {}),
         ...(r.auth === 'none' ? {} : { '401': err('missing or invalid credential'), '403': err('not allowed') }),
         '404': err('path or file absent'),
         ...(r.body ? { '413': err('body too large'), '415': err('wrong content type'), '422': err('payload failed validation') } : {}),

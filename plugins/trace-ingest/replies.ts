@@ -62,6 +62,7 @@ export const REPLIES: Record<string, ReplyDoc> = {
   'GET /tenant/dsns': { schema: list('dsns') },
   'POST /tenant/dsns': { schema: obj({ dsn_id: str, tenant_id: str, name: str, key_prefix: str, created_at: str, key: str, dsn: str }) },
   'GET /admin/tenants': { schema: list('tenants') },
+  'POST /admin/dsns/:dsn_id/revoke': { schema: obj({ dsn_id: str, tenant_id: str, name: str, key_prefix: str, created_at: str, last_used_at: { type: ['string', 'null'] }, revoked_at: str }) },
   'POST /admin/impersonate': { schema: obj({ impersonating: bool, tenant: anyObj }) },
   // service
   'GET /healthz': { schema: obj({ status: str, queue_depth: int }) },

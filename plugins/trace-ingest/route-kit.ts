@@ -2,7 +2,8 @@
 // small helpers their handlers use: integer params, schema checks, the run of
 // an ingest call (DSN) or of a read (session cookie), file replies.
 import { checkRecord, type TraceRecordKind } from '../../schemas/trace/index.ts';
-import { unprocessable, type FilePart } from './http.ts';
+import { idProblem } from '../../shared/ids.ts';
+import { IngestError, unprocessable, type FilePart } from './http.ts';
 import type { RunEntry } from './meta.ts';
 import type { IngestService, Principal, Viewer } from './service.ts';
 
@@ -55,9 +56,44 @@ export const STEP_FILE = /^(\d{4})\.json$/;
 export const KINDS = ['pre', 'post', 'target', 'diff'];
 export const pad4 = (n: number): string => String(n).padStart(4, '0');
 
+/** Largest step index (six digits): in a path segment, a query or a body. */
+export const STEP_INDEX_MAX = 999_999;
+/** A model-io file name: <step:04d>-<layer>-<seq>.json or run-<layer>-<seq>.json (at most 49 characters). */
+export const MODELIO_RELPATH = /^(\d{4}|run)-[a-z][a-z0-9_]{0,31}-\d{1,6}\.json$/;
+
+/**
+ * null when a path segment of an ingest route is within its documented limit,
+ * else why not (never echoing the value): run_id and side_effect_id safe ids
+ * (1-128 characters), step_index 0-999999, kind one of KINDS, relpath a
+ * model-io file name. The HTTP layer answers 400 {detail} past a limit.
+ */
+export function pathParamProblem(name: string, value: string | undefined): string | null {
+  switch (name) {
+    case 'run_id':
+    case 'side_effect_id':
+      return idProblem(name, value);
+    case 'step_index':
+      return value && /^\d{1,6}$/.test(value) ? null : `step_index must be an integer 0-${STEP_INDEX_MAX} (at most 6 digits)`;
+    case 'kind':
+      return value && KINDS.includes(value) ? null : `screenshot kind must be one of ${KINDS.join(', ')}`;
+    case 'relpath':
+      return value && MODELIO_RELPATH.test(value) ? null : 'relpath must be <step:04d>-<layer>-<seq>.json or run-<layer>-<seq>.json (layer 1-32 of a-z, 0-9, _)';
+    default:
+      return null;
+  }
+}
+
+/** A path segment or query value holding a step index or cursor (0-999999); else 400 {detail}. */
 export function intParam(v: string | undefined, name: string): number {
-  if (!v || !/^\d{1,6}$/.test(v)) throw unprocessable(`${name} must be a non-negative integer`);
+  if (!v || !/^\d{1,6}$/.test(v)) throw new IngestError(400, `${name} must be an integer 0-${STEP_INDEX_MAX} (at most 6 digits)`);
   return Number(v);
+}
+
+/** A step_index in a JSON body: absent, or an integer 0-999999; else 422 {detail}. */
+export function bodyStepIndex(v: unknown): number | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (!Number.isInteger(v) || (v as number) < 0 || (v as number) > STEP_INDEX_MAX) throw unprocessable(`step_index: must be an integer 0-${STEP_INDEX_MAX}`);
+  return v as number;
 }
 
 export function validate(kind: TraceRecordKind, value: unknown, root = ''): void {

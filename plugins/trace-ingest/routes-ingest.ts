@@ -6,8 +6,8 @@ import { idProblem } from '../../shared/ids.ts';
 import { writeBytes } from '../../sdk/store.ts';
 import { shortId } from '../../sdk/util.ts';
 import { isPng } from '../../sdk/validate.ts';
-import { IngestError, notFound, unprocessable } from './http.ts';
-import { KINDS, ingestRun, intParam, obj, pad4, validate, type RouteDef } from './route-kit.ts';
+import { IngestError, unprocessable } from './http.ts';
+import { bodyStepIndex, ingestRun, intParam, obj, pad4, pathParamProblem, validate, type RouteDef } from './route-kit.ts';
 import { IngestService, LOG_FILE_LIMIT } from './service.ts';
 
 export const INGEST_ROUTES: RouteDef[] = [
@@ -96,12 +96,12 @@ export const INGEST_ROUTES: RouteDef[] = [
     async handler(svc, rc) {
       const b = obj(rc.body);
       if (!Array.isArray(b.events)) throw unprocessable('events: must be an array');
-      if (b.step_index !== undefined && (!Number.isInteger(b.step_index) || (b.step_index as number) < 0)) throw unprocessable('step_index: must be a non-negative integer');
+      const runIndex = bodyStepIndex(b.step_index);
       b.events.forEach((e, i) => validate('decision-event', e, `events[${i}]`));
       const entry = ingestRun(svc, rc);
       const groups = new Map<string, unknown[]>();
       for (const e of b.events as Array<{ step_index?: number | null }>) {
-        const idx = (b.step_index as number | undefined) ?? e.step_index;
+        const idx = runIndex ?? bodyStepIndex(e.step_index);
         const name = typeof idx === 'number' ? pad4(idx) : 'run';
         groups.set(name, [...(groups.get(name) ?? []), e]);
       }
@@ -117,7 +117,8 @@ export const INGEST_ROUTES: RouteDef[] = [
     summary: 'Store a screenshot (multipart part image, image/png; the bytes must be a PNG)',
     async handler(svc, rc) {
       const idx = intParam(rc.params.step_index, 'step_index');
-      if (!KINDS.includes(rc.params.kind!)) throw notFound(`screenshot kind must be one of ${KINDS.join(', ')}`);
+      const kindProblem = pathParamProblem('kind', rc.params.kind);
+      if (kindProblem) throw new IngestError(400, kindProblem);
       const part = rc.parts?.find((p) => p.name === 'image');
       if (!part) throw unprocessable('multipart part image is required');
       if (part.contentType !== 'image/png') throw new IngestError(415, `image must be image/png, got ${part.contentType.slice(0, 60)}`);
@@ -140,7 +141,8 @@ export const INGEST_ROUTES: RouteDef[] = [
     async handler(svc, rc) {
       if (!rc.principal!.tenant.modelio_enabled) throw new IngestError(403, 'model-io capture is not enabled for this tenant');
       const rel = rc.params.relpath!;
-      if (!/^(\d{4}|run)-[a-z][a-z0-9_]{0,31}-\d{1,6}\.json$/.test(rel)) throw unprocessable('relpath must be <step:04d>-<layer>-<seq>.json or run-<layer>-<seq>.json');
+      const relProblem = pathParamProblem('relpath', rel);
+      if (relProblem) throw new IngestError(400, relProblem);
       validate('modelio', rc.body);
       const entry = ingestRun(svc, rc);
       svc.background(svc.write(entry, (store) => IngestService.putJson(store, `modelio/${rel}`, rc.body)));
@@ -155,9 +157,9 @@ export const INGEST_ROUTES: RouteDef[] = [
       const b = obj(rc.body);
       if (typeof b.text !== 'string') throw unprocessable('text: must be a string');
       let name = 'run';
-      if (b.step_index !== undefined && b.step_index !== null) {
-        if (!Number.isInteger(b.step_index) || (b.step_index as number) < 0) throw unprocessable('step_index: must be a non-negative integer');
-        name = `step-${b.step_index}`;
+      const idx = bodyStepIndex(b.step_index);
+      if (idx !== undefined) {
+        name = `step-${idx}`;
       } else if (b.name !== undefined) {
         if (typeof b.name !== 'string' || !/^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}$/.test(b.name)) throw unprocessable('name: 1-64 of letters, digits, _ . -');
         name = b.name;
@@ -193,10 +195,11 @@ export const INGEST_ROUTES: RouteDef[] = [
     method: 'PUT', path: '/runs/:run_id/side-effects/:side_effect_id', auth: 'dsn', body: 'json', schema: 'side-effect', batchable: true,
     summary: 'The current state of one side-effect ledger entry (side_effects/<step:04d>-<id>.json; our live path)',
     async handler(svc, rc) {
-      const problem = idProblem('side_effect_id', rc.params.side_effect_id);
+      const problem = pathParamProblem('side_effect_id', rc.params.side_effect_id);
       if (problem) throw new IngestError(400, problem);
       validate('side-effect', rc.body);
       const se = rc.body as { side_effect_id: string; step_index: number };
+      bodyStepIndex(se.step_index);
       if (se.side_effect_id !== rc.params.side_effect_id) throw unprocessable('side_effect_id does not match the path');
       const entry = ingestRun(svc, rc);
       await svc.write(entry, (store) => IngestService.putJson(store, `side_effects/${pad4(se.step_index)}-${se.side_effect_id}.json`, se));

@@ -1,5 +1,6 @@
 // The read routes (session cookie) and the admin routes: login, runs and
 // their files, rewards, preferences, commands, connections, DSNs, tenants.
+import { idProblem } from '../../shared/ids.ts';
 import { notFound, unprocessable } from './http.ts';
 import { STEP_FILE, file, jsonType, obj, readRun, type RouteDef } from './route-kit.ts';
 import { COMMAND_TYPES } from './service.ts';
@@ -174,6 +175,15 @@ export const READ_ROUTES: RouteDef[] = [
     method: 'GET', path: '/admin/tenants', auth: 'admin', summary: 'Every tenant',
     async handler(svc) {
       return { body: { tenants: Object.values(svc.meta.data.tenants) } };
+    },
+  },
+  {
+    method: 'POST', path: '/admin/dsns/:dsn_id/revoke', auth: 'admin',
+    summary: 'Revoke a DSN of any tenant: its key is refused (403) from then on; revoking again keeps the first revoked_at',
+    async handler(svc, rc) {
+      const id = rc.params.dsn_id!;
+      if (idProblem('dsn_id', id)) throw notFound('no such DSN');
+      return { body: svc.publicDsn(await svc.revokeDsn(id)) };
     },
   },
   {

@@ -5,10 +5,11 @@
 // checked to lie inside its tenant's folder or key prefix.
 import { randomBytes, randomUUID } from 'node:crypto';
 import path from 'node:path';
+import { stat } from 'node:fs/promises';
 import { bundleJson, jsonLine } from '../../schemas/trace/index.ts';
 import { UnsafeIdError, bundlePathProblem, checkId, checkKeyPrefix, idProblem, isSafeId, resolveInside } from '../../shared/ids.ts';
 import { FileStore, ObjectStore, type Store, writeBytes } from '../../sdk/store.ts';
-import { DUMMY_HASH, LoginLimiter, formatDsn, hashKey, hashPassword, newDsnKey, verifyPassword } from './auth.ts';
+import { DUMMY_HASH, LoginLimiter, formatDsn, hashKey, hashPassword, needsRehash, newDsnKey, verifyPassword } from './auth.ts';
 import { IngestError, notFound } from './http.ts';
 import { MetaStore, type Command, type Connection, type Dsn, type RunEntry, type Tenant, type User } from './meta.ts';
 
@@ -174,6 +175,24 @@ export class IngestService {
     return { record, key, dsn: formatDsn(baseUrl, key) };
   }
 
+  /**
+   * Revokes a DSN (of `tenantId` when given, else of any tenant): its key is
+   * refused with 403 from then on, by this process at once and by another one
+   * sharing the data dir once it re-reads the metadata file (every ingest call
+   * schedules a save, which folds in the file's changes first). Revoking again
+   * keeps the first revoked_at. 404 for an unknown DSN.
+   */
+  async revokeDsn(dsnId: string, tenantId?: string): Promise<Dsn> {
+    await this.meta.reload(true);
+    const d = Object.hasOwn(this.meta.data.dsns, dsnId) ? this.meta.data.dsns[dsnId] : undefined;
+    if (!d || (tenantId !== undefined && d.tenant_id !== tenantId)) throw notFound('no such DSN');
+    if (d.revoked_at) return d;
+    const revoked: Dsn = { ...d, revoked_at: new Date().toISOString() };
+    this.meta.data.dsns[dsnId] = revoked;
+    await this.meta.save();
+    return revoked;
+  }
+
   publicDsn(d: Dsn): Omit<Dsn, 'key_hash'> {
     const { key_hash: _h, ...rest } = d;
     return rest;
@@ -191,6 +210,11 @@ export class IngestService {
       throw new IngestError(401, 'invalid email or password');
     }
     this.limiter.succeed(keys);
+    if (needsRehash(user.password_hash)) {
+      // the password is known only now: the stored hash moves to today's parameters
+      user.password_hash = await hashPassword(password);
+      await this.meta.save();
+    }
     return user;
   }
 
@@ -305,13 +329,33 @@ export class IngestService {
     try {
       return await store.readBytes(relpath);
     } catch {
+      const before = await this.fileStoreBefore(entry);
+      const old = before ? await before.readBytes(relpath).catch(() => undefined) : undefined;
+      if (old) return old;
       throw notFound(`no file ${relpath} in run ${entry.run_id}`);
     }
   }
 
   async list(entry: RunEntry): Promise<string[]> {
     await this.queue.settled(`${entry.tenant_id}/${entry.run_id}`);
-    return this.storeFor(entry).list();
+    const listed = await this.storeFor(entry).list();
+    if (listed.length > 0) return listed;
+    return (await (await this.fileStoreBefore(entry))?.list()) ?? listed;
+  }
+
+  /**
+   * With an object store configured, the run's folder on the file store when it has one:
+   * runs recorded before the switch stay readable there (read-through; nothing is copied).
+   */
+  private async fileStoreBefore(entry: RunEntry): Promise<FileStore | undefined> {
+    if (!this.opts.objectStore) return undefined;
+    try {
+      const tenantDir = resolveInside(path.join(this.opts.dataDir, 'bundles'), checkId('tenant_id', entry.tenant_id));
+      const dir = resolveInside(tenantDir, runSegment(checkId('run_id', entry.run_id)));
+      return (await stat(dir).catch(() => null))?.isDirectory() ? new FileStore(dir, { durable: false }) : undefined;
+    } catch {
+      return undefined;
+    }
   }
 
   static async appendText(store: Store, relpath: string, text: string, limit = Infinity): Promise<boolean> {

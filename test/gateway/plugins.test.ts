@@ -120,15 +120,15 @@ describe('plugin host', () => {
       expect(r.status).to.equal(200);
       const list = r.body.plugins as Array<Record<string, any>>; // eslint-disable-line @typescript-eslint/no-explicit-any
       // notes sorts before zz-base but depends on it
-      expect(list.map((p) => p.name)).to.deep.equal(['brains', 'recipes', 'steps-core', 'trace-ingest', 'zz-base', 'notes']);
-      expect(list.map((p) => p.source)).to.deep.equal(['builtin', 'builtin', 'builtin', 'builtin', 'operator', 'operator']);
+      expect(list.map((p) => p.name)).to.deep.equal(['brains', 'recipes', 'steps-core', 'trace-ingest', 'viewer', 'zz-base', 'notes']);
+      expect(list.map((p) => p.source)).to.deep.equal(['builtin', 'builtin', 'builtin', 'builtin', 'builtin', 'operator', 'operator']);
       expect(list[3]!.registered.mounts).to.deep.equal(['/trace']);
-      const notes = list[5]!;
+      const notes = list[6]!;
       expect(notes).to.include({ version: '1.2.3', apiVersion: 1, route_prefix: '/v1/plugins/notes' });
       expect(notes.dependsOn).to.deep.equal(['zz-base']);
       expect(notes.registered.trace_sinks).to.deep.equal(['memory', 'always-fails']);
       expect(notes.registered.routes).to.deep.include({ method: 'POST', path: '/notes' });
-      expect(list[4]!.registered).to.deep.include({ host_tools: ['stamp'], step_types: ['stamp_step'] });
+      expect(list[5]!.registered).to.deep.include({ host_tools: ['stamp'], step_types: ['stamp_step'] });
       expect(list[0]!.registered.step_types).to.deep.equal([]);
       expect(list[2]!.registered.step_types).to.include.members(['default-cua', '*', 'hosted-api']);
       expect(list[1]!.registered.recipes).to.deep.equal(['listing-cards']);
@@ -235,7 +235,7 @@ describe('plugin host', () => {
       expect(doc.paths['/v1/plugins'].get.security).to.deep.equal([{ serviceToken: [] }]);
       expect(doc.paths['/v1/plugins/notes/notes/{id}'].get.tags).to.deep.equal(['plugin:notes']);
       expect(doc.paths['/v1/plugins/notes/notes'].post['x-required-scope']).to.equal('run');
-      expect(doc.paths['/v1/plugins/notes/ping'].get.security).to.equal(undefined);
+      expect(doc.paths['/v1/plugins/notes/ping'].get.security, 'a public route declares no security').to.deep.equal([]);
       expect(doc.tags.find((t: { name: string }) => t.name === 'plugins').description).to.include('/v1/plugins/<name>/');
     });
   });

@@ -181,7 +181,7 @@ describe('POST /v1/predict: plans, policies and idempotency', () => {
       const status = await run(acme, { action: 'status', run_id });
       expect(status.body).to.include({ run_id, status: 'queued', phase: 'queued', halt_class: null, failure_help: null });
       const result = await run(acme, { action: 'result', run_id });
-      expect(result.body).to.deep.include({ status: 'queued', run_id, steps: [], extraction_quality: { unknown_placeholder_row_count: 0 } });
+      expect(result.body).to.deep.include({ status: 'queued', run_id, steps: [], extraction_quality: { unknown_placeholder_row_count: 0, dropped_partial_row_count: 0, spam_row_count: 0, excluded_card_count: 0 } });
       const logs = await run(acme, { action: 'logs', run_id, tail: 1 });
       expect(logs.body.events).to.have.length(1);
       expect(logs.body.events[0]).to.match(/status queued/);
@@ -217,6 +217,20 @@ describe('POST /v1/predict: plans, policies and idempotency', () => {
       expect(elsewhere.status, 'profiles are per tenant').to.equal(200);
       await gw.req('POST', `/v1/runs/${first.body.run_id}/cancel`, { token: acme });
       expect((await run(acme, { plan: [step()], profile_id: 'shared' })).status).to.equal(200);
+    });
+
+    it('takes the legacy state_key as the profile_id it names: tenant-prefixed and under the same lock', async () => {
+      const first = await run(acme, { plan: [step()], state_key: 'legacy-acct' });
+      expect(first.status, first.text).to.equal(200);
+      const life = (await gw.req('GET', `/v1/runs/${first.body.run_id}`, { token: acme })).body;
+      expect(life.profile_id).to.equal('acme/legacy-acct');
+      const second = await run(acme, { plan: [step()], profile_id: 'legacy-acct' });
+      expect(second.status, 'the same profile state, the same lock').to.equal(409);
+      const both = await run(acme, { plan: [step()], profile_id: 'a', state_key: 'b' });
+      expect(both.status).to.equal(400);
+      expect(both.body.detail).to.match(/^state_key: is the legacy name of profile_id/);
+      expect((await run(acme, { plan: [step()], state_key: '../x' })).status, 'the same safe pattern as profile_id').to.equal(400);
+      await gw.req('POST', `/v1/runs/${first.body.run_id}/cancel`, { token: acme });
     });
   });
 

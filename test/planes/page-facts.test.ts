@@ -67,6 +67,55 @@ describe('computer_plane page facts (real agent, Xvfb, Chromium)', function () {
     });
   }
 
+  describe('screenshots read nothing in the page', () => {
+    // A page that counts every read of the properties a script-based scroll or
+    // visibility probe would touch: a screenshot must leave the count at 0 and
+    // still report how far the page is scrolled (read from the layout).
+    const WATCH_PAGE = `<!doctype html><title>watch</title><body style="margin:0">
+<div style="height:6000px;background:linear-gradient(#fff,#ccc)">tall</div>
+<script>
+window.__reads = 0;
+const vis = Object.getOwnPropertyDescriptor(Document.prototype, 'visibilityState');
+Object.defineProperty(Document.prototype, 'visibilityState', { configurable: true, get() { window.__reads++; return vis.get.call(this); } });
+for (const name of ['scrollY', 'pageYOffset']) {
+  const d = Object.getOwnPropertyDescriptor(window, name) || Object.getOwnPropertyDescriptor(Window.prototype, name);
+  Object.defineProperty(window, name, { configurable: true, get() { window.__reads++; return d.get.call(window); } });
+}
+</script></body>`;
+    let watch: Server;
+    let agent: AgentProc;
+    let s: PlaneSession;
+    before(async () => {
+      watch = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(WATCH_PAGE));
+      watch.listen(0, '127.0.0.1');
+      await once(watch, 'listening');
+      agent = await startAgentProcess('computer', { SERVICE_BEHAVIORAL_JITTER: '0' });
+      s = connectPlane({ url: `http://127.0.0.1:${agent.httpPort}`, deadlineMs: 20_000 });
+      await s.init({ tenant_id: 'acme', profile_id: 'watch', run_id: 'run-watch', enable_cdp: true, viewport: [1280, 720] });
+      await s.xdotool(['key', 'ctrl+l']);
+      await s.xdotool(['type', '--delay', '1', `http://127.0.0.1:${(watch.address() as AddressInfo).port}/watch`]);
+      await s.xdotool(['key', 'Return']);
+      expect(await waitFor(async () => (await s.xdotool(['getmouselocation'])).page?.title === 'watch', 15_000), 'the page loaded').to.equal(true);
+    });
+    after(async () => {
+      if (s?.token) await s.close().catch(() => undefined);
+      s?.disconnect();
+      await agent?.stop();
+      watch?.close();
+    });
+
+    it('reports scroll_y from the layout without a script read', async () => {
+      const top = await s.screenshot();
+      expect(top.scroll_y).to.equal(0);
+      await s.xdotool(['mousemove', '640', '400']);
+      await s.xdotool(['click', '--repeat', '10', '--delay', '10', '5']);
+      expect(await waitFor(async () => (await s.screenshot()).scroll_y > 0, 10_000), 'the page scrolled').to.equal(true);
+      await s.screenshot();
+      const reads = JSON.parse((await s.cdp('window.__reads')).result_json) as number;
+      expect(reads, 'reads of visibilityState/scrollY made by the plane').to.equal(0);
+    });
+  });
+
   // a describe after the two above, so it runs after them
   describe('with and without', () => {
     it('the fingerprint results are the same with and without page facts', () => {

@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { PlaneCallError } from '../../gateway/planes/index.ts';
-import { LocalAgentPlanes, RemoteAgentPlanes } from '../../gateway/runner/agent-planes.ts';
+import { LocalAgentPlanes } from '../../gateway/runner/agent-planes.ts';
+import { RemoteAgentPlanes } from '../../gateway/runner/fleet.ts';
 import type { PlaneLease } from '../../gateway/runner/planes.ts';
 import type { RunRecord } from '../../gateway/runs/records.ts';
 import type { Backend } from '../../gateway/plugins/contract.ts';
@@ -130,7 +131,7 @@ describe('PlaneLease signals a lost plane', function () {
       // Its own temp dir: an agent killed with SIGKILL cannot remove the browser's home.
       const tmp = mkdtempSync(join(tmpdir(), 'lease-remote-'));
       const agent = await startAgentProcess('dom', { TMPDIR: tmp });
-      const planes = new RemoteAgentPlanes({ dom_plane: `grpc://127.0.0.1:${agent.grpcPort}` }, undefined, '');
+      const planes = new RemoteAgentPlanes({ dom_plane: `grpc://127.0.0.1:${agent.grpcPort}` }, { ca: '' });
       const lease = await planes.open(runOf('dom_plane', 'run-remote-kill'));
       const kids = descendants(agent.pid);
       try {
@@ -165,7 +166,7 @@ describe('PlaneLease signals a lost plane', function () {
     it('over HTTP, a browser that dies between calls resolves lost through the watch probe', async () => {
       const agent = await startAgentProcess('dom');
       try {
-        const planes = new RemoteAgentPlanes({ dom_plane: `http://127.0.0.1:${agent.httpPort}` }, undefined, '');
+        const planes = new RemoteAgentPlanes({ dom_plane: `http://127.0.0.1:${agent.httpPort}` }, { ca: '' });
         const lease = await planes.open(runOf('dom_plane', 'run-remote-http'));
         try {
           await lease.plane.act({ type: 'NAVIGATE', url: `${site.url}/start` });

@@ -16,6 +16,8 @@ export interface AgentProc {
   pid: number;
   httpPort: number;
   grpcPort: number;
+  /** every session slot's ports (PLANE_CAPACITY) */
+  slots: Array<{ http_port: number; grpc_port: number }>;
   dataDir: string;
   stderr: () => string;
   stop(): Promise<void>;
@@ -46,12 +48,13 @@ export async function startAgentProcess(plane: 'computer' | 'dom', env: Record<s
       reject(new Error(`agent exited with ${code}: ${err}`));
     });
   });
-  const info = JSON.parse(line) as { http_port: number; grpc_port: number };
+  const info = JSON.parse(line) as { http_port: number; grpc_port: number; slots: Array<{ http_port: number; grpc_port: number }> };
   return {
     child,
     pid: child.pid ?? 0,
     httpPort: info.http_port,
     grpcPort: info.grpc_port,
+    slots: info.slots,
     dataDir,
     stderr: () => err,
     async stop() {

@@ -106,7 +106,7 @@ describe('runs stopped at any point (gateway process, two tenants, real agents)'
 
   const quickSteps = Array.from({ length: 400 }, (_, i) => ({ intent: `tick ${i}`, type: 'wait', seconds: 0 }));
   const points: Array<{ name: string; plan: () => unknown[]; when: (id: string) => Promise<unknown>; halts?: string }> = [
-    { name: 'while its plane starts', plan: () => [{ intent: 'wait', type: 'wait', seconds: 30 }], when: (id) => until('phase starting', async () => ((await status(id)).status === 'running' ? true : undefined)) },
+    { name: 'while its plane starts', plan: () => [{ intent: 'wait', type: 'wait', seconds: 30 }], when: (id) => until('phase starting', async () => ((await status(id)).phase !== 'queued' ? true : undefined), 60_000, 20) },
     { name: 'right after its plane is up', plan: () => [{ intent: 'wait', type: 'wait', seconds: 30 }], when: (id) => until('phase running', async () => ((await status(id)).phase === 'running' ? true : undefined)) },
     { name: 'mid-step', halts: 'wait', plan: () => [{ intent: 'wait', type: 'wait', seconds: 30 }], when: (id) => until('step.started', async () => ((await events(id)).includes('step.started') ? true : undefined), 60_000, 20) },
     { name: 'between quick steps', plan: () => quickSteps, when: (id) => until('a few steps', async () => ((await events(id)).filter((t) => t === 'step.finished').length >= 5 ? true : undefined), 60_000, 20) },
@@ -178,7 +178,7 @@ describe('runs stopped at any point (gateway process, two tenants, real agents)'
       ids.push(capped);
     }
     const ends = await Promise.all(ids.map(ended));
-    expect(ends.map((e) => e.halt_class)).to.deep.equal(['cancelled', 'cancelled', 'cancelled', 'time_cap', 'cancelled', 'cancelled', 'cancelled', 'time_cap']);
+    expect(ends.map((e) => e.halt_class), JSON.stringify(ends.map((e) => e.summary))).to.deep.equal(['cancelled', 'cancelled', 'cancelled', 'time_cap', 'cancelled', 'cancelled', 'cancelled', 'time_cap']);
     let now = census(gw.child.pid!);
     const deadline = Date.now() + 10_000;
     while (Date.now() < deadline && (now.agent > baseline.agent || now.browser > baseline.browser || now.xvfb > baseline.xvfb || now.ffmpeg > baseline.ffmpeg)) {

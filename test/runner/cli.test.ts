@@ -45,7 +45,8 @@ describe('runplane CLI', function () {
     expect(r.code).to.equal(1);
     const runId = /run ([0-9a-f-]{36})/.exec(r.stderr)?.[1];
     expect(runId).to.be.a('string');
-    expect(r.stderr).to.match(/- running/);
+    // (its plane never opens: the run goes from queued, taken by the runner, to failed)
+    expect(r.stderr).to.match(/- queued \(starting\)/);
     expect(r.stderr).to.match(/- failed \(halt_class plane_unavailable\)/);
     expect(r.stdout).to.include('(no rows)');
     const rec = await gw.gateway.services.runs.get((await gw.gateway.services.tenants.resolve(token))!, runId!);

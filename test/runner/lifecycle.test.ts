@@ -31,7 +31,8 @@ describe('runner lifecycle without planes (SERVICE_PLANES=none)', () => {
     expect(ended.failure_help.summary).to.match(/compute plane/);
     expect(ended.failure_help.debug_surfaces.events).to.equal(`/v1/runs/${r.body.run_id}/events`);
     const events = await gw.req('GET', `/v1/runs/${r.body.run_id}/events`, { token });
-    expect(events.body.events.map((e: { type: string; data: { status?: string } }) => `${e.type}:${e.data.status ?? ''}`)).to.deep.equal(['run.status:queued', 'run.status:running', 'run.ended:failed']);
+    // a run whose plane never opened never ran: it goes from queued (accepted, then taken by a runner) to failed
+    expect(events.body.events.map((e: { type: string; data: { status?: string; phase?: string } }) => `${e.type}:${e.data.status ?? ''}:${e.data.phase ?? ''}`)).to.deep.equal(['run.status:queued:queued', 'run.status:queued:starting', 'run.ended:failed:halted']);
     // max_concurrent_runs is 1: the next run is accepted only because the slot and the profile lock were released
     const next = await gw.req('POST', '/v1/predict', { token, body: { plan: [step()], profile_id: 'p1' } });
     expect(next.status).to.equal(200);
@@ -44,6 +45,6 @@ describe('runner lifecycle without planes (SERVICE_PLANES=none)', () => {
     expect(r.body).to.include({ status: 'failed' });
     expect(r.body.run_id).to.be.a('string');
     expect(r.body.summary).to.match(/halted: no computer_plane could be started/);
-    expect(r.body.extraction_quality).to.deep.equal({ unknown_placeholder_row_count: 0 });
+    expect(r.body.extraction_quality).to.deep.equal({ unknown_placeholder_row_count: 0, dropped_partial_row_count: 0, spam_row_count: 0, excluded_card_count: 0 });
   });
 });

@@ -77,15 +77,24 @@ describe('runs tell the truth on computer_plane (page facts)', function () {
   it('never reports success for a navigation that did not load: refused (http_5xx) and unresolvable (http_4xx), with the browser error', async () => {
     const refused = await run([{ intent: 'open a closed port', type: 'navigate', url: `http://127.0.0.1:${await freePort()}/`, required: true }]);
     expect(refused.run.status).to.equal('failed');
-    expect(refused.run.steps.at(-1).failure_class).to.equal('http_5xx');
+    expect(refused.run.steps.at(-1).failure_class, refused.run.steps.at(-1).data).to.equal('http_5xx');
     expect(refused.run.steps.at(-1).data).to.match(/net::ERR_CONNECTION_REFUSED/);
     expect(refused.life.halt_class).to.equal('navigate_failed');
-    const unresolved = await run([{ intent: 'open a name that does not exist', type: 'navigate', url: 'https://nohost.invalid/', required: true }]);
+    const unresolved = await run([{ intent: 'open a name that does not exist', type: 'navigate', url: 'http://nohost.test/', required: true }]);
     expect(unresolved.run.status).to.equal('failed');
-    expect(unresolved.run.steps.at(-1).failure_class).to.equal('http_4xx');
+    expect(unresolved.run.steps.at(-1).failure_class, unresolved.run.steps.at(-1).data).to.equal('http_4xx');
     expect(unresolved.run.steps.at(-1).data).to.match(/net::ERR_NAME_NOT_RESOLVED/);
-    // (the browser may then show the omnibox's search fallback for the name: final_url is where it is)
-    expect(unresolved.run.steps.at(-1).final_url).to.be.a('string').and.not.equal('');
+    expect(unresolved.run.steps.at(-1).final_url).to.equal('http://nohost.test/');
+  });
+
+  it('fails a navigate the address bar turns into a search (a .invalid name) as http_4xx, never as the search page', async () => {
+    const searched = await run([{ intent: 'open a reserved name', type: 'navigate', url: 'https://nohost.invalid/', required: true }]);
+    const step = searched.run.steps.at(-1);
+    expect(searched.run.status).to.equal('failed');
+    expect(step.failure_class, step.data).to.equal('http_4xx');
+    expect(step.data).to.match(/TYPED_URL_MISMATCH.*the address bar sent the browser to https?:\/\/[^ ]*nohost\.invalid/);
+    // final_url is where the browser is: the search page, not the step's URL
+    expect(step.final_url).to.not.equal('https://nohost.invalid/');
   });
 
   it('checks the hints URL contract on computer_plane: wrong_target when the page is not where the step expects', async () => {

@@ -154,3 +154,20 @@ export async function deadUrl(): Promise<string> {
   await new Promise<void>((r) => s.close(() => r()));
   return `http://127.0.0.1:${port}/v1`;
 }
+
+/**
+ * A gateway data dir for tests that run brains against the fake model: a
+ * secrets dir with the tenant's model key and a brains file (by default
+ * `default-cua` on the fake model); `brainsPath` is for SERVICE_BRAINS_PATH.
+ */
+export async function fakeBrainsDir(model: FakeModel, name: string, brains?: Record<string, Json>): Promise<{ dir: string; brainsPath: string }> {
+  const { mkdir, mkdtemp, writeFile } = await import('node:fs/promises');
+  const { tmpdir } = await import('node:os');
+  const path = await import('node:path');
+  const dir = await mkdtemp(path.join(tmpdir(), `runplane-${name}-`));
+  await mkdir(path.join(dir, 'secrets'));
+  await writeFile(path.join(dir, 'secrets', 'model_provider_api_key'), `sk-${name}`);
+  const brainsPath = path.join(dir, 'brains.json');
+  await writeFile(brainsPath, JSON.stringify({ brains: brains ?? { 'default-cua': { protocol: 'openai-chat', base_url: model.url, model: 'fake-default' } } }));
+  return { dir, brainsPath };
+}

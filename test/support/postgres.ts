@@ -3,8 +3,8 @@
 // postgresql package provides the binaries (scripts/ensure-system-deps.sh).
 // The server refuses to run as root, so as root it runs as the `postgres` user.
 import { execFile, spawn } from 'node:child_process';
-import { chown, mkdtemp, rm } from 'node:fs/promises';
-import { readdirSync } from 'node:fs';
+import { chown, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { readdirSync, rmSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -58,13 +58,37 @@ export async function startPostgres(): Promise<PgHandle> {
   const start = () =>
     as('pg_ctl', ['-D', data, '-l', path.join(dir, 'server.log'), '-w', '-t', '30', '-o', `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`, 'start']);
   await start();
+  // The postmaster's pid: whatever happens to stop() (never called because the process exits
+  // first, or pg_ctl failing), the server does not outlive the test process.
+  const pidOf = async () => Number((await readFile(path.join(data, 'postmaster.pid'), 'utf8').catch(() => '')).split('\n')[0]) || 0;
+  let pid = await pidOf();
+  const reap = () => {
+    if (pid) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
+    }
+  };
+  const reapAtExit = () => {
+    reap();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  process.once('exit', reapAtExit);
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     port,
-    start,
+    async start() {
+      await start();
+      pid = await pidOf();
+    },
     kill: () => as('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']),
     async stop() {
-      await as('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']).catch(() => undefined);
+      await as('pg_ctl', ['-D', data, '-m', 'immediate', '-w', '-t', '10', 'stop']).catch(() => undefined);
+      reap();
+      pid = 0;
+      process.off('exit', reapAtExit);
       await rm(dir, { recursive: true, force: true });
     },
   };

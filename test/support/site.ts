@@ -1,9 +1,11 @@
 // The local fixture site runs visit: a paginated listings site, a form with a
 // success page and an in-place submit, a new-tab link, a 404, a page that never
-// changes, a counter the server counts, and links to another origin.
+// changes, a counter the server counts, and links to another origin; the
+// recipes and hints pages are in recipe-pages.ts.
 import { createServer, type Server } from 'node:http';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
+import { recipePage } from './recipe-pages.ts';
 
 export interface Site {
   url: string;
@@ -84,7 +86,20 @@ export async function startSite(otherOrigin?: string): Promise<Site> {
         return res.writeHead(429, { 'content-type': 'text/html; charset=utf-8', 'retry-after': '30' }).end(page('Too Many Requests', '<h1>Slow down</h1>'));
       case '/offsite':
         return html(200, page('Off', `<a id="away" href="${otherOrigin ?? '/'}static">away</a>`));
+      case '/boom':
+        return html(500, page('Server error', '<h1>Something broke</h1>'));
       default:
+        // /hop/<n>/<end>: n redirects (302, 301, 307 in turn), then <end>: 'static' lands on /static, anything else on a 404
+        if (u.pathname.startsWith('/hop/')) {
+          const [n = '0', end = 'static'] = u.pathname.slice(5).split('/');
+          const left = Number(n);
+          if (left > 0) return res.writeHead([302, 301, 307][left % 3]!, { location: `/hop/${left - 1}/${end}` }).end();
+          return res.writeHead(302, { location: end === 'static' ? '/static' : '/gone' }).end();
+        }
+        if (u.pathname.startsWith('/recipes/')) {
+          const recipe = recipePage(u.pathname);
+          if (recipe) return html(recipe.status, recipe.body);
+        }
         if (u.pathname.startsWith('/item/')) return html(200, page(`Item ${u.pathname.slice(6)}`, `<h1>Item ${u.pathname.slice(6)}</h1>`));
         return html(404, page('Not found', '<h1>404</h1>'));
     }

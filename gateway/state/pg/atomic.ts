@@ -94,6 +94,12 @@ export class PgAtomicOps implements AtomicOps {
     return (r.rowCount ?? 0) > 0;
   }
 
+  async list(prefix: string): Promise<Array<{ key: string; value: string }>> {
+    // starts_with, not LIKE or a range: right under any collation and for keys holding % or _
+    const { rows } = await this.pool.query<{ key: string; value: string }>(`SELECT key, value FROM kv WHERE namespace = $1 AND starts_with(key, $2) AND expires_at > ${NOW_MS} ORDER BY key`, [NS, prefix]);
+    return rows;
+  }
+
   /** Drops expired claims (already invisible; keeps the table small). */
   async sweep(): Promise<number> {
     return (await this.pool.query(`DELETE FROM kv WHERE namespace = $1 AND expires_at <= ${NOW_MS}`, [NS])).rowCount ?? 0;

@@ -29,6 +29,8 @@ export class SqliteAtomicOps implements AtomicOps {
       delIf: db.prepare('DELETE FROM kv WHERE namespace = ? AND key = ? AND value = ? AND expires_at > ?'),
       renew: db.prepare('UPDATE kv SET expires_at = ? WHERE namespace = ? AND key = ? AND value = ? AND expires_at > ?'),
       sweep: db.prepare('DELETE FROM kv WHERE namespace = ? AND expires_at <= ?'),
+      // a range on the primary key: keys are compared byte-wise (BINARY), so [prefix, prefix+U+FFFF) is the prefix
+      list: db.prepare<[string, string, string, number], { key: string; value: string }>('SELECT key, value FROM kv WHERE namespace = ? AND key >= ? AND key < ? AND expires_at > ? ORDER BY key'),
     };
     this.acquireTx = db.transaction((key: string, holder: string, max: number): boolean => {
       if (this.q.held.get(key, holder)) return true;
@@ -80,6 +82,10 @@ export class SqliteAtomicOps implements AtomicOps {
   async renew(key: string, expected: string, ttlMs: number): Promise<boolean> {
     const now = this.clock();
     return this.q.renew.run(now + ttlMs, NS, key, expected, now).changes > 0;
+  }
+
+  async list(prefix: string): Promise<Array<{ key: string; value: string }>> {
+    return this.q.list.all(NS, prefix, `${prefix}\uffff`, this.clock());
   }
 
   /** Drops expired claims (they are already invisible; this keeps the table small). */
