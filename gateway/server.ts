@@ -108,7 +108,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
   const tenants = await tenantResolver(config, log);
   const version = readVersionInfo(config.gitSha, config.deployedAt);
   let openapiDoc: Record<string, unknown> | undefined;
-  const events = await openEventLog(config.redisUrl, state.eventTable);
+  const events = await openEventLog(config.redisUrl, state.eventTable, state.redis);
   events.onAppend((e) => plugins.emit(e));
   const webhooks = new Webhooks({
     secretsDir: config.secretsDir,

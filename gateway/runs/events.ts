@@ -106,11 +106,15 @@ export class MemoryEventLog extends FanOut implements EventLog {
 const CHANNEL = 'runplane:events';
 const APPEND_EVENT = new RedisScript(path.join(import.meta.dirname, 'scripts', 'append-event-2.lua'));
 
-/** A publishing and a subscribed connection; `attach` delivers what any replica publishes to the log's watchers. */
-async function fanOutClients(url: string) {
-  const pub = redisClient(url);
+/**
+ * A publishing and a subscribed connection; `attach` delivers what any replica
+ * publishes to the log's watchers. `shared`: the state's command connection,
+ * which the log publishes on (and does not close) instead of opening its own.
+ */
+async function fanOutClients(url: string, shared?: RedisClient) {
+  const pub = shared ?? redisClient(url);
   const sub = redisClient(url, { subscriber: true });
-  await pub.connect();
+  if (!shared) await pub.connect();
   await sub.connect();
   const attach = (log: FanOut) =>
     sub.subscribe(CHANNEL, (message) => {
@@ -120,21 +124,23 @@ async function fanOutClients(url: string) {
         /* not ours */
       }
     });
-  return { pub, sub, attach };
+  // the connections the log closes: never the shared one
+  const owned = shared ? [sub] : [sub, pub];
+  return { pub, attach, owned };
 }
 
 export class RedisEventLog extends FanOut implements EventLog {
   private constructor(
     private readonly client: RedisClient,
-    private readonly sub: RedisClient,
+    private readonly owned: RedisClient[],
     private readonly ttlSeconds: number,
   ) {
     super();
   }
 
-  static async open(url: string, ttlSeconds = 7 * 24 * 3600): Promise<RedisEventLog> {
-    const { pub, sub, attach } = await fanOutClients(url);
-    const log = new RedisEventLog(pub, sub, ttlSeconds);
+  static async open(url: string, o: { shared?: RedisClient; ttlSeconds?: number } = {}): Promise<RedisEventLog> {
+    const { pub, owned, attach } = await fanOutClients(url, o.shared);
+    const log = new RedisEventLog(pub, owned, o.ttlSeconds ?? 7 * 24 * 3600);
     await attach(log);
     return log;
   }
@@ -158,7 +164,7 @@ export class RedisEventLog extends FanOut implements EventLog {
   async close(): Promise<void> {
     this.emitter.removeAllListeners();
     this.appendListeners.clear();
-    for (const c of [this.sub, this.client]) if (c.isOpen) await c.close().catch(() => {});
+    await closeAll(this.owned);
   }
 }
 
@@ -171,15 +177,15 @@ export class TableEventLog extends FanOut implements EventLog {
   private constructor(
     private readonly table: EventTable,
     private readonly pub?: RedisClient,
-    private readonly sub?: RedisClient,
+    private readonly owned: RedisClient[] = [],
   ) {
     super();
   }
 
-  static async open(table: EventTable, redisUrl?: string): Promise<TableEventLog> {
+  static async open(table: EventTable, redisUrl?: string, shared?: RedisClient): Promise<TableEventLog> {
     if (!redisUrl) return new TableEventLog(table);
-    const { pub, sub, attach } = await fanOutClients(redisUrl);
-    const log = new TableEventLog(table, pub, sub);
+    const { pub, owned, attach } = await fanOutClients(redisUrl, shared);
+    const log = new TableEventLog(table, pub, owned);
     await attach(log);
     return log;
   }
@@ -207,12 +213,19 @@ export class TableEventLog extends FanOut implements EventLog {
   async close(): Promise<void> {
     this.emitter.removeAllListeners();
     this.appendListeners.clear();
-    for (const c of [this.sub, this.pub]) if (c?.isOpen) await c.close().catch(() => {});
+    await closeAll(this.owned);
   }
 }
 
-/** Events live in the store of record's table when there is one; else in Redis (shared) or memory (tests). */
-export async function openEventLog(redisUrl?: string, table?: EventTable): Promise<EventLog> {
-  if (table) return TableEventLog.open(table, redisUrl);
-  return redisUrl ? RedisEventLog.open(redisUrl) : new MemoryEventLog();
+async function closeAll(clients: RedisClient[]): Promise<void> {
+  for (const c of clients) if (c.isOpen) await c.close().catch(() => {});
+}
+
+/**
+ * Events live in the store of record's table when there is one; else in Redis
+ * (shared) or memory (tests). `shared`: the state's Redis command connection.
+ */
+export async function openEventLog(redisUrl?: string, table?: EventTable, shared?: RedisClient): Promise<EventLog> {
+  if (table) return TableEventLog.open(table, redisUrl, shared);
+  return redisUrl ? RedisEventLog.open(redisUrl, { shared }) : new MemoryEventLog();
 }

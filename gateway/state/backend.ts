@@ -35,6 +35,11 @@ export interface StateBackend {
   readonly outbox: Outbox;
   /** The event table, when the events live in the store of record (SQLite, PostgreSQL). */
   readonly eventTable?: EventTable;
+  /**
+   * The Redis command connection, when there is Redis: the event log publishes
+   * on it too, so readiness checks the one connection requests wait on.
+   */
+  readonly redis?: RedisClient;
   /** Each dependency this backend needs, checked now (readiness). None on the embedded default. */
   dependencies(): Promise<Record<string, DependencyCheck>>;
   close(): Promise<void>;
@@ -173,6 +178,7 @@ async function openPgBackend(url: string, o: StateOptions): Promise<StateBackend
   const runs = new PgRunTable<RunKey>(pool);
   return {
     kind: 'postgres',
+    redis,
     atomic,
     outbox: new PgOutbox(pool),
     store: <T>(namespace: string) => store(namespace) as KeyedStore<T>,
@@ -198,6 +204,7 @@ async function openRedisBackend(url: string): Promise<StateBackend> {
   const atomic = new RedisAtomicOps(client);
   return {
     kind: 'redis',
+    redis: client,
     atomic,
     // per replica until the shared store of record (PostgreSQL) lands: a restart of this replica loses its pending retries
     outbox: new MemoryOutbox(),
