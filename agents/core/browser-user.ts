@@ -7,7 +7,7 @@
 // cookie) belongs to that user with mode 0700, reachable through directories that
 // others may traverse (0711) but not list.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, chownSync, lchownSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, chownSync, lchownSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 
@@ -122,17 +122,51 @@ function alive(pid: number): boolean {
   }
 }
 
-/** Removes the private temp dirs (profiles, homes, display cookies) of agents no longer running. */
-export function sweepStaleTempDirs(): string[] {
-  const removed: string[] = [];
+/** SIGKILLs the processes whose command line names `dir` (a dead agent's browser still on its profile); how many. */
+function killHolders(dir: string): number {
+  let killed = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    let cmdline = '';
+    try {
+      cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
+    } catch {
+      continue;
+    }
+    if (!cmdline.includes(dir)) continue;
+    try {
+      process.kill(Number(entry), 'SIGKILL');
+      killed++;
+    } catch {
+      // gone already
+    }
+  }
+  return killed;
+}
+
+/**
+ * Removes the private temp dirs (profiles, homes, display cookies) of agents no
+ * longer running, after killing what still runs on them (the browser of an agent
+ * that was SIGKILLed has no other owner). Never fatal: what cannot be removed
+ * now is named in `failed` and tried again by the next agent to start.
+ */
+export function sweepStaleTempDirs(): { removed: string[]; killed: number; failed: string[] } {
+  const out = { removed: [] as string[], killed: 0, failed: [] as string[] };
   for (const name of readdirSync(tmpdir())) {
     const pid = Number(TEMP_DIR_RE.exec(name)?.[1] ?? 0);
     if (pid > 0 && pid !== process.pid && !alive(pid)) {
-      rmSync(join(tmpdir(), name), { recursive: true, force: true });
-      removed.push(name);
+      const dir = join(tmpdir(), name);
+      out.killed += killHolders(dir);
+      try {
+        // a killed browser may still be writing for a moment (ENOTEMPTY): retried
+        rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 });
+        out.removed.push(name);
+      } catch (err) {
+        out.failed.push(`${name}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+      }
     }
   }
-  return removed;
+  return out;
 }
 
 /** The agent's data dir: traversable by the browser user, recordings readable by the agent only. */

@@ -99,7 +99,8 @@ export async function startAgent(factory: PlaneFactory, cfg: AgentConfig): Promi
   const opened = prepareDataDir(cfg.dataDir, browserUser());
   if (opened.length > 0) logFn('made directories traversable (o+x) for the browser user', { dirs: opened });
   const swept = sweepStaleTempDirs();
-  if (swept.length > 0) logFn('removed temp dirs of agents no longer running', { dirs: swept });
+  if (swept.removed.length > 0 || swept.killed > 0) logFn('removed temp dirs of agents no longer running', { dirs: swept.removed, killed_processes: swept.killed });
+  if (swept.failed.length > 0) logFn('could not remove temp dirs of agents no longer running (tried again at the next start)', { dirs: swept.failed });
   if (cfg.warmPool > 0) factory.startPool?.(cfg.warmPool, logFn);
   const tls = cfg.tlsCert && cfg.tlsKey ? { cert: readFileSync(cfg.tlsCert), key: readFileSync(cfg.tlsKey) } : undefined;
   const hostPart = cfg.host.includes(':') ? `[${cfg.host}]` : cfg.host;

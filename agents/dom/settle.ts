@@ -7,8 +7,12 @@
 // unchanged: the watching is DevTools events on the browser side.
 import type { CDPSession, HTTPRequest, Page } from 'puppeteer-core';
 
-/** Late request events: a request the input started may be reported just after the input returns. */
-const LATE_EVENTS_MS = 25;
+/**
+ * A task after the input's handlers and the zero-delay timers they set: a request
+ * they started has been reported (its DevTools event precedes this answer on the
+ * same session). It replaced a fixed 25 ms sleep (test/planes/dom-settle.test.ts).
+ */
+const AFTER_HANDLERS = 'new Promise((r) => setTimeout(r, 0))';
 /** Longest wait for the requests an input started (a long poll must not hold a step). */
 const REQUESTS_MS = 3000;
 
@@ -37,13 +41,32 @@ function pageEvents(page: Page): Promise<{ client: CDPSession; mainFrameId: stri
   return s;
 }
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+/** Wakes a waiter on the next DevTools event that may end its wait, or after `ms` at most. */
+class Waker {
+  private wake: (() => void) | undefined;
+  poke = (): void => {
+    this.wake?.();
+  };
+  next(ms: number): Promise<void> {
+    return new Promise<void>((r) => {
+      const t = setTimeout(r, Math.max(0, ms));
+      this.wake = () => {
+        clearTimeout(t);
+        r();
+      };
+    });
+  }
+}
+
+/** Longest wait between two checks of the document's load state (its load event wakes the check sooner). */
+const LOAD_CHECK_MS = 50;
 
 /** Runs `input` on `page` and waits for what it set off, within `budgetMs`. */
 export async function afterInput(page: Page, input: () => Promise<void>, budgetMs: number): Promise<Settled> {
   const deadline = Date.now() + budgetMs;
   const { client, mainFrameId } = await pageEvents(page);
   const main = page.mainFrame();
+  const waker = new Waker();
   let navRequested = false;
   let navDone = false;
   const inflight = new Set<HTTPRequest>();
@@ -59,33 +82,34 @@ export async function afterInput(page: Page, input: () => Promise<void>, budgetM
   const onDone = (r: HTTPRequest) => {
     inflight.delete(r);
     if (r.isNavigationRequest() && r.frame() === main) navDone = true;
+    waker.poke();
   };
   const onNavigated = (f: unknown) => {
     if (f === main) navDone = true;
+    waker.poke();
   };
   client.on('Page.frameRequestedNavigation', onNavRequested);
   page.on('request', onRequest);
   page.on('requestfinished', onDone);
   page.on('requestfailed', onDone);
   page.on('framenavigated', onNavigated);
+  page.on('load', waker.poke);
   try {
     await input();
-    // what the input's handlers did has reached the page once a task after them has run
-    await page.evaluate('0').catch(() => undefined);
-    await sleep(LATE_EVENTS_MS);
+    await page.evaluate(AFTER_HANDLERS).catch(() => undefined);
     watching = false;
     if (navRequested) {
       // the new document: committed (or the request ended without one: a 204, a download), then loaded
-      while (!navDone && Date.now() < deadline) await sleep(20);
+      while (!navDone && Date.now() < deadline) await waker.next(deadline - Date.now());
       while (Date.now() < deadline) {
         const state = await page.evaluate('document.readyState').catch(() => undefined);
         if (state === 'complete') return { navigated: true, settled: true };
-        await sleep(50);
+        await waker.next(Math.min(LOAD_CHECK_MS, deadline - Date.now()));
       }
       return { navigated: true, settled: false };
     }
     const until = Math.min(deadline, Date.now() + REQUESTS_MS);
-    while (inflight.size > 0 && Date.now() < until) await sleep(10);
+    while (inflight.size > 0 && Date.now() < until) await waker.next(until - Date.now());
     // the responses' handlers run in the page's next tasks; a frame later they have rendered
     await page.evaluate('new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)))').catch(() => undefined);
     return { navigated: false, settled: inflight.size === 0 };
@@ -95,5 +119,6 @@ export async function afterInput(page: Page, input: () => Promise<void>, budgetM
     page.off('requestfinished', onDone);
     page.off('requestfailed', onDone);
     page.off('framenavigated', onNavigated);
+    page.off('load', waker.poke);
   }
 }

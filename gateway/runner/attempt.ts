@@ -47,11 +47,14 @@ export async function attemptStep(a: Attempt): Promise<StepResult> {
   }
   const hints = step.hints ?? {};
   if (handler.checks?.successContract && (plane.dom || plane.facts)) {
-    const url = plane.dom ? await plane.dom.currentUrl().catch(() => '') : ((await plane.facts?.().catch(() => null))?.url ?? '');
     const contains = list(hints.expect_url_contains);
     const excludes = list(hints.expect_url_excludes);
-    if (contains.some((c) => !url.includes(c)) || excludes.some((x) => url.includes(x))) {
-      return { ...result, success: false, failure_class: 'wrong_target', data: `post-action URL ${url} breaks the hints success contract` };
+    // the URL is asked for only when a hint judges it (a round trip to the plane per step otherwise)
+    if (contains.length > 0 || excludes.length > 0) {
+      const url = plane.dom ? await plane.dom.currentUrl().catch(() => '') : ((await plane.facts?.().catch(() => null))?.url ?? '');
+      if (contains.some((c) => !url.includes(c)) || excludes.some((x) => url.includes(x))) {
+        return { ...result, success: false, failure_class: 'wrong_target', data: `post-action URL ${url} breaks the hints success contract` };
+      }
     }
     const present = list(hints.expect_text_present);
     // text is read from the DOM, or on computer_plane from a DOM snapshot the browser takes (no script in the page)

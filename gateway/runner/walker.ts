@@ -190,8 +190,7 @@ export class Walker {
       const f = await this.plane.facts?.().catch(() => null);
       return { url: f?.url ?? '', title: f?.title ?? '' };
     }
-    const url = await dom.currentUrl().catch(() => '');
-    const title = await dom.evaluate<string>('document.title').catch(() => '');
+    const [url, title] = await Promise.all([dom.currentUrl().catch(() => ''), dom.evaluate<string>('document.title').catch(() => '')]);
     return { url, title: typeof title === 'string' ? title : '' };
   }
 

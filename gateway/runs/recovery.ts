@@ -119,7 +119,10 @@ export class RunRecovery {
     if ((await this.o.atomic.claim(`recover:${r.run_id}`, 'x', 60_000)) !== null) return;
     const current = await this.o.runs.load(r.run_id);
     if (!current || current.status !== 'running') return;
-    const resumeStep = current.checkpoint_step ?? current.start_step ?? 0;
+    // the record's progress is saved at most once a second; the step events are each in the store
+    const done = await finishedSteps(this.o.runs, r.run_id);
+    const steps = done.length > current.steps.length ? done : current.steps;
+    const resumeStep = Math.max(current.checkpoint_step ?? current.start_step ?? 0, done.reduce((at, e) => (e.success ? Math.max(at, topLevelIndex(e.path) + 1) : at), 0));
     await this.o.runs.emit(current, 'run.recovered', { rule: 'ended', halt_class: RUNNER_LOST, resume_step: resumeStep, previous_runner: holder });
     this.o.log.warn({ run_id: r.run_id, tenant_id: r.tenant_id, previous_runner: holder, resume_step: resumeStep }, 'run recovered: its runner is gone');
     const ended = await this.o.runs.end(current, {
@@ -127,7 +130,7 @@ export class RunRecovery {
       haltClass: RUNNER_LOST,
       error: RUNNER_LOST,
       summary: `${current.summary ? `${current.summary}; ` : ''}the runner executing this run went away (crash or lost lease) at top-level step ${resumeStep}`,
-      steps: current.steps,
+      steps,
       resumeStep,
     });
     if (holder !== null) await this.o.atomic.deleteIf(runnerKey(r.run_id), holder);
@@ -176,4 +179,19 @@ export class RunRecovery {
     clearInterval(this.timer);
     await this.sweeping;
   }
+}
+
+/** The steps of a run as its step.finished events recorded them (without their screenshots). */
+async function finishedSteps(runs: RunsService, runId: string): Promise<StepEntry[]> {
+  const events = await runs.history(runId).catch(() => []);
+  return events.filter((e) => e.type === 'step.finished').map((e) => {
+    const { cost_usd: _cost, ...entry } = e.data as unknown as StepEntry & { cost_usd?: number };
+    return entry;
+  });
+}
+
+/** k for a top-level step's path `steps[k]`; -1 for a step inside a loop or section. */
+function topLevelIndex(path: string): number {
+  const m = /^steps\[(\d+)\]$/.exec(path);
+  return m ? Number(m[1]) : -1;
 }

@@ -210,11 +210,12 @@ describe('runs end to end on dom_plane (real agent, real Chromium)', function ()
   });
 
   it('halts with time_cap when the run outlives max_time_minutes, and releases its slot', async () => {
-    const r = await runToEnd([{ intent: 'open', type: 'navigate', url: `${site.url}/static` }, { intent: 'wait too long', type: 'wait', seconds: 60 }], { max_time_minutes: 0.1 });
+    // (15 s: the cap counts from the run's start, plane included, and a loaded CI host once took 6 s to the first step's end)
+    const r = await runToEnd([{ intent: 'open', type: 'navigate', url: `${site.url}/static` }, { intent: 'wait too long', type: 'wait', seconds: 60 }], { max_time_minutes: 0.25 });
     expect(r.status).to.equal('failed');
     expect(r.life.halt_class).to.equal('time_cap');
     expect(r.life.failure_help.halt_class).to.equal('time_cap');
-    expect(r.life.limits.max_time_minutes).to.equal(0.1);
+    expect(r.life.limits.max_time_minutes).to.equal(0.25);
     expect(await gw.gateway.services.limits.runningCount('e2e')).to.equal(0);
     // the wait the cap interrupted has its entry, with the page it was on
     expect(r.steps).to.have.length(2);
