@@ -1,11 +1,15 @@
 // One attempt of a step handler, bounded by the step timeout and the run's signal,
 // then checked: the gate's verify, the hints success contract, and the
 // no_state_change demotion of actions that changed nothing.
-import { abortable, childSignal } from '../../shared/abort.ts';
+import { abortable, childSignal, sleep } from '../../shared/abort.ts';
 import type { Brain, Plane, Step, StepContext, StepHandler, StepResult } from '../plugins/contract.ts';
 import { frameDigest } from './fingerprint.ts';
 import { judgeGate } from './gates.ts';
 import { Halt } from './outcome.ts';
+
+/** Further looks, UNCHANGED_LOOK_MS apart, before an action is judged to have changed nothing. */
+const UNCHANGED_LOOKS = 3;
+const UNCHANGED_LOOK_MS = 300;
 
 const list = (v: unknown): string[] => (v === undefined || v === null ? [] : Array.isArray(v) ? v.map(String) : [String(v)]);
 
@@ -47,14 +51,11 @@ export async function attemptStep(a: Attempt): Promise<StepResult> {
   }
   const hints = step.hints ?? {};
   if (handler.checks?.successContract && (plane.dom || plane.facts)) {
+    const url = plane.dom ? await plane.dom.currentUrl().catch(() => '') : ((await plane.facts?.().catch(() => null))?.url ?? '');
     const contains = list(hints.expect_url_contains);
     const excludes = list(hints.expect_url_excludes);
-    // the URL is asked for only when a hint judges it (a round trip to the plane per step otherwise)
-    if (contains.length > 0 || excludes.length > 0) {
-      const url = plane.dom ? await plane.dom.currentUrl().catch(() => '') : ((await plane.facts?.().catch(() => null))?.url ?? '');
-      if (contains.some((c) => !url.includes(c)) || excludes.some((x) => url.includes(x))) {
-        return { ...result, success: false, failure_class: 'wrong_target', data: `post-action URL ${url} breaks the hints success contract` };
-      }
+    if (contains.some((c) => !url.includes(c)) || excludes.some((x) => url.includes(x))) {
+      return { ...result, success: false, failure_class: 'wrong_target', data: `post-action URL ${url} breaks the hints success contract` };
     }
     const present = list(hints.expect_text_present);
     // text is read from the DOM, or on computer_plane from a DOM snapshot the browser takes (no script in the page)
@@ -68,7 +69,13 @@ export async function attemptStep(a: Attempt): Promise<StepResult> {
   }
   // no_state_change applies unless the step names its own success contract (text present covers in-place submits)
   if (before !== undefined && list(hints.expect_text_present).length === 0) {
-    const after = await stateSnapshot(plane);
+    let after = await stateSnapshot(plane);
+    // what the action set off may show a moment later (a fetch's answer, a loaded host): looked at again before
+    // calling it unchanged, since the retry that follows would repeat an action that worked
+    for (let look = 0; after === before && look < UNCHANGED_LOOKS; look++) {
+      await sleep(UNCHANGED_LOOK_MS, a.signal);
+      after = await stateSnapshot(plane);
+    }
     if (after === before) return { ...result, success: false, failure_class: 'no_state_change', data: 'URL, page and scroll did not change' };
   }
   return result;

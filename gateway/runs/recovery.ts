@@ -121,7 +121,8 @@ export class RunRecovery {
     if (!current || current.status !== 'running') return;
     // the record's progress is saved at most once a second; the step events are each in the store
     const done = await finishedSteps(this.o.runs, r.run_id);
-    const steps = done.length > current.steps.length ? done : current.steps;
+    // the record's entries first (a failed step's keeps its screenshot), then those only the events have
+    const steps = [...current.steps, ...done.slice(current.steps.length)];
     const resumeStep = Math.max(current.checkpoint_step ?? current.start_step ?? 0, done.reduce((at, e) => (e.success ? Math.max(at, topLevelIndex(e.path) + 1) : at), 0));
     await this.o.runs.emit(current, 'run.recovered', { rule: 'ended', halt_class: RUNNER_LOST, resume_step: resumeStep, previous_runner: holder });
     this.o.log.warn({ run_id: r.run_id, tenant_id: r.tenant_id, previous_runner: holder, resume_step: resumeStep }, 'run recovered: its runner is gone');

@@ -110,6 +110,9 @@ for (const store of ['redis', 'postgres'] as const)
       const run = (await req(edge, 'GET', `/v1/runs/${runId}`)).body as Body;
       expect(run.halt_class).to.equal('runner_lost');
       expect(run.resume_step).to.equal(1);
+      // the step that finished before the kill is in the recovered record, whether or not the runner saved it
+      const recovered = (await req(edge, 'GET', `/v1/runs/${runId}/result`)).body as Body;
+      expect((recovered.steps as Body[]).map((st) => [st.path, st.type, st.success])).to.deep.equal([['steps[0]', 'navigate', true]]);
       const events = (await req(edge, 'GET', `/v1/runs/${runId}/events`)).body.events as Body[];
       expect(
         events.map((e) => e.seq),
