@@ -26,6 +26,15 @@ export interface PageFacts {
   /** the last few navigations, oldest first: what each asked for and how it ended, so a caller can judge the one it started even when the browser moved on (a search fallback after an error) */
   navs: NavRecord[];
   updated_at_ms: number;
+  /** where the page is drawn on the screen (screen pixels), below the browser's own tab strip and toolbar; on screenshot answers only */
+  content?: ContentRect;
+}
+
+export interface ContentRect {
+  x: number;
+  y: number;
+  width: number;
+  height: number;
 }
 
 export interface NavRecord {
@@ -167,17 +176,49 @@ export class PageFactsTracker {
     return errorText;
   }
 
-  /** The active tab's facts now, its title read from the browser target (not the page). */
-  async snapshot(): Promise<PageFacts | null> {
+  /**
+   * The active tab's facts now, its title read from the browser target (not the page);
+   * `content`: with the page's place on a screen of `content.width` x `content.height`.
+   */
+  async snapshot(o: { content?: { width: number; height: number } } = {}): Promise<PageFacts | null> {
     const t = this.active;
     if (!t) return null;
-    if (this.browserSession && t.targetId) {
-      const r = (await this.browserSession.send('Target.getTargets').catch(() => undefined)) as { targetInfos: Array<{ targetId: string; title: string; url: string }> } | undefined;
-      const info = r?.targetInfos.find((i) => i.targetId === t.targetId);
-      // Chromium titles an untitled page with its URL; that is not a title
-      if (info) t.facts.title = info.title === info.url || info.title === stripScheme(info.url) ? '' : info.title.slice(0, 300);
-    }
-    return copyFacts(t.facts);
+    const [, content] = await Promise.all([this.readTitle(t), o.content ? this.contentRect(t, o.content).catch(() => undefined) : undefined]);
+    const f = copyFacts(t.facts);
+    return content ? { ...f, content } : f;
+  }
+
+  private async readTitle(t: Tracked): Promise<void> {
+    if (!this.browserSession || !t.targetId) return;
+    const r = (await this.browserSession.send('Target.getTargets').catch(() => undefined)) as { targetInfos: Array<{ targetId: string; title: string; url: string }> } | undefined;
+    const info = r?.targetInfos.find((i) => i.targetId === t.targetId);
+    // Chromium titles an untitled page with its URL; that is not a title
+    if (info) t.facts.title = info.title === info.url || info.title === stripScheme(info.url) ? '' : info.title.slice(0, 300);
+  }
+
+  /**
+   * Where the page is drawn: the window's bounds (browser target) less what the
+   * browser draws above the page, whose height is the window's less the
+   * viewport's (Page.getLayoutMetrics, a read of the renderer's layout that runs
+   * nothing in the page). A scrollbar makes the viewport read smaller, so the
+   * rect errs into the page, never into the toolbar (measured: a 1279x719 window
+   * on a 1280x720 screen draws its 632-row viewport in rows 87-718). Clipped to the screen.
+   */
+  private async contentRect(t: Tracked, screen: { width: number; height: number }): Promise<ContentRect | undefined> {
+    if (!this.browserSession || !t.targetId) return undefined;
+    const session = await (t.snapshotSession ??= t.page.createCDPSession());
+    const [win, metrics] = (await Promise.all([
+      this.browserSession.send('Browser.getWindowForTarget', { targetId: t.targetId }),
+      session.send('Page.getLayoutMetrics'),
+    ])) as [{ bounds: { left?: number; top?: number; width?: number; height?: number } }, { cssVisualViewport: { clientWidth: number; clientHeight: number } }];
+    const { left = 0, top = 0, width = screen.width, height = screen.height } = win.bounds;
+    const vh = Math.round(metrics.cssVisualViewport.clientHeight);
+    if (!(vh > 0) || vh > height) return undefined;
+    const x0 = Math.max(0, left);
+    const y0 = Math.max(0, top + height - vh);
+    const x1 = Math.min(screen.width, left + width);
+    const y1 = Math.min(screen.height, top + height);
+    return x1 > x0 && y1 > y0 ? { x: x0, y: y0, width: x1 - x0, height: y1 - y0 } : undefined;
   }
 
   /**

@@ -172,9 +172,10 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
   // The tab on screen, chosen without asking the pages (a visibilityState read would run script in each)
   const shownPage = async () => facts?.activePage() ?? (await b.pages()).at(-1);
   // `page_text: true` on a request adds the rendered text (the hints' expect_text_present, anti-bot markers)
-  const pageFacts = async (body?: Body) => {
+  // a screenshot's facts say where on it the page is drawn (the runner judges "the page changed" there)
+  const pageFacts = async (body?: Body, shot?: { width: number; height: number }) => {
     if (!facts) return {};
-    const [page, text] = await Promise.all([facts.snapshot().catch(() => null), body?.page_text === true ? facts.text().catch(() => null) : undefined]);
+    const [page, text] = await Promise.all([facts.snapshot({ content: shot }).catch(() => null), body?.page_text === true ? facts.text().catch(() => null) : undefined]);
     return { page: page && text !== undefined ? { ...page, text } : page };
   };
   /**
@@ -191,7 +192,7 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
         const format = parseFormat(body);
         const [frame, sy] = await Promise.all([g.frame(lastInputAt), shownPage().then(layoutScrollY)]);
         const image = await g.encode(frame, format);
-        return { body: { width: g.width, height: g.height, scroll_y: sy, captured_at_ms: frame.at, format, ...(await pageFacts(body)) }, blob: image };
+        return { body: { width: g.width, height: g.height, scroll_y: sy, captured_at_ms: frame.at, format, ...(await pageFacts(body, g)) }, blob: image };
       },
     },
     xdotool: {

@@ -41,6 +41,8 @@ export interface Screenshot {
   height: number;
   scroll_y: number;
   captured_at_ms: number;
+  /** computer_plane's page facts at the capture, with where on the image the page is drawn (an extension; see docs/decisions.md) */
+  page?: import('../plugins/contract.ts').PageFacts | null;
 }
 
 export interface Recording {

@@ -89,6 +89,8 @@ export interface Screenshot {
   height: number;
   scroll_y: number;
   captured_at_ms: number;
+  /** computer_plane: the page facts at the capture, with where on the image the page is drawn */
+  page?: PageFacts | null;
 }
 
 /** The service's action vocabulary: what a brain emits and a plane performs. */
@@ -197,6 +199,8 @@ export interface PageFacts {
   navs?: Array<{ seq: number; url: string; status: number | null; error: string | null }>;
   /** the rendered text, when asked for (`facts({text: true})`); null when it could not be read */
   text?: string | null;
+  /** on a screenshot's facts: where on the image the page is drawn, below the browser's own tab strip and toolbar */
+  content?: { x: number; y: number; width: number; height: number };
 }
 
 // ---------------------------------------------------------------- brains

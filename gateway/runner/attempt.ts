@@ -85,16 +85,22 @@ export async function attemptStep(a: Attempt): Promise<StepResult> {
  * What "the state changed" compares. DOM-aware planes answer from the page in
  * one call (URL, scroll, a hash of the rendered text and the element count),
  * which sees what a person would and costs a few ms; other planes compare a
- * screenshot digest.
+ * screenshot digest of the page's area when the plane says where that is
+ * (computer_plane's page facts), so that the browser's own toolbar and tab strip
+ * (a hover highlight, the address bar's focus, the loading indicator) are not
+ * taken for the page changing.
  */
 async function stateSnapshot(plane: Plane): Promise<string> {
   if (plane.dom) {
     const s = await plane.dom.evaluate<string>(PAGE_STATE_SCRIPT).catch(() => undefined);
     if (typeof s === 'string') return s;
   }
-  const shot = await plane.screenshot('jpeg').catch(() => undefined);
-  const url = plane.dom ? await plane.dom.currentUrl().catch(() => '') : '';
-  return `${url}|${shot ? await frameDigest(shot.image) : ''}|${shot?.scroll_y ?? ''}`;
+  // lossless: a JPEG's blocks straddle the page's top edge, so the toolbar's changes would leak into the page's digest
+  const shot = await plane.screenshot('png').catch(() => undefined);
+  const url = plane.dom ? await plane.dom.currentUrl().catch(() => '') : (shot?.page?.url ?? '');
+  const area = shot?.page?.content;
+  const fits = area && area.x + area.width <= shot.width && area.y + area.height <= shot.height;
+  return `${url}|${shot ? await frameDigest(shot.image, fits ? area : undefined) : ''}|${shot?.scroll_y ?? ''}`;
 }
 
 const PAGE_STATE_SCRIPT = `(() => {

@@ -12,14 +12,23 @@ export async function averageHash(image: Buffer): Promise<string> {
   return bits.toString(16).padStart(16, '0');
 }
 
+/** A part of a screenshot, in its pixels. */
+export interface Area {
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+}
+
 /**
- * A digest of a screenshot fine enough to see a digit change in small text
+ * A digest of a screenshot (or of `area` on it) fine enough to see a digit change in small text
  * (320x180 greyscale, every pixel counted): what "the screen changed" means
  * after an action on a plane without a DOM. A false "changed" only skips a
  * no_state_change demotion; a false "unchanged" would retry, and so repeat, an
  * action that worked.
  */
-export async function frameDigest(image: Buffer): Promise<string> {
-  const px = await sharp(image).greyscale().resize(320, 180, { fit: 'fill' }).raw().toBuffer();
+export async function frameDigest(image: Buffer, area?: Area): Promise<string> {
+  const img = sharp(image);
+  const px = await (area ? img.extract({ left: area.x, top: area.y, width: area.width, height: area.height }) : img).greyscale().resize(320, 180, { fit: 'fill' }).raw().toBuffer();
   return createHash('sha1').update(px).digest('hex');
 }

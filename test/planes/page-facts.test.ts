@@ -6,6 +6,7 @@
 import { expect } from 'chai';
 import { createServer, type Server } from 'node:http';
 import { once } from 'node:events';
+import sharp from 'sharp';
 import type { AddressInfo } from 'node:net';
 import { connectPlane, type PlaneSession } from '../../gateway/planes/index.ts';
 import { FINGERPRINT_PAGE } from '../../gateway/routes/fingerprint-page.ts';
@@ -82,11 +83,12 @@ for (const name of ['scrollY', 'pageYOffset']) {
   Object.defineProperty(window, name, { configurable: true, get() { window.__reads++; return d.get.call(window); } });
 }
 </script></body>`;
+    const RED_PAGE = '<!doctype html><title>red</title><body style="margin:0;background:#f00"></body>';
     let watch: Server;
     let agent: AgentProc;
     let s: PlaneSession;
     before(async () => {
-      watch = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(WATCH_PAGE));
+      watch = createServer((req, res) => res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(req.url === '/red' ? RED_PAGE : WATCH_PAGE));
       watch.listen(0, '127.0.0.1');
       await once(watch, 'listening');
       agent = await startAgentProcess('computer', { SERVICE_BEHAVIORAL_JITTER: '0' });
@@ -113,6 +115,39 @@ for (const name of ['scrollY', 'pageYOffset']) {
       await s.screenshot();
       const reads = JSON.parse((await s.cdp('window.__reads')).result_json) as number;
       expect(reads, 'reads of visibilityState/scrollY made by the plane').to.equal(0);
+    });
+
+    it('says where on the screenshot the page is drawn: below the toolbar, the whole viewport, and only the page', async () => {
+      await s.xdotool(['key', 'ctrl+l']);
+      await s.xdotool(['type', '--delay', '1', `http://127.0.0.1:${(watch.address() as AddressInfo).port}/red`]);
+      await s.xdotool(['key', 'Return']);
+      expect(await waitFor(async () => (await s.xdotool(['getmouselocation'])).page?.title === 'red', 15_000), 'the page loaded').to.equal(true);
+      // the page is painted a moment after its title is known
+      const read = async () => {
+        const shot = await s.screenshot('png');
+        const { data, info } = await sharp(shot.image).removeAlpha().raw().toBuffer({ resolveWithObject: true });
+        const red = (x: number, y: number) => {
+          const i = (y * info.width + x) * info.channels;
+          return data[i]! > 200 && data[i + 1]! < 60 && data[i + 2]! < 60;
+        };
+        return { shot, red };
+      };
+      let got = await read();
+      expect(await waitFor(async () => (got = await read()).red(640, 700), 10_000), 'the red page painted').to.equal(true);
+      const { shot, red } = got;
+      const area = shot.page?.content;
+      expect(area, JSON.stringify(shot.page)).to.be.an('object');
+      const inner = JSON.parse((await s.cdp('JSON.stringify([innerWidth, innerHeight])')).result_json) as string;
+      const [iw, ih] = JSON.parse(inner) as number[];
+      // the area is the page's viewport (Chromium may size its window a pixel short of the screen); the browser's own strip is above it
+      expect(area!.height).to.equal(ih);
+      expect(area!.width).to.equal(iw);
+      expect(area!.y, 'a toolbar above the page').to.be.above(30);
+      const { x, y, width, height } = area!;
+      const row = (at: number) => [x, x + (width >> 1), x + width - 1].every((px) => red(px, at));
+      expect(row(y), 'the first row of the area is the page').to.equal(true);
+      expect(row(y + height - 1), 'the last row of the area is the page').to.equal(true);
+      expect(row(y - 1), 'the row above it is the browser').to.equal(false);
     });
   });
 
