@@ -3,7 +3,7 @@
 // no_state_change demotion of actions that changed nothing.
 import { abortable, childSignal, sleep } from '../../shared/abort.ts';
 import type { Brain, Plane, Step, StepContext, StepHandler, StepResult } from '../plugins/contract.ts';
-import { frameDigest } from './fingerprint.ts';
+import { frameDigest, pageArea } from './fingerprint.ts';
 import { judgeGate } from './gates.ts';
 import { Halt } from './outcome.ts';
 
@@ -98,9 +98,7 @@ async function stateSnapshot(plane: Plane): Promise<string> {
   // lossless: a JPEG's blocks straddle the page's top edge, so the toolbar's changes would leak into the page's digest
   const shot = await plane.screenshot('png').catch(() => undefined);
   const url = plane.dom ? await plane.dom.currentUrl().catch(() => '') : (shot?.page?.url ?? '');
-  const area = shot?.page?.content;
-  const fits = area && area.x + area.width <= shot.width && area.y + area.height <= shot.height;
-  return `${url}|${shot ? await frameDigest(shot.image, fits ? area : undefined) : ''}|${shot?.scroll_y ?? ''}`;
+  return `${url}|${shot ? await frameDigest(shot.image, pageArea(shot)) : ''}|${shot?.scroll_y ?? ''}`;
 }
 
 const PAGE_STATE_SCRIPT = `(() => {

@@ -3,9 +3,10 @@
 // compare. Used by the loop-stuck guard and recorded as phash_64 in traces.
 import { createHash } from 'node:crypto';
 import sharp from 'sharp';
+import type { Screenshot } from '../plugins/contract.ts';
 
-export async function averageHash(image: Buffer): Promise<string> {
-  const px = await sharp(image).greyscale().resize(8, 8, { fit: 'fill' }).raw().toBuffer();
+export async function averageHash(image: Buffer, area?: Area): Promise<string> {
+  const px = await part(image, area).greyscale().resize(8, 8, { fit: 'fill' }).raw().toBuffer();
   const mean = px.reduce((a, b) => a + b, 0) / px.length;
   let bits = 0n;
   for (const p of px) bits = (bits << 1n) | (p > mean ? 1n : 0n);
@@ -28,7 +29,18 @@ export interface Area {
  * action that worked.
  */
 export async function frameDigest(image: Buffer, area?: Area): Promise<string> {
-  const img = sharp(image);
-  const px = await (area ? img.extract({ left: area.x, top: area.y, width: area.width, height: area.height }) : img).greyscale().resize(320, 180, { fit: 'fill' }).raw().toBuffer();
+  const px = await part(image, area).greyscale().resize(320, 180, { fit: 'fill' }).raw().toBuffer();
   return createHash('sha1').update(px).digest('hex');
+}
+
+const part = (image: Buffer, area?: Area) => (area ? sharp(image).extract({ left: area.x, top: area.y, width: area.width, height: area.height }) : sharp(image));
+
+/**
+ * Where the page is on a screenshot, when the plane says (computer_plane's page
+ * facts) and it lies on the image: what "the page" means to the digests, without
+ * the browser's own tab strip and toolbar.
+ */
+export function pageArea(shot: Screenshot): Area | undefined {
+  const a = shot.page?.content;
+  return a && a.x >= 0 && a.y >= 0 && a.width > 0 && a.height > 0 && a.x + a.width <= shot.width && a.y + a.height <= shot.height ? a : undefined;
 }

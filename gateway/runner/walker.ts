@@ -10,7 +10,7 @@ import { attemptStep } from './attempt.ts';
 import { runReverse, wantsReverse } from './reverse.ts';
 import { checkStepRows } from './step-rows.ts';
 import { rejectionFor } from '../../shared/recipe-keys.ts';
-import { averageHash } from './fingerprint.ts';
+import { averageHash, pageArea } from './fingerprint.ts';
 import { DriftGuard, LoopStuckGuard } from './guards.ts';
 import { Halt, RETRIES, runnerLost, backoffMs, failureClassOfHalt, haltClassFor, runErrorFor } from './outcome.ts';
 import type { RunRecording } from './recording.ts';
@@ -150,9 +150,9 @@ export class Walker {
 
   private async fingerprint(): Promise<string> {
     const shot = await this.plane.screenshot('jpeg');
-    const hash = await averageHash(shot.image);
+    const hash = await averageHash(shot.image, pageArea(shot));
     const dom = this.plane.dom;
-    const url = dom ? await dom.currentUrl().catch(() => '') : '';
+    const url = dom ? await dom.currentUrl().catch(() => '') : (shot.page?.url ?? '');
     const text = dom ? await dom.evaluate<string>('document.body ? document.body.innerText.slice(0, 20000) : ""').catch(() => '') : '';
     return `${url}\n${hash}\n${text}`;
   }
