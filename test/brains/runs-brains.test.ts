@@ -118,8 +118,8 @@ describe('brain steps in real runs on dom_plane (fake model server, real agent, 
     const r = await run(
       [
         { intent: 'open the counter', type: 'navigate', url: `${site.url}/counter`, required: true },
-        // no selector, no DOM: the brain grounds the click on the screenshot (first, while the
-        // pointer still rests mid-screen: the runner's state-change check sees the hover appear)
+        // no selector, no DOM: the brain grounds the click on the screenshot; the counter's new
+        // number is what the runner's state-change check sees (attempts 1: no second click)
         { intent: 'press the hit button', type: 'click' },
         { intent: 'press the hit button', type: 'default-cua', max_steps: 3, required: true },
         // Xvfb starts with the pointer in the middle of the screen: a click there must not hang;
