@@ -1,7 +1,7 @@
 // The read routes (session cookie) and the admin routes: login, runs and
 // their files, rewards, preferences, commands, connections, DSNs, tenants.
 import { idProblem } from '../../shared/ids.ts';
-import { notFound, unprocessable } from './http.ts';
+import { IngestError, notFound, unprocessable } from './http.ts';
 import { runsCursor, runsQuery } from './runs-query.ts';
 import { STEP_FILE, file, jsonType, obj, readRun, type RouteDef } from './route-kit.ts';
 import { COMMAND_TYPES } from './service.ts';
@@ -182,6 +182,18 @@ export const READ_ROUTES: RouteDef[] = [
       const id = rc.params.dsn_id!;
       if (idProblem('dsn_id', id)) throw notFound('no such DSN');
       return { body: svc.publicDsn(await svc.revokeDsn(id)) };
+    },
+  },
+  {
+    method: 'POST', path: '/admin/users/:user_id/delete', auth: 'admin',
+    summary: 'Delete a user of any tenant: their session cookies are refused (401) from then on; 404 for an unknown user',
+    async handler(svc, rc) {
+      const id = rc.params.user_id!;
+      if (idProblem('user_id', id) || !id.startsWith('usr_')) throw notFound('no such user');
+      // an admin deleting themselves would be locked out with no one left to undo it
+      if (id === rc.viewer!.user.user_id) throw new IngestError(409, 'an admin cannot delete their own user');
+      const { password_hash: _p, ...u } = await svc.deleteUser(id);
+      return { body: u };
     },
   },
   {

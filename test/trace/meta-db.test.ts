@@ -140,6 +140,39 @@ describe('trace ingest metadata database', function () {
     }
   });
 
+  it('an admin deletes a user through the admin API: 401 for their cookie, also after a restart; 404 and 409 answer {detail}', async () => {
+    const dir = await tempDir('meta-admin-del-');
+    let ing = await startIngest({ dataDir: dir });
+    try {
+      const t = await ing.tenant('adm-del');
+      const admin = await ing.tenant('adm-ops', { admin: true });
+      const cookie = await ing.login(t);
+      const adminCookie = await ing.login(admin);
+      const me = (await ing.json('/auth/me', cookie)) as { user: { user_id: string } };
+      const del = (c: string, id: string) => fetch(`${ing.url}/api/v1/admin/users/${encodeURIComponent(id)}/delete`, { method: 'POST', headers: { cookie: c } });
+      expect((await del(cookie, me.user.user_id)).status, 'not an admin').to.equal(403);
+      const self = (await ing.json('/auth/me', adminCookie)) as { user: { user_id: string } };
+      const refused = await del(adminCookie, self.user.user_id);
+      expect(refused.status).to.equal(409);
+      expect((await body(refused)).detail).to.be.a('string');
+      const ok = await del(adminCookie, me.user.user_id);
+      expect(ok.status).to.equal(200);
+      expect(await body(ok)).to.include({ user_id: me.user.user_id, email: t.email }).and.not.have.property('password_hash');
+      expect((await ing.get('/auth/me', cookie)).status).to.equal(401);
+      for (const id of [me.user.user_id, 'usr_nope', '..', 'constructor']) {
+        const gone = await del(adminCookie, id);
+        expect(gone.status, id).to.equal(404);
+        expect((await body(gone)).detail, id).to.be.a('string');
+      }
+      await ing.close();
+      ing = await startIngest({ dataDir: dir });
+      expect((await ing.get('/auth/me', cookie)).status).to.equal(401);
+      expect(await ing.ingest.service.meta.userByEmail(t.email)).to.equal(undefined);
+    } finally {
+      await ing.close();
+    }
+  });
+
   it('imports the meta.json of an earlier version once, then renames it aside', async () => {
     const dir = await tempDir('meta-import-');
     const key = newDsnKey();
