@@ -13,6 +13,7 @@ import { newSessionId, signCookie, verifyCookie } from './auth.ts';
 import { IngestError, readJson, readMultipart } from './http.ts';
 import { UNMATCHED, createIngestMetrics } from './metrics.ts';
 import { buildOpenApi } from './openapi.ts';
+import { isDbUnavailable } from './meta/db.ts';
 import { pathParamProblem } from './route-kit.ts';
 import { ROUTES, type Reply, type RouteCtx, type RouteDef } from './routes.ts';
 import { IngestService, type IngestOptions, type Viewer } from './service.ts';
@@ -196,6 +197,13 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
         ctx.status = err.status;
         ctx.set(err.headers);
         ctx.body = { detail: err.detail };
+        return;
+      }
+      if (isDbUnavailable(err)) {
+        log?.warn('ingest: metadata database unavailable', { error: (err as Error).message, path: ctx.path });
+        ctx.status = 503;
+        ctx.set('Retry-After', '1');
+        ctx.body = { detail: 'the metadata database is unavailable; retry later' };
         return;
       }
       log?.error('ingest: unhandled error', { error: (err as Error).stack ?? String(err), path: ctx.path });

@@ -154,3 +154,23 @@ export async function openPostgres(url: string): Promise<MetaDb> {
     close: () => pool.end(),
   };
 }
+
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'SQLITE_BUSY', 'SQLITE_LOCKED']);
+
+/**
+ * True when `err` says the metadata database cannot serve now (PostgreSQL
+ * unreachable, shutting down or out of connections; SQLite locked past its
+ * timeout), as opposed to a bug: the caller answers 503 with Retry-After.
+ * The gateway's isPgConnectionError, which a plugin may not import.
+ */
+export function isDbUnavailable(err: unknown): boolean {
+  for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string') {
+      if (CONNECTION_CODES.has(code)) return true;
+      if (/^08/.test(code) || /^57P0[1-3]$/.test(code) || code === '53300') return true;
+    }
+    if (/Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Cannot use a pool after calling end/.test(e.message)) return true;
+  }
+  return false;
+}
