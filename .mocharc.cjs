@@ -14,6 +14,7 @@ const PG_SPEC = [
   ...['abort-safety', 'cli', 'lifecycle', 'queue', 'recorder', 'runs-computer', 'runs-dom'].map((f) => `test/runner/${f}.test.ts`),
   'test/brains/routes.test.ts',
   'test/trace/ids-hostile.test.ts',
+  'test/trace/meta-db.test.ts',
 ];
 const PG_SKIP = ['test/gateway/restart.test.ts', 'test/runner/fleet.test.ts', 'test/runner/fleet-registered.test.ts', 'test/gateway/store-of-record*.test.ts', 'test/runner/replica-kill.test.ts', 'test/runner/dependency-restart.test.ts'];
 const onPg = process.env.RUNPLANE_TEST_STORE === 'postgres';

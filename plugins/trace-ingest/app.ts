@@ -13,6 +13,7 @@ import { newSessionId, signCookie, verifyCookie } from './auth.ts';
 import { IngestError, readJson, readMultipart } from './http.ts';
 import { UNMATCHED, createIngestMetrics } from './metrics.ts';
 import { buildOpenApi } from './openapi.ts';
+import { isDbUnavailable } from './meta/db.ts';
 import { pathParamProblem } from './route-kit.ts';
 import { ROUTES, type Reply, type RouteCtx, type RouteDef } from './routes.ts';
 import { IngestService, type IngestOptions, type Viewer } from './service.ts';
@@ -105,19 +106,19 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
 
   async function viewer(ctx: Koa.Context, admin: boolean): Promise<Viewer> {
     const jar = cookies(ctx.get('cookie'));
-    const secret = service.meta.data.cookie_secret;
+    const secret = service.cookieSecret;
     const claims = verifyCookie(secret, jar[SESSION_COOKIE]);
     if (!claims) throw new IngestError(401, 'log in first (trace_session cookie missing, invalid or expired)');
-    await service.meta.reload();
     // a cookie without a session id predates server-side sessions and cannot be revoked: log in again
-    if (!claims.sid || service.meta.data.revoked_sessions[claims.sid] !== undefined) throw new IngestError(401, 'this session was logged out; log in again');
-    const user = service.meta.data.users[claims.sub];
-    const home = user ? service.meta.data.tenants[user.tenant_id] : undefined;
+    if (!claims.sid || (await service.meta.sessionRevoked(claims.sid))) throw new IngestError(401, 'this session was logged out; log in again');
+    const user = await service.meta.user(claims.sub);
+    const home = user ? await service.meta.tenant(user.tenant_id) : undefined;
     if (!user || !home) throw new IngestError(401, 'the session user no longer exists');
     if (admin && !user.is_admin) throw new IngestError(403, 'admin users only');
     let tenant = home;
     const override = verifyCookie(secret, jar[OVERRIDE_COOKIE]);
-    if (override && user.is_admin && service.meta.data.tenants[override.sub]) tenant = service.meta.data.tenants[override.sub]!;
+    const chosen = override && user.is_admin ? await service.meta.tenant(override.sub) : undefined;
+    if (chosen) tenant = chosen;
     return { user, home, tenant, impersonating: tenant.tenant_id !== home.tenant_id };
   }
 
@@ -196,6 +197,13 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
         ctx.status = err.status;
         ctx.set(err.headers);
         ctx.body = { detail: err.detail };
+        return;
+      }
+      if (isDbUnavailable(err)) {
+        log?.warn('ingest: metadata database unavailable', { error: (err as Error).message, path: ctx.path });
+        ctx.status = 503;
+        ctx.set('Retry-After', '1');
+        ctx.body = { detail: 'the metadata database is unavailable; retry later' };
         return;
       }
       log?.error('ingest: unhandled error', { error: (err as Error).stack ?? String(err), path: ctx.path });
@@ -285,18 +293,12 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
     if (def.body === 'json') rc.body = await readJson(ctx.req, maxBody);
     else if (def.body === 'multipart') rc.parts = await readMultipart(ctx.req, maxImage);
     const reply = await run(def, rc);
-    const secret = service.meta.data.cookie_secret;
+    const secret = service.cookieSecret;
     if (reply.login) setCookie(ctx, SESSION_COOKIE, signCookie(secret, { sub: reply.login, exp: Math.floor(Date.now() / 1000) + ttl, sid: newSessionId() }), ttl);
     if (reply.logout) {
       // the server forgets the session, so the cookie is dead wherever a copy of it is
       const ending = verifyCookie(secret, cookies(ctx.get('cookie'))[SESSION_COOKIE]);
-      if (ending?.sid) {
-        const revoked = service.meta.data.revoked_sessions;
-        // a revoke matters only until the cookie would have expired anyway
-        for (const [sid, exp] of Object.entries(revoked)) if (exp * 1000 <= Date.now()) delete revoked[sid];
-        revoked[ending.sid] = ending.exp;
-        await service.meta.save();
-      }
+      if (ending?.sid) await service.meta.revokeSession(ending.sid, ending.exp);
       setCookie(ctx, SESSION_COOKIE, '', 0);
       setCookie(ctx, OVERRIDE_COOKIE, '', 0);
     }

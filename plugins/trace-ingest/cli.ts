@@ -1,6 +1,7 @@
 // Operator CLI of the ingest service (`npm run ingest-admin -- <command>`):
-// tenants, users and DSNs in the metadata store of a data dir. Safe beside a
-// running service (it re-reads the metadata file when it changes).
+// tenants, users and DSNs in the metadata database of a data dir (or
+// TRACE_DATABASE_URL). Safe beside a running service: each change is a
+// committed row the service reads at its next call.
 import { parseArgs } from 'node:util';
 import path from 'node:path';
 import { IngestService } from './service.ts';
@@ -12,10 +13,11 @@ const USAGE = `usage: npm run ingest-admin -- [--data-dir DIR] <command>
   tenant list
   user create --email EMAIL --tenant TENANT_ID [--admin]   (password from TRACE_ADMIN_PASSWORD or stdin)
   user list
+  user delete <user_id|email>   (their session cookies are refused from then on)
   dsn create --tenant TENANT_ID --name NAME [--base-url URL]   (prints the key and DSN once)
   dsn list [--tenant TENANT_ID]
   dsn revoke <dsn_id> [--tenant TENANT_ID]   (its key is refused from then on, also by a running service)
-data dir: --data-dir, else TRACE_DATA_DIR, else .data/trace`;
+data dir: --data-dir, else TRACE_DATA_DIR, else .data/trace; metadata in PostgreSQL when TRACE_DATABASE_URL is set`;
 
 async function readStdin(): Promise<string> {
   if (process.stdin.isTTY) process.stderr.write('password: ');
@@ -45,7 +47,7 @@ export async function main(argv: string[]): Promise<number> {
     return values.help ? 0 : 2;
   }
   const dataDir = path.resolve(values['data-dir'] ?? process.env.TRACE_DATA_DIR ?? '.data/trace');
-  const svc = await IngestService.open({ dataDir });
+  const svc = await IngestService.open({ dataDir, databaseUrl: process.env.TRACE_DATABASE_URL || undefined });
   const out = (v: unknown) => process.stdout.write(`${JSON.stringify(v, null, 2)}\n`);
   try {
     const key = `${noun} ${verb ?? ''}`.trim();
@@ -59,7 +61,7 @@ export async function main(argv: string[]): Promise<number> {
         out(await svc.setTenantModelio(arg, arg2 === 'on'));
         break;
       case 'tenant list':
-        out(Object.values(svc.meta.data.tenants));
+        out(await svc.meta.tenants());
         break;
       case 'user create': {
         if (!values.email || !values.tenant) throw new IngestError(2, 'user create needs --email and --tenant');
@@ -69,8 +71,14 @@ export async function main(argv: string[]): Promise<number> {
         break;
       }
       case 'user list':
-        out(Object.values(svc.meta.data.users).map(({ password_hash: _p, ...u }) => u));
+        out((await svc.meta.users()).map(({ password_hash: _p, ...u }) => u));
         break;
+      case 'user delete': {
+        if (!arg) throw new IngestError(2, 'user delete needs a user_id or email');
+        const { password_hash: _p, ...u } = await svc.deleteUser(arg);
+        out(u);
+        break;
+      }
       case 'dsn create': {
         if (!values.tenant || !values.name) throw new IngestError(2, 'dsn create needs --tenant and --name');
         const minted = await svc.mintDsn(values.tenant, values.name, values['base-url'] ?? process.env.TRACE_PUBLIC_URL ?? 'http://127.0.0.1:8300');
@@ -83,7 +91,7 @@ export async function main(argv: string[]): Promise<number> {
         out(svc.publicDsn(await svc.revokeDsn(arg, values.tenant)));
         break;
       case 'dsn list':
-        out(Object.values(svc.meta.data.dsns).filter((d) => !values.tenant || d.tenant_id === values.tenant).map((d) => svc.publicDsn(d)));
+        out((await svc.meta.dsns(values.tenant)).map((d) => svc.publicDsn(d)));
         break;
       default:
         process.stderr.write(`unknown command: ${key}\n${USAGE}\n`);

@@ -23,6 +23,7 @@ export function optionsFromEnv(env: Record<string, string | undefined>): IngestO
     secureCookies: env.TRACE_SECURE_COOKIES === '1' || env.TRACE_SECURE_COOKIES === 'true',
     trustProxy: env.TRACE_TRUST_PROXY === '1' || env.TRACE_TRUST_PROXY === 'true',
     mountPrefix: env.TRACE_MOUNT_PREFIX || undefined,
+    databaseUrl: env.TRACE_DATABASE_URL || undefined,
   };
   if (env.TRACE_INGEST_QUEUE_LIMIT) opts.queueLimit = Number(env.TRACE_INGEST_QUEUE_LIMIT);
   if (env.TRACE_S3_ENDPOINT && env.TRACE_S3_BUCKET) {
@@ -112,9 +113,10 @@ export async function embeddedDsn(ingest: IngestApp, opts: { tenantId: string; b
   const saved = (await readFile(opts.file, 'utf8').catch(() => '')).trim();
   if (saved) {
     const key = decodeURIComponent(new URL(saved).username);
-    if (Object.values(svc.meta.data.dsns).some((d) => d.key_hash === hashKey(key) && d.tenant_id === opts.tenantId && !d.revoked_at)) return saved;
+    const d = await svc.meta.dsnByHash(hashKey(key));
+    if (d && d.tenant_id === opts.tenantId && !d.revoked_at) return saved;
   }
-  if (!svc.meta.data.tenants[opts.tenantId]) await svc.createTenant(opts.tenantId, { modelioEnabled: true });
+  if (!(await svc.meta.tenant(opts.tenantId))) await svc.createTenant(opts.tenantId, { modelioEnabled: true });
   const minted = await svc.mintDsn(opts.tenantId, 'embedded-runner', opts.baseUrl);
   await mkdir(path.dirname(opts.file), { recursive: true });
   await writeFile(opts.file, `${minted.dsn}\n`, { mode: 0o600 });

@@ -45,7 +45,7 @@ export const REPLIES: Record<string, ReplyDoc> = {
   'POST /auth/login': { schema: obj({ user, tenant_id: str }) },
   'POST /auth/logout': { schema: obj({ ok: bool }) },
   'GET /auth/me': { schema: obj({ user, tenant: anyObj, home_tenant: anyObj, impersonating: bool }) },
-  'GET /runs': { schema: list('runs') },
+  'GET /runs': { schema: obj({ runs: { type: 'array', items: anyObj }, next_cursor: { type: ['string', 'null'] } }) },
   'GET /runs/:id/manifest.json': { schema: ref('Manifest') },
   'GET /runs/:id/trace.json': { schema: ref('TraceDocument') },
   'GET /runs/:id/steps/:file': { schema: ref('StepRecord') },
@@ -63,6 +63,7 @@ export const REPLIES: Record<string, ReplyDoc> = {
   'POST /tenant/dsns': { schema: obj({ dsn_id: str, tenant_id: str, name: str, key_prefix: str, created_at: str, key: str, dsn: str }) },
   'GET /admin/tenants': { schema: list('tenants') },
   'POST /admin/dsns/:dsn_id/revoke': { schema: obj({ dsn_id: str, tenant_id: str, name: str, key_prefix: str, created_at: str, last_used_at: { type: ['string', 'null'] }, revoked_at: str }) },
+  'POST /admin/users/:user_id/delete': { schema: obj({ user_id: str, email: str, tenant_id: str, is_admin: bool, created_at: str }) },
   'POST /admin/impersonate': { schema: obj({ impersonating: bool, tenant: anyObj }) },
   // service
   'GET /healthz': { schema: obj({ status: str, queue_depth: int }) },

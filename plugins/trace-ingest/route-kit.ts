@@ -106,15 +106,15 @@ export function obj(body: unknown, what = 'body'): Record<string, unknown> {
   return body as Record<string, unknown>;
 }
 
-export function ingestRun(svc: IngestService, rc: RouteCtx): RunEntry {
-  return svc.claimRun(rc.principal!.tenant.tenant_id, rc.params.run_id!).entry;
+export async function ingestRun(svc: IngestService, rc: RouteCtx): Promise<RunEntry> {
+  return (await svc.claimRun(rc.principal!.tenant.tenant_id, rc.params.run_id!)).entry;
 }
 
-export function readRun(svc: IngestService, rc: RouteCtx): RunEntry {
+export function readRun(svc: IngestService, rc: RouteCtx): Promise<RunEntry> {
   return svc.readableRun(rc.viewer!.tenant.tenant_id, rc.params.id!);
 }
 
 export const file = (svc: IngestService, rc: RouteCtx, rel: string, type: string) =>
-  svc.read(readRun(svc, rc), rel).then((raw): Reply => ({ raw, type }));
+  readRun(svc, rc).then((entry) => svc.read(entry, rel)).then((raw): Reply => ({ raw, type }));
 
 export const jsonType = 'application/json; charset=utf-8';

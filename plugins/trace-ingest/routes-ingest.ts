@@ -21,7 +21,7 @@ export const INGEST_ROUTES: RouteDef[] = [
       if (problem) throw new IngestError(400, problem);
       validate('manifest', rc.body);
       const m = rc.body as Record<string, unknown> & { run_id: string; branch_context?: { parent_run_id?: string } };
-      const { entry, created } = svc.claimRun(rc.principal!.tenant.tenant_id, m.run_id);
+      const { entry, created } = await svc.claimRun(rc.principal!.tenant.tenant_id, m.run_id);
       await svc.write(entry, async (store) => {
         await IngestService.putJson(store, 'manifest.json', m);
         // the embedded schema copies of a bundle, from the service's schema package
@@ -36,7 +36,8 @@ export const INGEST_ROUTES: RouteDef[] = [
         group_id: typeof m.group_id === 'string' ? m.group_id : null,
         session_type: typeof m.session_type === 'string' ? m.session_type : null,
       });
-      svc.touchConnection(rc.principal!.tenant.tenant_id, rc.principal!.clientId, rc.principal!.dsn.dsn_id, { run_id: m.run_id, client_name: String(m.client_name) });
+      await svc.saveRun(entry);
+      await svc.touchConnection(rc.principal!.tenant.tenant_id, rc.principal!.clientId, rc.principal!.dsn.dsn_id, { run_id: m.run_id, client_name: String(m.client_name) });
       return { status: created ? 201 : 200, body: { run_id: m.run_id, created } };
     },
   },
@@ -47,10 +48,11 @@ export const INGEST_ROUTES: RouteDef[] = [
       validate('trace', rc.body);
       const doc = rc.body as { session: { run_id: string; status?: string }; steps: unknown[] };
       if (doc.session.run_id !== rc.params.run_id) throw unprocessable('session.run_id does not match the path');
-      const entry = ingestRun(svc, rc);
+      const entry = await ingestRun(svc, rc);
       await svc.write(entry, (store) => IngestService.putJson(store, 'trace.json', doc));
       entry.step_count = doc.steps.length;
       if (doc.session.status) entry.status = doc.session.status;
+      await svc.saveRun(entry);
       return { body: { run_id: entry.run_id, steps: doc.steps.length } };
     },
   },
@@ -62,7 +64,7 @@ export const INGEST_ROUTES: RouteDef[] = [
       validate('step', rc.body);
       const step = rc.body as { step_index: number; step_id: string; step_iterations?: number };
       if (step.step_index !== idx) throw unprocessable('step_index does not match the path');
-      const entry = ingestRun(svc, rc);
+      const entry = await ingestRun(svc, rc);
       const rel = await svc.write(entry, async (store) => {
         const canonical = entry.canonical[idx] ?? step.step_id;
         entry.canonical[idx] = canonical;
@@ -76,6 +78,7 @@ export const INGEST_ROUTES: RouteDef[] = [
         return `steps/${pad4(idx)}.json`;
       });
       entry.step_count = Math.max(entry.step_count, idx + 1);
+      await svc.saveRun(entry);
       return { body: { stored: rel } };
     },
   },
@@ -85,7 +88,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     async handler(svc, rc) {
       const msg = checkDef('Costs', obj(rc.body));
       if (msg) throw unprocessable(msg);
-      const entry = ingestRun(svc, rc);
+      const entry = await ingestRun(svc, rc);
       await svc.write(entry, (store) => IngestService.putJson(store, 'live/costs.json', rc.body));
       return { body: { run_id: entry.run_id } };
     },
@@ -98,7 +101,7 @@ export const INGEST_ROUTES: RouteDef[] = [
       if (!Array.isArray(b.events)) throw unprocessable('events: must be an array');
       const runIndex = bodyStepIndex(b.step_index);
       b.events.forEach((e, i) => validate('decision-event', e, `events[${i}]`));
-      const entry = ingestRun(svc, rc);
+      const entry = await ingestRun(svc, rc);
       const groups = new Map<string, unknown[]>();
       for (const e of b.events as Array<{ step_index?: number | null }>) {
         const idx = runIndex ?? bodyStepIndex(e.step_index);
@@ -123,7 +126,7 @@ export const INGEST_ROUTES: RouteDef[] = [
       if (!part) throw unprocessable('multipart part image is required');
       if (part.contentType !== 'image/png') throw new IngestError(415, `image must be image/png, got ${part.contentType.slice(0, 60)}`);
       if (!isPng(part.data)) throw new IngestError(415, 'image bytes are not a PNG');
-      const entry = ingestRun(svc, rc);
+      const entry = await ingestRun(svc, rc);
       const rel = `screenshots/${pad4(idx)}_${rc.params.kind}.png`;
       const data = Buffer.from(part.data);
       svc.background(svc.write(entry, async (store) => {
@@ -144,7 +147,7 @@ export const INGEST_ROUTES: RouteDef[] = [
       const relProblem = pathParamProblem('relpath', rel);
       if (relProblem) throw new IngestError(400, relProblem);
       validate('modelio', rc.body);
-      const entry = ingestRun(svc, rc);
+      const entry = await ingestRun(svc, rc);
       svc.background(svc.write(entry, (store) => IngestService.putJson(store, `modelio/${rel}`, rc.body)));
       svc.count('modelio');
       return { status: 202, body: { stored: `modelio/${rel}` } };
@@ -164,7 +167,7 @@ export const INGEST_ROUTES: RouteDef[] = [
         if (typeof b.name !== 'string' || !/^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}$/.test(b.name)) throw unprocessable('name: 1-64 of letters, digits, _ . -');
         name = b.name;
       }
-      const entry = ingestRun(svc, rc);
+      const entry = await ingestRun(svc, rc);
       const text = b.text;
       svc.background(svc.write(entry, (store) => IngestService.appendText(store, `logs/${name}.log`, text, LOG_FILE_LIMIT)));
       return { status: 202, body: { log: `logs/${name}.log` } };
@@ -176,7 +179,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     async handler(svc, rc) {
       const idx = intParam(rc.params.step_index, 'step_index');
       validate('judge-decision', rc.body);
-      const entry = ingestRun(svc, rc);
+      const entry = await ingestRun(svc, rc);
       svc.background(svc.write(entry, (store) => IngestService.appendLines(store, 'live/judge-decisions.jsonl', [{ step_index: idx, ...(rc.body as object) }])));
       return { status: 202, body: { accepted: 1 } };
     },
@@ -186,7 +189,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     summary: 'Append one reasoning record to events/reasoning.jsonl (our live path)',
     async handler(svc, rc) {
       validate('reasoning', rc.body);
-      const entry = ingestRun(svc, rc);
+      const entry = await ingestRun(svc, rc);
       svc.background(svc.write(entry, (store) => IngestService.appendLines(store, 'events/reasoning.jsonl', [rc.body])));
       return { status: 202, body: { accepted: 1 } };
     },
@@ -201,7 +204,7 @@ export const INGEST_ROUTES: RouteDef[] = [
       const se = rc.body as { side_effect_id: string; step_index: number };
       bodyStepIndex(se.step_index);
       if (se.side_effect_id !== rc.params.side_effect_id) throw unprocessable('side_effect_id does not match the path');
-      const entry = ingestRun(svc, rc);
+      const entry = await ingestRun(svc, rc);
       await svc.write(entry, (store) => IngestService.putJson(store, `side_effects/${pad4(se.step_index)}-${se.side_effect_id}.json`, se));
       return { body: { stored: `side_effects/${pad4(se.step_index)}-${se.side_effect_id}.json` } };
     },
@@ -211,7 +214,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     summary: 'Append one outcome record to outcomes.json (our live path)',
     async handler(svc, rc) {
       validate('outcome', rc.body);
-      const entry = ingestRun(svc, rc);
+      const entry = await ingestRun(svc, rc);
       await svc.write(entry, async (store) => {
         const list = (await store.exists('outcomes.json')) ? (JSON.parse(await store.readText('outcomes.json')) as unknown[]) : [];
         list.push(rc.body);
@@ -226,7 +229,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     async handler(svc, rc) {
       validate('eval-candidate', rc.body);
       const c = rc.body as { step_index: number };
-      const entry = ingestRun(svc, rc);
+      const entry = await ingestRun(svc, rc);
       const added = await svc.write(entry, async (store) => {
         const list = (await store.exists('eval_candidates.json')) ? (JSON.parse(await store.readText('eval_candidates.json')) as Array<{ step_index: number }>) : [];
         if (list.some((x) => x.step_index === c.step_index)) return false;
@@ -243,7 +246,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     summary: 'Store diagnostics/findings.json',
     async handler(svc, rc) {
       validate('findings', rc.body);
-      const entry = ingestRun(svc, rc);
+      const entry = await ingestRun(svc, rc);
       await svc.write(entry, (store) => IngestService.putJson(store, 'diagnostics/findings.json', rc.body));
       return { body: { stored: 'diagnostics/findings.json' } };
     },
@@ -253,7 +256,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     summary: 'A step preference record (preferences/<NNNN>.json)',
     async handler(svc, rc) {
       const idx = intParam(rc.params.step_index, 'step_index');
-      const entry = ingestRun(svc, rc);
+      const entry = await ingestRun(svc, rc);
       const body = obj(rc.body);
       await svc.write(entry, (store) => IngestService.putJson(store, `preferences/${pad4(idx)}.json`, body));
       return { body: { stored: `preferences/${pad4(idx)}.json` } };
@@ -267,8 +270,8 @@ export const INGEST_ROUTES: RouteDef[] = [
       const h = rc.body as { client_id: string; client_name: string; client_version?: string | null; capture_mode?: string; run_id?: string | null; last_event?: string | null };
       const p = rc.principal!;
       // the heartbeat names its client: a call without X-Trace-Client-Id was counted under the DSN id
-      if (p.clientId === p.dsn.dsn_id && h.client_id !== p.clientId) delete svc.meta.data.connections[`${p.tenant.tenant_id}/${p.clientId}`];
-      svc.touchConnection(p.tenant.tenant_id, h.client_id, p.dsn.dsn_id, {
+      if (p.clientId === p.dsn.dsn_id && h.client_id !== p.clientId) await svc.forgetConnection(p.tenant.tenant_id, p.clientId);
+      await svc.touchConnection(p.tenant.tenant_id, h.client_id, p.dsn.dsn_id, {
         client_name: h.client_name,
         client_version: h.client_version ?? null,
         capture_mode: h.capture_mode ?? null,
@@ -282,7 +285,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     method: 'GET', path: '/runs/:run_id/commands', auth: 'dsn',
     summary: 'Long-poll intervention commands after ?cursor= (at least once; dedupe on command_id); ?timeout= seconds, at most 60',
     async handler(svc, rc) {
-      const entry = ingestRun(svc, rc);
+      const entry = await ingestRun(svc, rc);
       const cursor = rc.query.cursor ? intParam(rc.query.cursor, 'cursor') : 0;
       const timeout = Math.min(60, Math.max(0, Number(rc.query.timeout ?? 25) || 0));
       const out = await svc.pollCommands(entry, cursor, timeout * 1000, rc.signal);

@@ -1,7 +1,8 @@
 // The read routes (session cookie) and the admin routes: login, runs and
 // their files, rewards, preferences, commands, connections, DSNs, tenants.
 import { idProblem } from '../../shared/ids.ts';
-import { notFound, unprocessable } from './http.ts';
+import { IngestError, notFound, unprocessable } from './http.ts';
+import { runsCursor, runsQuery } from './runs-query.ts';
 import { STEP_FILE, file, jsonType, obj, readRun, type RouteDef } from './route-kit.ts';
 import { COMMAND_TYPES } from './service.ts';
 
@@ -33,15 +34,13 @@ export const READ_ROUTES: RouteDef[] = [
   },
   {
     method: 'GET', path: '/runs', auth: 'cookie',
-    summary: 'Runs of the active tenant, newest first (?limit=, at most 500)',
+    summary: 'Runs of the active tenant, newest first (created_at, then run_id): ?limit= (1-500, default 100) sizes the page, ?cursor= (next_cursor of the previous page) pages on',
     async handler(svc, rc) {
-      const limit = Math.min(500, Math.max(1, Number(rc.query.limit ?? 100) || 100));
-      const runs = Object.values(svc.meta.data.runs)
-        .filter((r) => r.tenant_id === rc.viewer!.tenant.tenant_id)
-        .sort((a, b) => b.updated_at.localeCompare(a.updated_at))
-        .slice(0, limit)
-        .map(({ canonical: _c, ...r }) => r);
-      return { body: { runs } };
+      const { limit, after } = runsQuery(rc.query);
+      const page = await svc.meta.runs(rc.viewer!.tenant.tenant_id, limit + 1, after);
+      const runs = page.slice(0, limit).map(({ canonical: _c, ...r }) => r);
+      const last = runs[runs.length - 1];
+      return { body: { runs, next_cursor: page.length > limit && last ? runsCursor(last) : null } };
     },
   },
   { method: 'GET', path: '/runs/:id/manifest.json', auth: 'cookie', summary: 'The bundle envelope', handler: (svc, rc) => file(svc, rc, 'manifest.json', jsonType) },
@@ -71,7 +70,7 @@ export const READ_ROUTES: RouteDef[] = [
   {
     method: 'GET', path: '/runs/:id/files', auth: 'cookie', summary: 'Every stored file of the run (bundle-relative paths)',
     async handler(svc, rc) {
-      return { body: { files: await svc.list(readRun(svc, rc)) } };
+      return { body: { files: await svc.list(await readRun(svc, rc)) } };
     },
   },
   {
@@ -86,7 +85,7 @@ export const READ_ROUTES: RouteDef[] = [
     method: 'GET', path: '/runs/:id/reward', auth: 'cookie',
     summary: 'Reward aggregate of a run: the session outcome score, else the mean step verdict score (our body)',
     async handler(svc, rc) {
-      const entry = readRun(svc, rc);
+      const entry = await readRun(svc, rc);
       const trace = JSON.parse((await svc.read(entry, 'trace.json')).toString('utf8')) as { steps: Array<{ verdict?: { status?: string; score?: number; score_components?: Record<string, number> } }> };
       let outcomes: Array<{ scope: string; verdict: { status: string; score?: number } }> = [];
       try {
@@ -111,8 +110,8 @@ export const READ_ROUTES: RouteDef[] = [
       if (typeof b.run_id_a !== 'string' || typeof b.run_id_b !== 'string') throw unprocessable('run_id_a and run_id_b are required');
       if (!['a', 'b', 'tie'].includes(String(b.preferred))) throw unprocessable('preferred: must be one of "a", "b", "tie"');
       const tenant = rc.viewer!.tenant.tenant_id;
-      svc.readableRun(tenant, b.run_id_a);
-      svc.readableRun(tenant, b.run_id_b);
+      await svc.readableRun(tenant, b.run_id_a);
+      await svc.readableRun(tenant, b.run_id_b);
       const p = {
         preference_id: `pref_${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`,
         tenant_id: tenant,
@@ -124,8 +123,7 @@ export const READ_ROUTES: RouteDef[] = [
         user_id: rc.viewer!.user.user_id,
         created_at: new Date().toISOString(),
       };
-      svc.meta.data.preferences.push(p);
-      await svc.meta.save();
+      await svc.meta.addPreference(p);
       return { status: 201, body: p };
     },
   },
@@ -134,31 +132,31 @@ export const READ_ROUTES: RouteDef[] = [
     async handler(svc, rc) {
       const t = rc.viewer!.tenant.tenant_id;
       const run = rc.query.run_id;
-      return { body: { preferences: svc.meta.data.preferences.filter((p) => p.tenant_id === t && (!run || p.run_id_a === run || p.run_id_b === run)) } };
+      return { body: { preferences: await svc.meta.preferences(t, run || undefined) } };
     },
   },
   {
     method: 'POST', path: '/runs/:id/commands', auth: 'cookie', body: 'json', ok: [201],
     summary: 'Queue an intervention command ({type: pause|resume|kill|inject_hint|override_action, payload?}) for the run',
     async handler(svc, rc) {
-      const entry = readRun(svc, rc);
+      const entry = await readRun(svc, rc);
       const b = obj(rc.body);
       if (!(COMMAND_TYPES as readonly string[]).includes(String(b.type))) throw unprocessable(`type: must be one of ${COMMAND_TYPES.join(', ')}`);
       const payload = b.payload === undefined ? {} : obj(b.payload, 'payload');
-      return { status: 201, body: svc.enqueueCommand(entry, String(b.type), payload, rc.viewer!.user.user_id) };
+      return { status: 201, body: await svc.enqueueCommand(entry, String(b.type), payload, rc.viewer!.user.user_id) };
     },
   },
   {
     method: 'GET', path: '/connections', auth: 'cookie', summary: 'SDK clients of the active tenant seen in the last 60 s',
     async handler(svc, rc) {
-      return { body: { window_seconds: 60, connections: svc.connections(rc.viewer!.tenant.tenant_id) } };
+      return { body: { window_seconds: 60, connections: await svc.connections(rc.viewer!.tenant.tenant_id) } };
     },
   },
   {
     method: 'GET', path: '/tenant/dsns', auth: 'cookie', summary: 'DSN records of the active tenant, without keys',
     async handler(svc, rc) {
       const t = rc.viewer!.tenant.tenant_id;
-      return { body: { dsns: Object.values(svc.meta.data.dsns).filter((d) => d.tenant_id === t).map((d) => svc.publicDsn(d)) } };
+      return { body: { dsns: (await svc.meta.dsns(t)).map((d) => svc.publicDsn(d)) } };
     },
   },
   {
@@ -174,7 +172,7 @@ export const READ_ROUTES: RouteDef[] = [
   {
     method: 'GET', path: '/admin/tenants', auth: 'admin', summary: 'Every tenant',
     async handler(svc) {
-      return { body: { tenants: Object.values(svc.meta.data.tenants) } };
+      return { body: { tenants: await svc.meta.tenants() } };
     },
   },
   {
@@ -187,12 +185,24 @@ export const READ_ROUTES: RouteDef[] = [
     },
   },
   {
+    method: 'POST', path: '/admin/users/:user_id/delete', auth: 'admin',
+    summary: 'Delete a user of any tenant: their session cookies are refused (401) from then on; 404 for an unknown user',
+    async handler(svc, rc) {
+      const id = rc.params.user_id!;
+      if (idProblem('user_id', id) || !id.startsWith('usr_')) throw notFound('no such user');
+      // an admin deleting themselves would be locked out with no one left to undo it
+      if (id === rc.viewer!.user.user_id) throw new IngestError(409, 'an admin cannot delete their own user');
+      const { password_hash: _p, ...u } = await svc.deleteUser(id);
+      return { body: u };
+    },
+  },
+  {
     method: 'POST', path: '/admin/impersonate', auth: 'admin', body: 'json',
     summary: 'Set ({tenant_id}) or clear ({tenant_id: null}) the trace_tenant_override cookie',
     async handler(svc, rc) {
       const b = obj(rc.body);
       if (b.tenant_id === null || b.tenant_id === undefined) return { body: { impersonating: false, tenant: rc.viewer!.home }, impersonate: null };
-      const t = typeof b.tenant_id === 'string' ? svc.meta.data.tenants[b.tenant_id] : undefined;
+      const t = typeof b.tenant_id === 'string' ? await svc.meta.tenant(b.tenant_id) : undefined;
       if (!t) throw notFound(`no tenant ${String(b.tenant_id)}`);
       return { body: { impersonating: t.tenant_id !== rc.viewer!.home.tenant_id, tenant: t }, impersonate: t.tenant_id };
     },

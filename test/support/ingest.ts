@@ -1,9 +1,16 @@
 // Starts a real trace-ingest service on a loopback port for a test, with
-// helpers to make tenants (user + DSN) and log in.
+// helpers to make tenants (user + DSN) and log in. Its metadata is on the
+// suite's store (test/support/store.ts): SQLite in the data dir, or with
+// RUNPLANE_TEST_STORE=postgres a database of the suite's PostgreSQL, one per
+// data dir, so a service restarted on the same dir finds its metadata again.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createIngestApp, type IngestApp, type IngestOptions } from '../../plugins/trace-ingest/app.ts';
+import { storeEnv } from './store.ts';
 import { tempDir } from './trace.ts';
+
+/** The metadata database URL for a data dir on the suite's store (undefined: SQLite in the dir). */
+export const metaDatabaseUrl = async (dataDir: string): Promise<string | undefined> => (await storeEnv(dataDir)).SERVICE_DATABASE_URL;
 
 export interface TestTenant {
   tenantId: string;
@@ -28,7 +35,7 @@ export interface TestIngest {
 
 export async function startIngest(opts: Partial<IngestOptions> = {}, wrap?: (inner: http.RequestListener) => http.RequestListener): Promise<TestIngest> {
   const dir = opts.dataDir ?? (await tempDir('ingest-'));
-  const ingest = await createIngestApp({ ...opts, dataDir: dir });
+  const ingest = await createIngestApp({ databaseUrl: await metaDatabaseUrl(dir), ...opts, dataDir: dir });
   const inner = ingest.callback();
   const server = http.createServer(wrap ? wrap(inner) : inner);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));

@@ -6,7 +6,6 @@ import { expect } from 'chai';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { merge, type Dsn, type MetaData } from '../../plugins/trace-ingest/meta.ts';
 import { DebugSession } from '../../sdk/index.ts';
 import { body, startIngest, type TestIngest } from '../support/ingest.ts';
 import { collectingLogger, tempDir } from '../support/trace.ts';
@@ -90,7 +89,7 @@ describe('trace ingest: DSN revoke', function () {
     }
     expect(status, 'refused within 4 s of the CLI revoke').to.equal(403);
 
-    // a later write of the service's metadata keeps the revoke (memory and disk merged)
+    // a later write of the service's metadata keeps the revoke
     await ing.ingest.service.mintDsn('rev-cli', 'second', ing.url);
     await new Promise((r) => setTimeout(r, 300));
     expect((await postRun(t.key, 'cli-after-2')).status).to.equal(403);
@@ -101,19 +100,5 @@ describe('trace ingest: DSN revoke', function () {
     await s.close();
     expect((await ing.get('/runs/cli-sdk/manifest.json', cookie)).status).to.equal(404);
     expect((await ing.get('/runs/cli-before/manifest.json', cookie)).status).to.equal(200);
-  });
-
-  it('a merge of the metadata with the file never undoes a revoke, from either side', () => {
-    const dsn = (revoked_at: string | null, last_used_at: string | null = null): Dsn => ({ dsn_id: 'dsn_1', tenant_id: 't', name: 'n', key_hash: 'h', key_prefix: 'tk_', created_at: '2026-01-01T00:00:00Z', last_used_at, revoked_at });
-    const meta = (d: Dsn): MetaData => ({ version: 1, cookie_secret: 's', tenants: {}, users: {}, dsns: { [d.dsn_id]: d }, runs: {}, commands: {}, connections: {}, preferences: [], revoked_sessions: {} });
-    const early = '2026-02-01T00:00:00.000Z';
-    const late = '2026-03-01T00:00:00.000Z';
-    // revoked in this process, the file written meanwhile by another without the revoke
-    expect(merge(meta(dsn(early, late)), meta(dsn(null))).dsns.dsn_1).to.include({ revoked_at: early, last_used_at: late });
-    // revoked in the file (the operator CLI), this process has it live
-    expect(merge(meta(dsn(null, late)), meta(dsn(early))).dsns.dsn_1).to.include({ revoked_at: early, last_used_at: late });
-    // both: the first revoke stands
-    expect(merge(meta(dsn(late)), meta(dsn(early))).dsns.dsn_1!.revoked_at).to.equal(early);
-    expect(merge(meta(dsn(null)), meta(dsn(null))).dsns.dsn_1!.revoked_at).to.equal(null);
   });
 });

@@ -1,6 +1,5 @@
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { DebugSession } from '../../sdk/index.ts';
@@ -137,7 +136,7 @@ describe('trace ingest service', () => {
     expect(list.text).to.not.include(minted.body.key);
     expect(list.text).to.not.include('key_hash');
     expect(list.body.dsns.map((d: { name: string }) => d.name)).to.include('ci');
-    const stored = JSON.stringify(ing.ingest.service.meta.data.dsns);
+    const stored = JSON.stringify(await ing.ingest.service.meta.dsns());
     expect(stored).to.not.include(minted.body.key);
     const hb = { client_id: 'cli-1', client_name: 'probe', capture_mode: 'trace' };
     expect((await call(ing, 'POST', '/heartbeat', { key: minted.body.key, json: hb })).status).to.equal(202);
@@ -314,12 +313,11 @@ describe('trace ingest service: queue, restart, CLI', () => {
       await s.close();
       const cookie = await ing.login({ email: 'op@cli.test', password: 'correct horse battery' });
       expect((await ing.get('/runs/cli-run/steps/0000.json', cookie)).status).to.equal(200);
-      // the CLI writes again while the service holds unsaved run state: neither loses the other's changes
+      // the CLI writes again beside the running service: neither loses the other's changes
       await cli('tenant', 'create', 'cli-late');
-      await ing.ingest.service.meta.save();
-      const disk = JSON.parse(await readFile(path.join(ing.dir, 'meta.json'), 'utf8'));
-      expect(Object.keys(disk.tenants)).to.include.members(['cli-t', 'cli-late']);
-      expect(disk.runs['cli-run'].tenant_id).to.equal('cli-t');
+      const svc = ing.ingest.service;
+      expect((await svc.meta.tenants()).map((t) => t.tenant_id)).to.include.members(['cli-t', 'cli-late']);
+      expect((await svc.meta.run('cli-run'))?.tenant_id).to.equal('cli-t');
     } finally {
       await ing.close();
     }

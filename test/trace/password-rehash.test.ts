@@ -3,8 +3,6 @@
 // on disk too. A stored hash asking for more memory than the cap is refused, never run.
 import { expect } from 'chai';
 import { randomBytes, scryptSync } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
-import path from 'node:path';
 import { hashPassword, needsRehash, verifyPassword } from '../../plugins/trace-ingest/auth.ts';
 import { startIngest, type TestIngest } from '../support/ingest.ts';
 
@@ -35,17 +33,15 @@ describe('trace ingest password hashing', function () {
     await svc.createTenant('rehash', { modelioEnabled: false });
     const user = await svc.createUser('old@rehash.test', 'placeholder-password-1', 'rehash');
     const legacy = oldHash('legacy-password-123');
-    svc.meta.data.users[user.user_id]!.password_hash = legacy;
-    await svc.meta.save();
+    await svc.meta.setPasswordHash(user.user_id, legacy);
     expect(needsRehash(legacy)).to.equal(true);
 
     const bad = await fetch(`${ing.url}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'old@rehash.test', password: 'nope' }) });
     expect(bad.status).to.equal(401);
-    expect(svc.meta.data.users[user.user_id]!.password_hash, 'a failed login changes nothing').to.equal(legacy);
+    expect((await svc.meta.user(user.user_id))!.password_hash, 'a failed login changes nothing').to.equal(legacy);
 
     await ing.login({ email: 'old@rehash.test', password: 'legacy-password-123' });
-    const onDisk = JSON.parse(await readFile(path.join(ing.dir, 'meta.json'), 'utf8')) as { users: Record<string, { password_hash: string }> };
-    expect(onDisk.users[user.user_id]!.password_hash).to.match(/^scrypt\$131072\$8\$1\$/);
+    expect((await svc.meta.user(user.user_id))!.password_hash).to.match(/^scrypt\$131072\$8\$1\$/);
     // the new hash still takes the same password
     await ing.login({ email: 'old@rehash.test', password: 'legacy-password-123' });
   });

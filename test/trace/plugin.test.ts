@@ -74,7 +74,7 @@ describe('trace-ingest plugin and npm run ingest', () => {
       expect(await embeddedDsn(ingest, { tenantId: 'local', baseUrl: url, file })).to.equal(dsn);
       expect((await stat(file)).mode & 0o777).to.equal(0o600);
       expect((await readFile(file, 'utf8')).trim()).to.equal(dsn);
-      expect(Object.keys(ingest.service.meta.data.dsns)).to.have.length(1);
+      expect(await ingest.service.meta.dsns()).to.have.length(1);
       const s = new DebugSession({ runId: 'emb-1', clientName: 'runner', outDir: path.join(dir, 'b'), dsn, logger: { warn: noop, debug: noop } });
       s.recordStep({ step_index: 0, step_id: 'a' });
       await s.recordModelio({ request: { model: 'm' }, response: { text: 'x' } }, { stepIndex: 0, layer: 'planner' });
@@ -83,7 +83,7 @@ describe('trace-ingest plugin and npm run ingest', () => {
       const links = runTraceLinks(url, 'emb-1');
       expect(links.trace).to.equal(`${url}/api/v1/runs/emb-1/trace.json`);
       expect(url).to.match(/\/trace$/);
-      expect((await ingest.service.list(ingest.service.readableRun('local', 'emb-1')))).to.include('modelio/0000-planner-0.json');
+      expect((await ingest.service.list(await ingest.service.readableRun('local', 'emb-1')))).to.include('modelio/0000-planner-0.json');
     } finally {
       await ingest.close();
     }

@@ -1,0 +1,176 @@
+// The two databases the trace metadata lives in, behind one small query
+// interface: SQLite in the data dir (the default) or PostgreSQL
+// (TRACE_DATABASE_URL). Queries are written once with $n placeholders; the
+// SQLite side rewrites them to `?`. Migrations are numbered files as in the
+// gateway's store of record, recorded in trace_schema_migrations so the trace
+// tables can share a database with the gateway's.
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+
+export interface Sql {
+  all<T>(sql: string, args?: unknown[]): Promise<T[]>;
+  /** the number of rows the statement changed */
+  run(sql: string, args?: unknown[]): Promise<number>;
+}
+
+export interface MetaDb extends Sql {
+  readonly kind: 'sqlite' | 'postgres';
+  tx<T>(fn: (q: Sql) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+const MIGRATIONS = path.join(import.meta.dirname, 'migrations');
+const MIGRATION_FILE = /^(\d{3})_[a-z0-9_]+\.sql$/;
+
+/** The numbered migrations (NNN_name.sql) in `dir`, in order: the gateway's convention (a plugin may not import the gateway). */
+function migrations(dir: string): Array<{ version: number; name: string; sql: string }> {
+  return readdirSync(dir)
+    .filter((f) => MIGRATION_FILE.test(f))
+    .sort()
+    .map((f) => ({ version: Number(MIGRATION_FILE.exec(f)![1]), name: f, sql: readFileSync(path.join(dir, f), 'utf8') }));
+}
+const VERSIONS = 'CREATE TABLE IF NOT EXISTS trace_schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)';
+/** any constant other than the gateway's: the advisory lock trace migrations take */
+const MIGRATION_LOCK = 7_013_512;
+
+/** `$1 ... $n` to positional `?`, the arguments reordered to match (a `$n` may repeat). */
+function positional(sql: string, args: unknown[]): [string, unknown[]] {
+  const out: unknown[] = [];
+  const text = sql.replace(/\$(\d+)/g, (_m, n: string) => {
+    out.push(args[Number(n) - 1]);
+    return '?';
+  });
+  return [text, out];
+}
+
+export function openSqlite(file: string): MetaDb {
+  mkdirSync(path.dirname(file), { recursive: true });
+  const db = new Database(file, { timeout: 5000 });
+  db.pragma('journal_mode = WAL');
+  // FULL, as the gateway's store: an acknowledged write is on disk before the answer
+  db.pragma('synchronous = FULL');
+  db.exec(VERSIONS);
+  const applied = new Set((db.prepare('SELECT version FROM trace_schema_migrations').all() as Array<{ version: number }>).map((r) => r.version));
+  for (const m of migrations(path.join(MIGRATIONS, 'sqlite'))) {
+    if (applied.has(m.version)) continue;
+    db.transaction(() => {
+      if (db.prepare('SELECT 1 FROM trace_schema_migrations WHERE version = ?').get(m.version)) return;
+      db.exec(m.sql);
+      db.prepare('INSERT INTO trace_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, new Date().toISOString());
+    }).immediate();
+  }
+  const direct: Sql = {
+    all: async <T>(sql: string, args: unknown[] = []) => {
+      const [text, a] = positional(sql, args);
+      return db.prepare(text).all(...a) as T[];
+    },
+    run: async (sql: string, args: unknown[] = []) => {
+      const [text, a] = positional(sql, args);
+      return db.prepare(text).run(...a).changes;
+    },
+  };
+  // one connection: a transaction's awaits must not let another caller's
+  // statements into it (they would commit or roll back with it), so every use is serialized
+  let chain: Promise<unknown> = Promise.resolve();
+  const serial = <T>(fn: () => Promise<T>): Promise<T> => {
+    const p = chain.then(fn);
+    chain = p.catch(() => undefined);
+    return p;
+  };
+  return {
+    kind: 'sqlite',
+    all: (sql, args) => serial(() => direct.all(sql, args)),
+    run: (sql, args) => serial(() => direct.run(sql, args)),
+    tx: (fn) =>
+      serial(async () => {
+        db.exec('BEGIN IMMEDIATE');
+        try {
+          const out = await fn(direct);
+          db.exec('COMMIT');
+          return out;
+        } catch (err) {
+          db.exec('ROLLBACK');
+          throw err;
+        }
+      }),
+    close: () =>
+      serial(async () => {
+        db.close();
+      }),
+  };
+}
+
+export async function openPostgres(url: string): Promise<MetaDb> {
+  const pool = new pg.Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 3000, idleTimeoutMillis: 30_000, query_timeout: 10_000 });
+  pool.on('error', () => {
+    /* an idle client lost its server: the pool replaces it; requests see their own errors */
+  });
+  pool.on('connect', (client) => client.on('error', () => undefined));
+  const on = (c: pg.Pool | pg.PoolClient): Sql => ({
+    all: async <T>(sql: string, args: unknown[] = []) => (await c.query(sql, args)).rows as T[],
+    run: async (sql: string, args: unknown[] = []) => (await c.query(sql, args)).rowCount ?? 0,
+  });
+  const c = await pool.connect();
+  try {
+    await c.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+    await c.query(VERSIONS);
+    const applied = new Set((await c.query<{ version: number }>('SELECT version FROM trace_schema_migrations')).rows.map((r) => r.version));
+    for (const m of migrations(path.join(MIGRATIONS, 'pg'))) {
+      if (applied.has(m.version)) continue;
+      await c.query('BEGIN');
+      try {
+        await c.query(m.sql);
+        await c.query('INSERT INTO trace_schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [m.version, m.name, new Date().toISOString()]);
+        await c.query('COMMIT');
+      } catch (err) {
+        await c.query('ROLLBACK');
+        throw err;
+      }
+    }
+  } finally {
+    await c.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => undefined);
+    c.release();
+  }
+  const base = on(pool);
+  return {
+    kind: 'postgres',
+    ...base,
+    async tx(fn) {
+      const client = await pool.connect();
+      try {
+        await client.query('BEGIN');
+        const out = await fn(on(client));
+        await client.query('COMMIT');
+        return out;
+      } catch (err) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        throw err;
+      } finally {
+        client.release();
+      }
+    },
+    close: () => pool.end(),
+  };
+}
+
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'SQLITE_BUSY', 'SQLITE_LOCKED']);
+
+/**
+ * True when `err` says the metadata database cannot serve now (PostgreSQL
+ * unreachable, shutting down or out of connections; SQLite locked past its
+ * timeout), as opposed to a bug: the caller answers 503 with Retry-After.
+ * The gateway's isPgConnectionError, which a plugin may not import.
+ */
+export function isDbUnavailable(err: unknown): boolean {
+  for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string') {
+      if (CONNECTION_CODES.has(code)) return true;
+      if (/^08/.test(code) || /^57P0[1-3]$/.test(code) || code === '53300') return true;
+    }
+    if (/Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Cannot use a pool after calling end/.test(e.message)) return true;
+  }
+  return false;
+}
