@@ -5,8 +5,11 @@
 // their Chromium processes by type, ffmpeg) from /proc, and prints the CPU seconds
 // per kind of process with the runs per minute. Add `node --cpu-prof` to see the
 // gateway process itself.
+// The sampling runs in a child process of its own (listed as "sampler"), so its
+// CPU is not billed to the gateway.
 // Usage: node --import tsx bench/runs/profile.ts [--runs 3 --concurrent 4]
 import { mkdtemp, writeFile, rm, readdir, readFile } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
 import { tmpdir, loadavg } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
@@ -19,6 +22,61 @@ import { numArg } from '../stats.ts';
 const RUNS = numArg('runs', 3);
 const CONCURRENT = numArg('concurrent', 4);
 const TICK = 100; // clock ticks per second on Linux
+const SAMPLER = process.argv.includes('--sampler');
+/** the process whose tree is sampled: this one, or the bench that started this sampler */
+const ROOT = SAMPLER ? process.ppid : process.pid;
+
+interface Proc {
+  pid: number;
+  ppid: number;
+  kind: string;
+  cpu: number;
+}
+const kinds = new Map<number, string>();
+function kindOf(cmd: string): string {
+  if (/ffmpeg/.test(cmd)) return 'ffmpeg (recording)';
+  if (/agents\/dom\/main/.test(cmd)) return 'dom agent (node)';
+  if (/--type=renderer/.test(cmd)) return 'chromium renderer';
+  if (/--type=gpu/.test(cmd)) return 'chromium gpu';
+  if (/--type=(utility|zygote)/.test(cmd)) return 'chromium utility+zygote';
+  if (/chrom/.test(cmd)) return 'chromium browser';
+  return `other (${cmd.split(' ')[0]?.split('/').pop() ?? '?'})`;
+}
+/** Every process below this one (walked through /proc/<pid>/task/<tid>/children), with its CPU seconds. */
+async function tree(): Promise<Map<number, Proc>> {
+  const mine = new Map<number, Proc>();
+  const todo = [ROOT];
+  while (todo.length > 0) {
+    const pid = todo.pop()!;
+    for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [] as string[])) {
+      const kids = (await readFile(`/proc/${pid}/task/${tid}/children`, 'utf8').catch(() => '')).split(' ').filter(Boolean).map(Number);
+      for (const k of kids) {
+        const stat = await readFile(`/proc/${k}/stat`, 'utf8').catch(() => '');
+        if (!stat) continue;
+        if (!kinds.has(k)) kinds.set(k, kindOf((await readFile(`/proc/${k}/cmdline`, 'utf8').catch(() => '')).replace(/\0/g, ' ')));
+        const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        // its own CPU (a process that exits between two samples loses its last half second)
+        const cpu = (Number(f[11]) + Number(f[12])) / TICK;
+        mine.set(k, { pid: k, ppid: pid, kind: kinds.get(k)!, cpu });
+        todo.push(k);
+      }
+    }
+  }
+  return mine;
+}
+
+if (SAMPLER) {
+  // sample until stdin closes, then print what was seen
+  const seen = new Map<number, Proc>();
+  const first = await tree();
+  const timer = setInterval(() => void tree().then((t) => t.forEach((p) => seen.set(p.pid, p))), 500);
+  process.stdin.resume();
+  await new Promise((r) => process.stdin.once('end', r));
+  clearInterval(timer);
+  (await tree()).forEach((p) => seen.set(p.pid, p));
+  process.stdout.write(JSON.stringify({ first: [...first.values()], seen: [...seen.values()] }));
+  process.exit(0);
+}
 
 const site = await startSite();
 const steps = plan(site.url);
@@ -48,51 +106,15 @@ async function oneRun(): Promise<number> {
   return performance.now() - t0;
 }
 
-interface Proc {
-  pid: number;
-  ppid: number;
-  kind: string;
-  cpu: number;
-}
-const kinds = new Map<number, string>();
-function kindOf(cmd: string): string {
-  if (/ffmpeg/.test(cmd)) return 'ffmpeg (recording)';
-  if (/agents\/dom\/main/.test(cmd)) return 'dom agent (node)';
-  if (/--type=renderer/.test(cmd)) return 'chromium renderer';
-  if (/--type=gpu/.test(cmd)) return 'chromium gpu';
-  if (/--type=(utility|zygote)/.test(cmd)) return 'chromium utility+zygote';
-  if (/chrom/.test(cmd)) return 'chromium browser';
-  return `other (${cmd.split(' ')[0]?.split('/').pop() ?? '?'})`;
-}
-/** Every process below this one (walked through /proc/<pid>/task/<tid>/children), with its CPU seconds. */
-async function tree(): Promise<Map<number, Proc>> {
-  const mine = new Map<number, Proc>();
-  const todo = [process.pid];
-  while (todo.length > 0) {
-    const pid = todo.pop()!;
-    for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [] as string[])) {
-      const kids = (await readFile(`/proc/${pid}/task/${tid}/children`, 'utf8').catch(() => '')).split(' ').filter(Boolean).map(Number);
-      for (const k of kids) {
-        const stat = await readFile(`/proc/${k}/stat`, 'utf8').catch(() => '');
-        if (!stat) continue;
-        if (!kinds.has(k)) kinds.set(k, kindOf((await readFile(`/proc/${k}/cmdline`, 'utf8').catch(() => '')).replace(/\0/g, ' ')));
-        const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-        // its own CPU (a process that exits between two samples loses its last half second)
-        const cpu = (Number(f[11]) + Number(f[12])) / TICK;
-        mine.set(k, { pid: k, ppid: pid, kind: kinds.get(k)!, cpu });
-        todo.push(k);
-      }
-    }
-  }
-  return mine;
-}
-
 await Promise.all(Array.from({ length: 4 }, () => oneRun()));
 await Promise.all(Array.from({ length: 4 }, () => oneRun()));
-const seen = new Map<number, Proc>();
-const before = await tree();
+const sampler = spawn(process.execPath, [...process.execArgv.filter((a) => !a.startsWith('--cpu-prof')), import.meta.filename, '--sampler'], { stdio: ['pipe', 'pipe', 'inherit'] });
+let report = '';
+sampler.stdout.on('data', (d: Buffer) => (report += d.toString()));
+const sampled = new Promise((r) => sampler.once('exit', r));
+// the sampler's first look is taken before the level starts
+await new Promise((r) => setTimeout(r, 3000));
 const self0 = process.cpuUsage();
-const sampler = setInterval(() => void tree().then((t) => t.forEach((p) => seen.set(p.pid, p))), 500);
 const load0 = loadavg()[0]!;
 const t0 = performance.now();
 const walls: number[] = [];
@@ -100,11 +122,14 @@ await Promise.all(Array.from({ length: CONCURRENT }, async () => {
   for (let i = 0; i < RUNS; i++) walls.push(await oneRun());
 }));
 const minutes = (performance.now() - t0) / 60_000;
-clearInterval(sampler);
 // the planes of the last runs close after their results
 await new Promise((r) => setTimeout(r, 3000));
-(await tree()).forEach((p) => seen.set(p.pid, p));
 const self = process.cpuUsage(self0);
+sampler.stdin.end();
+await sampled;
+const got = JSON.parse(report) as { first: Proc[]; seen: Proc[] };
+const before = new Map(got.first.map((p) => [p.pid, p]));
+const seen = new Map(got.seen.map((p) => [p.pid, p]));
 const byKind = new Map<string, { cpu: number; n: number; started: number }>();
 for (const p of seen.values()) {
   const k = byKind.get(p.kind) ?? { cpu: 0, n: 0, started: 0 };
