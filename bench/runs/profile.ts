@@ -34,6 +34,7 @@ interface Proc {
 }
 const kinds = new Map<number, string>();
 function kindOf(cmd: string): string {
+  if (/--sampler/.test(cmd)) return 'sampler (this bench, not counted)';
   if (/ffmpeg/.test(cmd)) return 'ffmpeg (recording)';
   if (/agents\/dom\/main/.test(cmd)) return 'dom agent (node)';
   if (/--type=renderer/.test(cmd)) return 'chromium renderer';
@@ -139,7 +140,7 @@ for (const p of seen.values()) {
   byKind.set(p.kind, k);
 }
 byKind.set('gateway + bench (node)', { cpu: (self.user + self.system) / 1e6, n: 1, started: 0 });
-const total = [...byKind.values()].reduce((s, k) => s + k.cpu, 0);
+const total = [...byKind.entries()].filter(([kind]) => !kind.startsWith('sampler')).reduce((s, [, k]) => s + k.cpu, 0);
 const runs = walls.length;
 console.log(`bench/runs/profile: ${runs} runs at ${CONCURRENT} concurrent, ${(runs / minutes).toFixed(1)} runs/min, load ${load0.toFixed(2)} -> ${loadavg()[0]!.toFixed(2)}`);
 console.log('process kind              | CPU s | per run | share | processes (started during the level)');
