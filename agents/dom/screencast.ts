@@ -1,7 +1,11 @@
 // dom_plane video: CDP screencast frames (JPEG, sent only when the page repaints) of
-// the active tab, written to ffmpeg at a constant low rate (the latest frame repeats
-// while nothing changes) and encoded to WebM by core/recording.ts. The recorder
-// follows the active tab.
+// the active tab, written to ffmpeg at most `fps` times a second and encoded to WebM
+// by core/recording.ts. The video has a variable frame rate: ffmpeg stamps each frame
+// with the wall clock when it reads it, so a frame is written when the page changed,
+// and while nothing changes only once a second (the video still runs as long as the
+// session, and a seek to a moment of the session lands on what the page showed).
+// Encoding a repeated frame cost as much as a new one: a static page cost `fps`
+// frames a second, now one. The recorder follows the active tab.
 import type { CDPSession, Page } from 'puppeteer-core';
 import { Recording } from '../core/recording.ts';
 import type { Tabs } from './tabs.ts';
@@ -11,10 +15,16 @@ interface ScreencastFrame {
   sessionId: number;
 }
 
+/** While the page shows the same picture, it is written again this often. */
+const HEARTBEAT_MS = 1000;
+
 export class ScreencastRecorder {
   private page: Page | undefined;
   private cdp: CDPSession | undefined;
   private latest: Buffer | undefined;
+  /** the frame last written, and when */
+  private written: Buffer | undefined;
+  private writtenAt = 0;
   private timer: NodeJS.Timeout | undefined;
   private switching = false;
   private readonly recording: Recording;
@@ -26,7 +36,7 @@ export class ScreencastRecorder {
     private readonly size: [number, number],
   ) {
     const [w, h] = size;
-    this.recording = new Recording(file, ['-f', 'image2pipe', '-c:v', 'mjpeg', '-framerate', String(fps), '-i', 'pipe:0', '-vf', `scale=${w}:${h}`], true);
+    this.recording = new Recording(file, ['-use_wallclock_as_timestamps', '1', '-f', 'image2pipe', '-c:v', 'mjpeg', '-i', 'pipe:0', '-fps_mode', 'vfr', '-vf', `scale=${w}:${h}`], true);
   }
 
   start(): void {
@@ -37,7 +47,13 @@ export class ScreencastRecorder {
   private tick(): void {
     const active = this.tabs.active;
     if (active && active !== this.page && !active.isClosed() && !this.switching) void this.follow(active);
-    if (this.latest) this.recording.write(this.latest);
+    if (this.latest && (this.latest !== this.written || Date.now() - this.writtenAt >= HEARTBEAT_MS)) this.write(this.latest);
+  }
+
+  private write(frame: Buffer): void {
+    this.written = frame;
+    this.writtenAt = Date.now();
+    this.recording.write(frame);
   }
 
   private async follow(page: Page): Promise<void> {
@@ -72,6 +88,8 @@ export class ScreencastRecorder {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     await this.detach();
+    // the last picture once more, stamped now: the video lasts until the session's end
+    if (this.latest) this.write(this.latest);
     await this.recording.stop();
   }
 }
