@@ -26,8 +26,9 @@ export interface AgentProc {
 export async function startAgentProcess(plane: 'computer' | 'dom', env: Record<string, string> = {}): Promise<AgentProc> {
   const dataDir = mkdtempSync(join(tmpdir(), `plane-${plane}-`));
   const child = spawn(process.execPath, ['--import', 'tsx', `agents/${plane}/main.ts`], {
-    // The fixtures are on loopback: the egress guard is off unless a test turns it on.
-    env: { ...process.env, PLANE_HTTP_PORT: '0', PLANE_GRPC_PORT: '0', PLANE_DATA_DIR: dataDir, PLANE_GRAB_FPS: '15', PLANE_ALLOW_PRIVATE_NETWORKS: '1', ...env },
+    // The fixtures are on loopback: the egress guard is off unless a test turns it on. PLANE_PARENT_PID: an agent
+    // outlives a test run that ended before its after hooks (mocha's exit, a timeout, Ctrl-C) by a second, not forever.
+    env: { ...process.env, PLANE_HTTP_PORT: '0', PLANE_GRPC_PORT: '0', PLANE_DATA_DIR: dataDir, PLANE_GRAB_FPS: '15', PLANE_ALLOW_PRIVATE_NETWORKS: '1', PLANE_PARENT_PID: String(process.pid), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let err = '';
