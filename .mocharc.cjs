@@ -15,6 +15,7 @@ const PG_SPEC = [
   'test/brains/routes.test.ts',
   'test/trace/ids-hostile.test.ts',
   'test/trace/meta-db.test.ts',
+  'test/trace/two-replicas.test.ts',
 ];
 const PG_SKIP = ['test/gateway/restart.test.ts', 'test/runner/fleet.test.ts', 'test/runner/fleet-registered.test.ts', 'test/gateway/store-of-record*.test.ts', 'test/runner/replica-kill.test.ts', 'test/runner/dependency-restart.test.ts'];
 const onPg = process.env.RUNPLANE_TEST_STORE === 'postgres';

@@ -140,6 +140,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     brains: new BrainDirectory(plugins, tenants, config.secretsDir, config.singleModel),
     openapi: () => (openapiDoc ??= buildOpenApi(routes, version.version)),
     planeClosing: (runId) => executor.planeClosing(runId),
+    traceClosing: (runId) => executor.traceClosing(runId),
     fleet: () => (planes instanceof RemoteAgentPlanes ? planes : undefined),
   };
   const routes = [...ALL_ROUTES, ...pluginRouteSpecs(plugins, namedLogger(log, 'gateway.plugins'))];

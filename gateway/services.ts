@@ -42,6 +42,8 @@ export interface Services {
   traceLinks: (runId: string) => { manifest_url: string; trace_url: string } | null;
   /** the close of an ended run's plane while it is under way on this gateway (the video is written at its end) */
   planeClosing: (runId: string) => Promise<void> | undefined;
+  /** the write of an ended run's trace bundle while it is under way (the trace routes wait for it) */
+  traceClosing: (runId: string) => Promise<void> | undefined;
   /** the OpenAPI document, built at start */
   openapi: () => Record<string, unknown>;
 }

@@ -4,7 +4,7 @@
 // shared/ids.ts: a resolved file stays inside the store's root, a key under its prefix.
 import { randomBytes } from 'node:crypto';
 import { AwsClient } from 'aws4fetch';
-import { mkdir, readFile, readdir, rename, rm, stat, writeFile, open } from 'node:fs/promises';
+import { appendFile, mkdir, readFile, readdir, rename, rm, stat, writeFile, open } from 'node:fs/promises';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { checkBundlePath, checkKeyPrefix, keyInside, resolveInside } from '../shared/ids.ts';
@@ -123,6 +123,26 @@ export class FileStore implements Store {
       this.made.add(dir);
     }
     await writeFile(file, data);
+  }
+
+  /**
+   * Appends to a file (made when missing) unless it would pass `limit` bytes
+   * (false then, nothing written): a growing .jsonl or .log costs its new
+   * bytes, not a rewrite of all of it. Not atomic, as a non-durable put is not.
+   */
+  async append(relpath: string, data: Uint8Array, limit = Infinity): Promise<boolean> {
+    const file = this.file(relpath);
+    const dir = path.dirname(file);
+    if (!this.made.has(dir)) {
+      await mkdir(dir, { recursive: true });
+      this.made.add(dir);
+    }
+    if (Number.isFinite(limit)) {
+      const size = await stat(file).then((st) => st.size, () => 0);
+      if (size + data.length > limit) return false;
+    }
+    await appendFile(file, data);
+    return true;
   }
 
   async openWriteBinary(relpath: string): Promise<StoreWriter> {

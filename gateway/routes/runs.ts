@@ -12,8 +12,13 @@ import type { Ctx } from '../context.ts';
 import { param, type RouteSpec } from './route.ts';
 
 const runId = (ctx: Ctx): string => param(ctx, 'run_id');
-/** Longest a video read waits for its run's plane to finish closing. */
-const PLANE_CLOSE_WAIT_MS = 20_000;
+/** Longest a read waits for the work its ended run left (the plane's close, the trace's write). */
+const RUN_TAIL_WAIT_MS = 20_000;
+
+/** Waits (boundedly) for an ended run's unfinished work, when there is some on this gateway. */
+async function afterTail(work: Promise<void> | undefined): Promise<void> {
+  if (work) await Promise.race([work, new Promise((r) => setTimeout(r, RUN_TAIL_WAIT_MS).unref())]);
+}
 
 /** Streams a file the runner wrote for a run, or 404 with `missing` while there is none. */
 async function sendFile(ctx: Ctx, file: string, type: string, missing: string): Promise<void> {
@@ -36,8 +41,7 @@ function runFileRoute(routePath: string, summary: string, file: string, type: st
     async handler(ctx, s) {
       const run = await s.runs.get(ctx.state.tenant!, runId(ctx));
       // an ended run's plane closes after its result is recorded: its video is written at the end of that close
-      const closing = o.afterPlaneClose ? s.planeClosing(run.run_id) : undefined;
-      if (closing) await Promise.race([closing, new Promise((r) => setTimeout(r, PLANE_CLOSE_WAIT_MS).unref())]);
+      if (o.afterPlaneClose) await afterTail(s.planeClosing(run.run_id));
       await sendFile(ctx, path.join(runDir(s.config.dataDir, run), file), type, missing);
     },
   };
@@ -139,6 +143,8 @@ export const runRoutes: RouteSpec[] = [
     scope: 'logs',
     async handler(ctx, s) {
       const run = await s.runs.get(ctx.state.tenant!, runId(ctx));
+      // an ended run's bundle is written after its result is recorded
+      await afterTail(s.traceClosing(run.run_id));
       const text = await readFile(path.join(traceDir(s.config.dataDir, run), 'manifest.json'), 'utf8').catch(() => undefined);
       if (text === undefined) throw notFound('no trace has been recorded for this run (yet)');
       const manifest = JSON.parse(text) as { paths?: string[] };
@@ -168,6 +174,7 @@ export const runRoutes: RouteSpec[] = [
       } catch {
         throw notFound('no such file in this trace');
       }
+      await afterTail(s.traceClosing(run.run_id));
       await sendFile(ctx, path.join(traceDir(s.config.dataDir, run), safe), BUNDLE_TYPES[path.extname(safe)] ?? 'application/octet-stream', 'no such file in this trace');
     },
   },

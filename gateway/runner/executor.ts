@@ -68,6 +68,8 @@ export class RunExecutor {
   private readonly lateCloses = new Set<Promise<void>>();
   /** ended runs whose plane is still closing, by run id */
   private readonly closing = new Map<string, Promise<void>>();
+  /** ended runs whose trace bundle is still being written, by run id */
+  private readonly tracing = new Map<string, Promise<void>>();
   /** how to stop each run executing now, by run id (shutdown halts them all) */
   private readonly running = new Map<string, (h: Halt) => void>();
 
@@ -162,8 +164,10 @@ export class RunExecutor {
     } catch (e) {
       this.d.log.error({ run_id: runId, err: (e as Error).message }, 'saving run artifacts failed');
     }
-    await recording?.close({ status: outcome.status, halt_class: outcome.haltClass, summary: outcome.summary ?? '', cost_usd: st.cost });
     await this.d.store.end(run, { ...outcome, costUsd: st.cost });
+    // the trace bundle is written after the result is recorded, off the run's
+    // critical path (the trace routes wait for it); shutdown drains it
+    if (recording) track(this.tracing, runId, recording.close({ status: outcome.status, halt_class: outcome.haltClass, summary: outcome.summary ?? '', cost_usd: st.cost }), (e) => this.d.log.error({ run_id: runId, err: e.message }, 'trace close failed'));
     await this.d.store.releaseRunner(runId, this.d.owner).catch(() => undefined);
   }
 
@@ -228,7 +232,7 @@ export class RunExecutor {
 
   /** Waits for the closes of late plane leases and of ended runs' planes (shutdown). */
   async drain(): Promise<void> {
-    await Promise.allSettled([...this.lateCloses, ...this.closing.values()]);
+    await Promise.allSettled([...this.lateCloses, ...this.closing.values(), ...this.tracing.values()]);
   }
 
   /** The close of an ended run's plane while it is under way (its video is written at the end of it). */
@@ -236,13 +240,13 @@ export class RunExecutor {
     return this.closing.get(runId);
   }
 
+  /** The write of an ended run's trace bundle while it is under way. */
+  traceClosing(runId: string): Promise<void> | undefined {
+    return this.tracing.get(runId);
+  }
+
   private closePlane(runId: string, lease: PlaneLease): Promise<void> {
-    const p = lease
-      .close()
-      .catch((e: unknown) => this.d.log.warn({ run_id: runId, err: (e as Error).message }, 'plane close failed'))
-      .finally(() => this.closing.delete(runId));
-    this.closing.set(runId, p);
-    return p;
+    return track(this.closing, runId, lease.close(), (e) => this.d.log.warn({ run_id: runId, err: e.message }, 'plane close failed'));
   }
 
   private async saveArtifacts(run: RunRecord, st: RunState): Promise<void> {
@@ -257,3 +261,13 @@ export class RunExecutor {
   }
 }
 
+/** Work an ended run leaves behind, findable by run id until it settles; a failure is logged, never thrown. */
+function track(into: Map<string, Promise<void>>, runId: string, work: Promise<unknown>, failed: (e: Error) => void): Promise<void> {
+  const p = work
+    .then(() => undefined, (e: unknown) => failed(e as Error))
+    .finally(() => {
+      if (into.get(runId) === p) into.delete(runId);
+    });
+  into.set(runId, p);
+  return p;
+}

@@ -66,8 +66,7 @@ export const INGEST_ROUTES: RouteDef[] = [
       if (step.step_index !== idx) throw unprocessable('step_index does not match the path');
       const entry = await ingestRun(svc, rc);
       const rel = await svc.write(entry, async (store) => {
-        const canonical = entry.canonical[idx] ?? step.step_id;
-        entry.canonical[idx] = canonical;
+        const canonical = await svc.canonicalStep(entry, idx, step.step_id);
         const iterRel = `steps/${pad4(idx)}/${shortId(step.step_id)}.json`;
         if (canonical !== step.step_id) {
           await IngestService.putJson(store, iterRel, step);
@@ -76,9 +75,7 @@ export const INGEST_ROUTES: RouteDef[] = [
         await IngestService.putJson(store, `steps/${pad4(idx)}.json`, step);
         if ((step.step_iterations ?? 1) > 1) await IngestService.putJson(store, iterRel, step);
         return `steps/${pad4(idx)}.json`;
-      });
-      entry.step_count = Math.max(entry.step_count, idx + 1);
-      await svc.saveRun(entry);
+      }, idx + 1);
       return { body: { stored: rel } };
     },
   },

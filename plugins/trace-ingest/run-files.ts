@@ -18,6 +18,7 @@ export const runSegment = (runId: string): string => {
 
 export class RunFiles {
   readonly queue: WriteQueue;
+  private readonly fileStores = new Map<string, FileStore>();
 
   constructor(readonly opts: { dataDir: string; objectStore?: ObjectStore; queueLimit?: number; logger?: { error(m: string, f?: Record<string, unknown>): void } }) {
     this.queue = new WriteQueue(opts.queueLimit ?? 1024);
@@ -35,7 +36,16 @@ export class RunFiles {
       const run = runSegment(checkId('run_id', entry.run_id));
       if (this.opts.objectStore) return this.opts.objectStore.child(checkKeyPrefix(`${tenant}/${run}`));
       const tenantDir = resolveInside(path.join(this.opts.dataDir, 'bundles'), tenant);
-      return new FileStore(resolveInside(tenantDir, run), { durable: false });
+      const dir = resolveInside(tenantDir, run);
+      // one FileStore per run folder while it is written: it remembers the directories it made
+      let store = this.fileStores.get(dir);
+      if (!store) {
+        if (this.fileStores.size >= 1000) this.fileStores.delete(this.fileStores.keys().next().value!);
+        // written in place; TRACE_FSYNC=1: by temp file, fsync and rename (power-loss durability)
+        store = new FileStore(dir, { durable: process.env.TRACE_FSYNC === '1' });
+        this.fileStores.set(dir, store);
+      }
+      return store;
     } catch (err) {
       if (!(err instanceof UnsafeIdError)) throw err;
       throw access === 'read' ? notFound(`no run: ${err.message}`) : new IngestError(400, err.message);
@@ -85,6 +95,8 @@ export class RunFiles {
   }
 
   static async appendText(store: Store, relpath: string, text: string, limit = Infinity): Promise<boolean> {
+    if (store instanceof FileStore) return store.append(relpath, Buffer.from(text, 'utf8'), limit);
+    // an object has no append: read, add, put back (the run's writes are serialized, so none is lost)
     const prior = (await store.exists(relpath)) ? await store.readBytes(relpath) : Buffer.alloc(0);
     const add = Buffer.from(text, 'utf8');
     if (prior.length + add.length > limit) return false;

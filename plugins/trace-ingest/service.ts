@@ -253,20 +253,34 @@ export class IngestService extends RunFiles {
     return entry;
   }
 
-  /** Writes the run's index entry (after a route changed its fields). */
+  /** Writes the fields of the run's index entry a manifest or trace document sets. */
   saveRun(entry: RunEntry): Promise<void> {
     return this.meta.saveRun(entry);
   }
 
-  /** Queues a write on the run (serialized per run, bounded overall); its index entry is committed before it resolves. */
-  write<T>(entry: RunEntry, fn: (store: Store) => Promise<T>): Promise<T> {
+  /**
+   * Queues a write on the run (serialized per run, bounded overall). Before it
+   * resolves, the run's index entry is committed with the write's time and at
+   * least `stepCount` steps; concurrent writes share that commit (group commit).
+   */
+  write<T>(entry: RunEntry, fn: (store: Store) => Promise<T>, stepCount = 0): Promise<T> {
     const store = this.storeFor(entry, 'write');
     return this.queue.run(`${entry.tenant_id}/${entry.run_id}`, async () => {
       const out = await fn(store);
       entry.updated_at = new Date().toISOString();
-      await this.meta.saveRun(entry);
+      entry.step_count = Math.max(entry.step_count, stepCount);
+      await this.meta.touchRun(entry.run_id, entry.updated_at, stepCount);
       return out;
     });
+  }
+
+  /** The canonical step_id at `index` (the first one any replica stored there); cached on the entry, since it never changes. */
+  async canonicalStep(entry: RunEntry, index: number, stepId: string): Promise<string> {
+    const known = entry.canonical[index];
+    if (known) return known;
+    const canonical = await this.meta.claimStep(entry.run_id, index, stepId);
+    entry.canonical[index] = canonical;
+    return canonical;
   }
 
   // ---------------------------------------------------------------- commands

@@ -18,6 +18,14 @@ export interface Sql {
 export interface MetaDb extends Sql {
   readonly kind: 'sqlite' | 'postgres';
   tx<T>(fn: (q: Sql) => Promise<T>): Promise<T>;
+  /**
+   * `run`, group-committed: statements queued while the previous commit is on
+   * its way go in the next transaction together, so N concurrent writes cost one
+   * fsync (SQLite) or one COMMIT (PostgreSQL), not N. Resolves once committed;
+   * when the transaction fails, each statement is tried alone, so one bad
+   * statement fails only its own caller.
+   */
+  batch(sql: string, args?: unknown[]): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -45,12 +53,55 @@ function positional(sql: string, args: unknown[]): [string, unknown[]] {
   return [text, out];
 }
 
+interface Queued {
+  sql: string;
+  args: unknown[];
+  resolve(n: number): void;
+  reject(err: unknown): void;
+}
+
+/** The group commit behind MetaDb.batch: one commit in flight, the next batch gathering meanwhile. */
+function groupCommitter(tx: <T>(fn: (q: Sql) => Promise<T>) => Promise<T>, single: (sql: string, args: unknown[]) => Promise<number>): (sql: string, args?: unknown[]) => Promise<number> {
+  let waiting: Queued[] = [];
+  let busy = false;
+  const flush = async (): Promise<void> => {
+    busy = true;
+    while (waiting.length) {
+      const group = waiting;
+      waiting = [];
+      try {
+        const counts = await tx(async (q) => {
+          const out: number[] = [];
+          for (const w of group) out.push(await q.run(w.sql, w.args));
+          return out;
+        });
+        group.forEach((w, i) => w.resolve(counts[i]!));
+      } catch (err) {
+        if (group.length === 1) group[0]!.reject(err);
+        else for (const w of group) await single(w.sql, w.args).then(w.resolve, w.reject);
+      }
+    }
+    busy = false;
+  };
+  return (sql, args = []) =>
+    new Promise<number>((resolve, reject) => {
+      waiting.push({ sql, args, resolve, reject });
+      // the first caller of a quiet spell waits one turn of the event loop, so the callers of the same turn share its commit
+      if (!busy) {
+        busy = true;
+        setImmediate(() => void flush());
+      }
+    });
+}
+
 export function openSqlite(file: string): MetaDb {
   mkdirSync(path.dirname(file), { recursive: true });
   const db = new Database(file, { timeout: 5000 });
   db.pragma('journal_mode = WAL');
-  // FULL, as the gateway's store: an acknowledged write is on disk before the answer
-  db.pragma('synchronous = FULL');
+  // NORMAL in WAL: a commit is in the WAL before the answer, so a killed process loses
+  // nothing acknowledged; power-loss durability (an fsync per commit, which blocks the
+  // event loop here) is TRACE_FSYNC=1's, as for the bundle files this database indexes
+  db.pragma(`synchronous = ${process.env.TRACE_FSYNC === '1' ? 'FULL' : 'NORMAL'}`);
   db.exec(VERSIONS);
   const applied = new Set((db.prepare('SELECT version FROM trace_schema_migrations').all() as Array<{ version: number }>).map((r) => r.version));
   for (const m of migrations(path.join(MIGRATIONS, 'sqlite'))) {
@@ -61,14 +112,24 @@ export function openSqlite(file: string): MetaDb {
       db.prepare('INSERT INTO trace_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, new Date().toISOString());
     }).immediate();
   }
+  // statements are prepared once: preparing costs more than running a small one
+  const prepared = new Map<string, Database.Statement>();
+  const statement = (text: string): Database.Statement => {
+    let st = prepared.get(text);
+    if (!st) {
+      st = db.prepare(text);
+      if (prepared.size < 500) prepared.set(text, st);
+    }
+    return st;
+  };
   const direct: Sql = {
     all: async <T>(sql: string, args: unknown[] = []) => {
       const [text, a] = positional(sql, args);
-      return db.prepare(text).all(...a) as T[];
+      return statement(text).all(...a) as T[];
     },
     run: async (sql: string, args: unknown[] = []) => {
       const [text, a] = positional(sql, args);
-      return db.prepare(text).run(...a).changes;
+      return statement(text).run(...a).changes;
     },
   };
   // one connection: a transaction's awaits must not let another caller's
@@ -79,22 +140,25 @@ export function openSqlite(file: string): MetaDb {
     chain = p.catch(() => undefined);
     return p;
   };
+  const run = (sql: string, args?: unknown[]) => serial(() => direct.run(sql, args));
+  const tx = <T>(fn: (q: Sql) => Promise<T>): Promise<T> =>
+    serial(async () => {
+      db.exec('BEGIN IMMEDIATE');
+      try {
+        const out = await fn(direct);
+        db.exec('COMMIT');
+        return out;
+      } catch (err) {
+        db.exec('ROLLBACK');
+        throw err;
+      }
+    });
   return {
     kind: 'sqlite',
     all: (sql, args) => serial(() => direct.all(sql, args)),
-    run: (sql, args) => serial(() => direct.run(sql, args)),
-    tx: (fn) =>
-      serial(async () => {
-        db.exec('BEGIN IMMEDIATE');
-        try {
-          const out = await fn(direct);
-          db.exec('COMMIT');
-          return out;
-        } catch (err) {
-          db.exec('ROLLBACK');
-          throw err;
-        }
-      }),
+    run,
+    tx,
+    batch: groupCommitter(tx, run),
     close: () =>
       serial(async () => {
         db.close();
@@ -134,23 +198,25 @@ export async function openPostgres(url: string): Promise<MetaDb> {
     c.release();
   }
   const base = on(pool);
+  const tx = async <T>(fn: (q: Sql) => Promise<T>): Promise<T> => {
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      const out = await fn(on(client));
+      await client.query('COMMIT');
+      return out;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
+  };
   return {
     kind: 'postgres',
     ...base,
-    async tx(fn) {
-      const client = await pool.connect();
-      try {
-        await client.query('BEGIN');
-        const out = await fn(on(client));
-        await client.query('COMMIT');
-        return out;
-      } catch (err) {
-        await client.query('ROLLBACK').catch(() => undefined);
-        throw err;
-      } finally {
-        client.release();
-      }
-    },
+    tx,
+    batch: groupCommitter(tx, base.run),
     close: () => pool.end(),
   };
 }

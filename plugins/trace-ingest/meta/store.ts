@@ -43,11 +43,19 @@ export const insertUser = (q: Sql, u: User) =>
   q.run('INSERT INTO trace_users (user_id, email, password_hash, tenant_id, is_admin, created_at) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING', [u.user_id, u.email, u.password_hash, u.tenant_id, u.is_admin ? 1 : 0, u.created_at]);
 export const insertDsn = (q: Sql, d: Dsn) =>
   q.run('INSERT INTO trace_dsns (dsn_id, tenant_id, name, key_hash, key_prefix, created_at, last_used_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING', [d.dsn_id, d.tenant_id, d.name, d.key_hash, d.key_prefix, d.created_at, d.last_used_at, d.revoked_at]);
-export const insertRun = (q: Sql, e: RunEntry) =>
-  q.run(
+const CLAIM_STEP = 'INSERT INTO trace_run_steps (run_id, step_index, step_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING';
+/** Inserts a run (and its canonical step ids, kept in trace_run_steps); 0 when it exists. */
+export async function insertRun(q: Sql, e: RunEntry): Promise<number> {
+  const n = await q.run(
     'INSERT INTO trace_runs (run_id, tenant_id, created_at, updated_at, status, client_name, debug_session_id, step_count, parent_run_id, group_id, session_type, canonical) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING',
-    [e.run_id, e.tenant_id, e.created_at, e.updated_at, e.status, e.client_name, e.debug_session_id, e.step_count, e.parent_run_id, e.group_id, e.session_type, JSON.stringify(e.canonical)],
+    [e.run_id, e.tenant_id, e.created_at, e.updated_at, e.status, e.client_name, e.debug_session_id, e.step_count, e.parent_run_id, e.group_id, e.session_type, '{}'],
   );
+  for (const [idx, stepId] of Object.entries(e.canonical)) if (/^\d+$/.test(idx)) await q.run(CLAIM_STEP, [e.run_id, Number(idx), stepId]);
+  return n;
+}
+/** Moves updated_at and step_count forward, never back: replicas writing one run in any order agree. */
+const TOUCH_RUN =
+  'UPDATE trace_runs SET updated_at = CASE WHEN updated_at < $2 THEN $2 ELSE updated_at END, step_count = CASE WHEN step_count < $3 THEN $3 ELSE step_count END WHERE run_id = $1';
 export const insertCommand = (q: Sql, runId: string, c: Command) =>
   q.run('INSERT INTO trace_commands (run_id, seq, command_id, type, payload, operator_id, issued_at) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING', [runId, c.seq, c.command_id, c.type, JSON.stringify(c.payload), c.operator_id, c.issued_at]);
 export const upsertConnection = (q: Sql, c: Connection) =>
@@ -164,11 +172,22 @@ export class MetaStore {
     if ((await insertRun(this.db, e)) === 1) return { entry: e, created: true };
     return { entry: (await this.run(e.run_id))!, created: false };
   }
+  /** The run's fields a manifest or trace document sets (group-committed). */
   async saveRun(e: RunEntry): Promise<void> {
-    await this.db.run(
-      'UPDATE trace_runs SET updated_at = $2, status = $3, client_name = $4, debug_session_id = $5, step_count = $6, parent_run_id = $7, group_id = $8, session_type = $9, canonical = $10 WHERE run_id = $1',
-      [e.run_id, e.updated_at, e.status, e.client_name, e.debug_session_id, e.step_count, e.parent_run_id, e.group_id, e.session_type, JSON.stringify(e.canonical)],
+    await this.db.batch(
+      'UPDATE trace_runs SET updated_at = CASE WHEN updated_at < $2 THEN $2 ELSE updated_at END, status = $3, client_name = $4, debug_session_id = $5, step_count = $6, parent_run_id = $7, group_id = $8, session_type = $9 WHERE run_id = $1',
+      [e.run_id, e.updated_at, e.status, e.client_name, e.debug_session_id, e.step_count, e.parent_run_id, e.group_id, e.session_type],
     );
+  }
+  /** A write landed on the run: updated_at to `at` and step_count to at least `stepCount` (group-committed). */
+  async touchRun(runId: string, at: string, stepCount = 0): Promise<void> {
+    await this.db.batch(TOUCH_RUN, [runId, at, stepCount]);
+  }
+  /** The canonical step_id of a step: `stepId` when this call claimed it first, else the one claimed before (by any replica). */
+  async claimStep(runId: string, index: number, stepId: string): Promise<string> {
+    if ((await this.db.batch(CLAIM_STEP, [runId, index, stepId])) === 1) return stepId;
+    const r = (await this.db.all<Row>('SELECT step_id FROM trace_run_steps WHERE run_id = $1 AND step_index = $2', [runId, index]))[0];
+    return r ? String(r.step_id) : stepId;
   }
   /** A tenant's runs newest first (created_at, then run_id), `limit` of them after `after`. */
   async runs(tenantId: string, limit: number, after?: RunsAfter): Promise<RunEntry[]> {
