@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { startGateway, newToken, sleep, type TestGateway } from '../support/gateway.ts';
 import { startSite, type Site } from '../support/site.ts';
@@ -249,6 +249,9 @@ describe('runs end to end on dom_plane (real agent, real Chromium)', function ()
     expect(t.body.manifest.run_id).to.equal(r.run_id);
     expect(t.body.ingest).to.deep.equal({ manifest_url: `/trace/api/v1/runs/${r.run_id}/manifest.json`, trace_url: `/trace/api/v1/runs/${r.run_id}/trace.json` });
     expect(await validateBundle(path.join(gw.dir, 'runs', 'e2e', r.run_id, 'trace'))).to.deep.equal([]);
+    // the bundle is written after the run's result was recorded, off its critical path (the trace route waited for it)
+    const written = (await stat(path.join(gw.dir, 'runs', 'e2e', r.run_id, 'trace', 'manifest.json'))).mtimeMs;
+    expect(written).to.be.at.least(Date.parse(r.life.ended_at));
 
     const trace = (await gw.req('GET', `/v1/runs/${r.run_id}/trace/trace.json`, { token })).body;
     expect(trace.session.status).to.equal('passed');
