@@ -10,6 +10,7 @@
 // the same records one by one, and the session stops trying the batch route.
 import { childSignal } from '../shared/abort.ts';
 import { parseDsn, parseRetryAfter, type ParsedDsn } from './dsn.ts';
+import { multipartFile, nodeFetch } from './http-fetch.ts';
 import { SDK_VERSION, type SdkLogger } from './util.ts';
 
 export { parseDsn, parseRetryAfter, type ParsedDsn } from './dsn.ts';
@@ -106,7 +107,7 @@ export class Streamer {
     this.log = opts.logger;
     this.queueMax = opts.queueMax ?? 5000;
     this.batchMax = Math.max(1, opts.batchMax ?? 200);
-    this.fetchImpl = opts.fetch ?? fetch;
+    this.fetchImpl = opts.fetch ?? nodeFetch;
     this.headers = {
       authorization: `Bearer ${this.dsn.key}`,
       'user-agent': `runplane-trace-sdk/${SDK_VERSION} (${opts.clientName.replace(/[^\x20-\x7e]/g, '?')})`,
@@ -204,11 +205,11 @@ export class Streamer {
 
   private async http(method: string, path: string, init: { json?: unknown; image?: Buffer; name?: string }): Promise<Response> {
     const headers: Record<string, string> = { ...this.headers };
-    let body: string | FormData | undefined;
+    let body: string | Buffer | undefined;
     if (init.image) {
-      const form = new FormData();
-      form.append('image', new Blob([init.image], { type: 'image/png' }), init.name ?? 'image.png');
-      body = form;
+      const part = multipartFile('image', init.name ?? 'image.png', 'image/png', init.image);
+      headers['content-type'] = part.contentType;
+      body = part.body;
     } else if (init.json !== undefined) {
       headers['content-type'] = 'application/json';
       body = JSON.stringify(init.json);
@@ -371,10 +372,11 @@ export class Streamer {
   }
 
   /** One fetch on a child of `parent`, its body read before the child lets go of `parent` (see http()). */
-  private async send(method: string, path: string, init: { headers: Record<string, string>; body?: string | FormData }, parent: AbortSignal): Promise<Response> {
+  private async send(method: string, path: string, init: { headers: Record<string, string>; body?: string | Buffer }, parent: AbortSignal): Promise<Response> {
     const call = childSignal(parent);
     try {
       const res = await this.fetchImpl(this.dsn.baseUrl + path, { method, ...init, signal: call.signal });
+      if (this.fetchImpl === nodeFetch) return res; // read whole already
       const buf = await res.arrayBuffer();
       return new Response(buf.byteLength > 0 ? buf : null, { status: res.status, statusText: res.statusText, headers: res.headers });
     } finally {

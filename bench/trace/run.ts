@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { DebugSession } from '../../sdk/index.ts';
+import { cpuSeconds } from '../stats.ts';
 
 const args = process.argv.slice(2);
 const opt = (name: string, dflt: number) => {
@@ -46,9 +47,10 @@ const quiet = { warn: () => undefined, debug: () => undefined };
 // written and the stream drains after (uploadMs, awaited here so the numbers count it)
 // paceMs spaces the steps as a real run does (steps take seconds there), so the
 // background work of each step (PNG write, perceptual hash) is done before close
-async function recordSession(runId: string, dsn: string | null, shots: Buffer[], out: string, upload: 'wait' | 'background' = 'wait', paceMs = 0): Promise<{ perStepMs: number; closeMs: number; uploadMs: number; dropped: number }> {
+async function recordSession(runId: string, dsn: string | null, shots: Buffer[], out: string, upload: 'wait' | 'background' = 'wait', paceMs = 0): Promise<{ perStepMs: number; closeMs: number; uploadMs: number; dropped: number; cpuMsPerStep: number }> {
   const s = new DebugSession({ runId, clientName: 'bench', outDir: path.join(out, runId), dsn, logger: quiet, stream: { flushTimeoutMs: 120_000 } });
   let paused = 0;
+  const c0 = process.cpuUsage();
   const t0 = performance.now();
   for (let i = 0; i < STEPS; i++) {
     s.recordStep({ step_index: i, step_id: `${runId}-${i}`, status: 'passed', action: { type: 'CLICK', params: { x: i, y: i } } });
@@ -69,7 +71,8 @@ async function recordSession(runId: string, dsn: string | null, shots: Buffer[],
   const t2 = performance.now();
   await s.uploaded();
   const t3 = performance.now();
-  return { perStepMs: (t1 - t0 - paused) / STEPS, closeMs: t2 - t1, uploadMs: t3 - t1, dropped: s.streamStats?.dropped ?? 0 };
+  const c = process.cpuUsage(c0);
+  return { perStepMs: (t1 - t0 - paused) / STEPS, closeMs: t2 - t1, uploadMs: t3 - t1, dropped: s.streamStats?.dropped ?? 0, cpuMsPerStep: (c.user + c.system) / 1000 / STEPS };
 }
 
 const server = spawn(process.execPath, [...(process.env.BENCH_SERVER_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_SERVER_PROF] : []), '--import', 'tsx', path.join(import.meta.dirname, 'server.ts')], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -84,23 +87,28 @@ try {
   process.stdout.write(`ingest ${url}; ${STEPS} steps per session, 2 screenshots per step (${W}x${H} PNG, ~${avgPng} KiB)\n\n`);
   await recordSession('warmup', dsn!, shots, out);
 
-  process.stdout.write('ingest throughput (streaming, end to end incl. close and flush)\n');
-  process.stdout.write('| sessions | steps | step records/s | screenshots/s | dropped |\n|---:|---:|---:|---:|---:|\n');
+  // CPU per step is what a busy machine does not distort much: wall-clock rates here swing 2x with the load average
+  process.stdout.write('ingest throughput (streaming, end to end incl. close and flush); CPU per step of the SDK process and of the ingest process\n');
+  process.stdout.write('| sessions | steps | step records/s | screenshots/s | dropped | SDK CPU ms/step | ingest CPU ms/step |\n|---:|---:|---:|---:|---:|---:|---:|\n');
   for (const n of [1, 8]) {
     const t0 = performance.now();
+    const c0 = process.cpuUsage();
+    const s0 = cpuSeconds(server.pid!);
     const results = await Promise.all(Array.from({ length: n }, (_, k) => recordSession(`tp-${n}-${k}`, dsn!, shots, out)));
     const sec = (performance.now() - t0) / 1000;
+    const c = process.cpuUsage(c0);
+    const serverMs = (cpuSeconds(server.pid!) - s0) * 1000;
     const steps = n * STEPS;
     const dropped = results.reduce((a, r) => a + r.dropped, 0);
-    process.stdout.write(`| ${n} | ${steps} | ${(steps / sec).toFixed(0)} | ${((2 * steps) / sec).toFixed(0)} | ${dropped} |\n`);
+    process.stdout.write(`| ${n} | ${steps} | ${(steps / sec).toFixed(0)} | ${((2 * steps) / sec).toFixed(0)} | ${dropped} | ${((c.user + c.system) / 1000 / steps).toFixed(2)} | ${(serverMs / steps).toFixed(2)} |\n`);
   }
 
   process.stdout.write('\nSDK overhead per recorded step (record_step + 2 screenshots + 2 events + step costs; close separate)\n');
-  process.stdout.write('| streaming | close upload | steps paced | ms per step | close() returns, ms | upload drained, ms after close() began |\n|---|---|---|---:|---:|---:|\n');
+  process.stdout.write('| streaming | close upload | steps paced | ms per step | close() returns, ms | upload drained, ms after close() began | SDK CPU ms/step, close and upload included |\n|---|---|---|---:|---:|---:|---:|\n');
   const rows = [['off', null, 'wait', 0], ['on', dsn!, 'wait', 0], ['on', dsn!, 'background', 0], ['on', dsn!, 'wait', 10], ['on', dsn!, 'background', 10]] as const;
   for (const [label, d, upload, pace] of rows) {
     const r = await recordSession(`oh-${label}-${upload}-${pace}`, d, shots, out, upload, pace);
-    process.stdout.write(`| ${label} | ${upload} | ${pace ? `${pace} ms apart` : 'no'} | ${r.perStepMs.toFixed(3)} | ${r.closeMs.toFixed(0)} | ${r.uploadMs.toFixed(0)} |\n`);
+    process.stdout.write(`| ${label} | ${upload} | ${pace ? `${pace} ms apart` : 'no'} | ${r.perStepMs.toFixed(3)} | ${r.closeMs.toFixed(0)} | ${r.uploadMs.toFixed(0)} | ${r.cpuMsPerStep.toFixed(2)} |\n`);
   }
 } finally {
   server.kill('SIGTERM');
