@@ -8,14 +8,13 @@
 // The sampling runs in a child process of its own (listed as "sampler"), so its
 // CPU is not billed to the gateway.
 // Usage: node --import tsx bench/runs/profile.ts [--runs 3 --concurrent 4]
-import { mkdtemp, writeFile, rm, readdir, readFile } from 'node:fs/promises';
+import { mkdtemp, rm, readdir, readFile } from 'node:fs/promises';
 import { spawn } from 'node:child_process';
 import { tmpdir, loadavg } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
-import { loadConfig } from '../../gateway/config.ts';
-import { createGateway } from '../../gateway/server.ts';
 import { startSite } from '../../test/support/site.ts';
+import { startBenchGateway } from './gateway.ts';
 import { plan } from './plan.ts';
 import { numArg } from '../stats.ts';
 
@@ -82,22 +81,7 @@ if (SAMPLER) {
 const site = await startSite();
 const steps = plan(site.url);
 const dir = await mkdtemp(path.join(tmpdir(), 'runplane-bench-profile-'));
-const token = 'r'.repeat(64);
-const keys = path.join(dir, 'keys.json');
-await writeFile(keys, JSON.stringify({ tenant_keys: { [token]: { tenant_id: 'bench', rate_limit_per_minute: 0, max_concurrent_runs: 100, default_compute_backend: 'dom_plane' } } }));
-const config = loadConfig({
-  SERVICE_PORT: '0',
-  SERVICE_DATA_DIR: path.join(dir, 'gw'),
-  SERVICE_TENANT_KEYS_PATH: keys,
-  SERVICE_RUNNER: 'on',
-  SERVICE_PLANES: 'local',
-  SERVICE_ALLOW_PRIVATE_NETWORKS: '1',
-  SERVICE_MAX_ACTIVE_RUNS: '4',
-  SERVICE_PLANE_POOL_SIZE: '4',
-  SERVICE_PLANE_RECYCLE_AFTER: '10000',
-});
-const gw = await createGateway(config, { logStream: new Writable({ write: (_c, _e, cb) => cb() }) });
-const url = await gw.listen();
+const { gw, url, token } = await startBenchGateway(dir, new Writable({ write: (_c, _e, cb) => cb() }));
 
 async function oneRun(): Promise<number> {
   const t0 = performance.now();

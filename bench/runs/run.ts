@@ -13,21 +13,20 @@
 //  5. --soak N: N sequential runs, memory and open files of the gateway process
 //     and of the agents at the start and the end.
 // Usage: npm run bench:runs [-- --runs 4 --soak 1000]
-import { mkdtemp, writeFile, rm, readdir, readFile } from 'node:fs/promises';
+import { mkdtemp, rm, readdir, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { pino } from 'pino';
-import { loadConfig } from '../../gateway/config.ts';
-import { createGateway } from '../../gateway/server.ts';
 import { LocalAgentPlanes } from '../../gateway/runner/agent-planes.ts';
 import type { RunRecord } from '../../gateway/runs/records.ts';
 import type { PluginHost, StepHandler } from '../../gateway/plugins/contract.ts';
 import stepsCore from '../../plugins/steps-core/index.ts';
 import { startSite } from '../../test/support/site.ts';
 import { plainRunOwnBrowser, sharedBrowser } from './plain.ts';
+import { startBenchGateway } from './gateway.ts';
 import { plan } from './plan.ts';
 import { numArg, pct } from '../stats.ts';
 
@@ -108,22 +107,7 @@ for (let rep = 0; rep < 20; rep++) {
 await planes.close();
 
 // ---- through the gateway
-const token = 'r'.repeat(64);
-const keys = path.join(dir, 'keys.json');
-await writeFile(keys, JSON.stringify({ tenant_keys: { [token]: { tenant_id: 'bench', rate_limit_per_minute: 0, max_concurrent_runs: 100, default_compute_backend: 'dom_plane' } } }));
-const config = loadConfig({
-  SERVICE_PORT: '0',
-  SERVICE_DATA_DIR: path.join(dir, 'gw'),
-  SERVICE_TENANT_KEYS_PATH: keys,
-  SERVICE_RUNNER: 'on',
-  SERVICE_PLANES: 'local',
-  SERVICE_ALLOW_PRIVATE_NETWORKS: '1',
-  SERVICE_MAX_ACTIVE_RUNS: '4',
-  SERVICE_PLANE_POOL_SIZE: '4',
-  SERVICE_PLANE_RECYCLE_AFTER: '10000',
-});
-const gw = await createGateway(config, { logStream: sink });
-const url = await gw.listen();
+const { gw, url, token } = await startBenchGateway(dir, sink);
 
 interface RunTiming {
   wallMs: number;
