@@ -4,6 +4,7 @@
 // networked stores without a thread pool.
 import { decodeCursor, encodeCursor, type EventTable, type KeyedStore, type RunKey, type RunPage, type RunQuery, type RunTable } from '../tables.ts';
 import type { Db } from './db.ts';
+import { GroupCommit } from './group-commit.ts';
 
 export class SqliteKeyedStore<T> implements KeyedStore<T> {
   private readonly q;
@@ -128,8 +129,8 @@ export class SqliteEventTable implements EventTable {
       if (seq > this.maxPerRun && seq % 100 === 0) this.q.trim.run(runId, seq - this.maxPerRun);
       return stored;
     });
-    // appendTx nested in it is a savepoint: the row and the event commit (and sync) once
-    this.appendWithRunTx = db.transaction((run: RunKey, event: Record<string, unknown>) => {
+    // the row and its event in one savepoint, committed with the other acceptances of this event-loop turn (one fsync)
+    this.appendWithRunTx = new GroupCommit(db, ({ run, event }: { run: RunKey; event: Record<string, unknown> }) => {
       this.q.putRun.run(run.run_id, run.tenant_id, run.status, run.created_at, JSON.stringify(run));
       return this.appendTx(run.run_id, event);
     });
@@ -140,7 +141,7 @@ export class SqliteEventTable implements EventTable {
   }
 
   async appendWithRun<E extends Record<string, unknown>>(run: RunKey, event: E): Promise<E & { seq: number }> {
-    return this.appendWithRunTx.immediate(run, event) as E & { seq: number };
+    return (await this.appendWithRunTx.run({ run, event })) as E & { seq: number };
   }
 
   async after<E extends Record<string, unknown>>(runId: string, seq: number): Promise<Array<E & { seq: number }>> {
