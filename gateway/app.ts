@@ -67,8 +67,11 @@ function routeChain(route: RouteSpec, s: Services) {
     chain.push(async (ctx, next) => {
       const body = await readJsonBody(ctx, { maxBytes: maxBytes?.(s) ?? s.config.maxBodyBytes, maxDepth: s.config.maxJsonDepth });
       if (body === null || typeof body !== 'object' || Array.isArray(body)) throw badRequest('(body): must be a JSON object');
-      precheck?.(body);
-      if (!validate(body)) throw badRequest(describeError('', validate.errors));
+      // the schema runs once; a precheck only words the refusal of a body the schema refused
+      if (!validate(body)) {
+        precheck?.(body);
+        throw badRequest(describeError('', validate.errors));
+      }
       ctx.state.body = body;
       return next();
     });

@@ -4,14 +4,14 @@
 // `Authorization: Api-Key <key>`; the inner route's own auth still applies.
 // A refusal here takes the error shape of the inner route (OpenAI's for the
 // `openai` routes), so an OpenAI SDK behind the platform can read it.
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import { ServiceError, notFound } from '../errors.ts';
 import type { Ctx, Next } from '../context.ts';
 
 const FAMILY = /^\/(?:production|deployment\/([^/]+))(\/.*)?$/;
 const DEPLOYMENT_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
-const sha = (s: string) => createHash('sha256').update(s, 'utf8').digest();
+const sha = (s: string) => hash('sha256', s, 'buffer');
 
 export function platformRoutes(apiKey: string | undefined, errorShapeOf: (method: string, path: string) => 'openai' | undefined = () => undefined) {
   const expected = apiKey ? sha(apiKey) : undefined;

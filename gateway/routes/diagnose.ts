@@ -64,7 +64,7 @@ export const diagnoseRoutes: RouteSpec[] = [
     rateLimited: true,
     body: {
       schema: 'diagnose.schema.json',
-      // the schema's pattern, first, with the message that says what is wanted
+      // the schema's pattern, when it refused the body, with the message that says what is wanted
       precheck: (b) => {
         const t = (b as { target_url?: unknown } | null)?.target_url;
         if (typeof t === 'string' && !/^https?:\/\/[^/]/i.test(t)) throw badRequest('target_url: must begin with http:// or https://');

@@ -205,7 +205,7 @@ export const predictRoutes: RouteSpec[] = [
     rateLimited: true,
     body: {
       schema: 'predict.schema.json',
-      // the schema says these too; checked first for messages that name the rule
+      // the schema says these too; run when it refuses the body, for messages that name the rule
       precheck: (b) => {
         const body = (b ?? {}) as { plan?: unknown; micro?: unknown; action?: unknown; run_id?: unknown };
         if (body.plan !== undefined && body.micro !== undefined) throw badRequest('plan: give either plan or micro, not both');

@@ -13,7 +13,7 @@ export function param(ctx: Ctx, name: string): string {
 export interface RouteBody {
   /** schema file or `file#/$defs/Name` the body must satisfy */
   schema: string;
-  /** runs before the schema, for checks that give a more precise message */
+  /** runs when the schema refused the body (the schema says the same rule), for a message that names the rule */
   precheck?: (body: unknown) => void;
   /** byte cap of this route's body when it differs from SERVICE_MAX_BODY_BYTES (screenshots) */
   maxBytes?: (s: Services) => number;

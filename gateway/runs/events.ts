@@ -14,7 +14,7 @@ import path from 'node:path';
 import type { RunEvent } from '../plugins/contract.ts';
 import { redisClient, type RedisClient } from '../state/redis-client.ts';
 import { RedisScript } from '../state/redis-script.ts';
-import type { EventTable } from '../state/tables.ts';
+import type { EventTable, RunKey } from '../state/tables.ts';
 
 export type { RunEvent };
 
@@ -22,6 +22,12 @@ export type EventListener = (e: RunEvent) => void;
 
 export interface EventLog {
   append(e: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent>;
+  /**
+   * Stores a run row and appends its event in one step (one commit), when the
+   * events live in the store of record beside the runs; absent otherwise (the
+   * caller then puts the run and appends).
+   */
+  appendWithRun?(run: RunKey, e: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent>;
   /** events of a run with seq > after, oldest first */
   history(runId: string, after?: number): Promise<RunEvent[]>;
   /** live events of one run ('run:<id>') or one tenant ('tenant:<id>') */
@@ -192,7 +198,17 @@ export class TableEventLog extends FanOut implements EventLog {
 
   async append(input: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent> {
     const { run_id, tenant_id, type, data } = input;
-    const e = (await this.table.append(run_id, { run_id, tenant_id, type, ts: input.ts ?? new Date().toISOString(), data })) as unknown as RunEvent;
+    return this.publish((await this.table.append(run_id, { run_id, tenant_id, type, ts: input.ts ?? new Date().toISOString(), data })) as unknown as RunEvent);
+  }
+
+  async appendWithRun(run: RunKey, input: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent> {
+    const { run_id, tenant_id, type, data } = input;
+    if (run_id !== run.run_id) throw new Error(`appendWithRun: event of run ${run_id} with the row of run ${run.run_id}`);
+    return this.publish((await this.table.appendWithRun(run, { run_id, tenant_id, type, ts: input.ts ?? new Date().toISOString(), data })) as unknown as RunEvent);
+  }
+
+  /** Fans a stored event out: through Redis when there is Redis, else to this process's watchers. */
+  private async publish(e: RunEvent): Promise<RunEvent> {
     let published = false;
     if (this.pub) {
       // stored first: a watcher that misses the message (Redis away) resumes from the store with Last-Event-ID

@@ -112,8 +112,14 @@ export class RunsService {
         start_step: spec.start_step ?? 0,
         resume_step: null,
       };
-      await this.runs.put(record);
-      await this.events.append({ run_id: runId, tenant_id: tenant.tenant_id, type: 'run.status', data: { status: 'queued', phase: 'queued' } });
+      const queued = { run_id: runId, tenant_id: tenant.tenant_id, type: 'run.status', data: { status: 'queued', phase: 'queued' } };
+      // on the SQL stores the row and its first event are one commit (one fsync on SQLite, one round trip on PostgreSQL)
+      if (this.events.appendWithRun) {
+        await this.events.appendWithRun(record, queued);
+      } else {
+        await this.runs.put(record);
+        await this.events.append(queued);
+      }
       for (const l of this.acceptedListeners) l(runId);
       return record;
     } catch (err) {

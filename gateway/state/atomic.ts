@@ -14,7 +14,10 @@ export interface AtomicOps {
   readonly kind: 'memory' | 'redis' | 'sqlite' | 'postgres';
   /** Take one token from a bucket of `capacity` refilled at `refillPerSec`. */
   takeToken(key: string, capacity: number, refillPerSec: number): Promise<BucketResult>;
-  /** Add `holder` to the slot set when fewer than `max` are held; re-adding a holder is a no-op success. */
+  /**
+   * Add `holder` to the slot set when fewer than `max` are held; re-adding a holder is a no-op success.
+   * For a run's acceptance only: on SQLite it is not fsynced by itself, the run row's commit that follows is.
+   */
   acquireSlot(key: string, holder: string, max: number): Promise<boolean>;
   /** Remove `holder`; true only for the call that actually removed it. */
   releaseSlot(key: string, holder: string): Promise<boolean>;

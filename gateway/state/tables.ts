@@ -52,6 +52,12 @@ export interface RunTable<T extends RunKey> {
 export interface EventTable {
   /** Stores `event` as the run's next event; returns it with its seq. */
   append<E extends Record<string, unknown>>(runId: string, event: E): Promise<E & { seq: number }>;
+  /**
+   * Writes the run row (as RunTable.put) and appends its event in one
+   * transaction: one commit where put then append took two, and never a run
+   * without that event. A run's acceptance (row + first event) goes through here.
+   */
+  appendWithRun<E extends Record<string, unknown>>(run: RunKey, event: E): Promise<E & { seq: number }>;
   /** The run's events with seq > after, oldest first. */
   after<E extends Record<string, unknown>>(runId: string, seq: number): Promise<Array<E & { seq: number }>>;
 }

@@ -1,5 +1,9 @@
 import { expect } from 'chai';
-import { writeFile } from 'node:fs/promises';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { KeysFileResolver } from '../../gateway/http/tenants.ts';
+import { createLogger } from '../../gateway/log.ts';
 import { startGateway, newToken, sleep, step, request, type TestGateway } from '../support/gateway.ts';
 
 describe('gateway authentication and tenants', () => {
@@ -208,5 +212,25 @@ describe('gateway authentication and tenants', () => {
         await open.close();
       }
     });
+  });
+});
+
+describe('tenant resolution cache (keys file)', () => {
+  it('refuses a revoked token on the first request after the read cache, and answers only for the exact token', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'runplane-keys-'));
+    const file = path.join(dir, 'keys.json');
+    const [a, b] = [newToken(), newToken()];
+    await writeFile(file, JSON.stringify({ tenant_keys: { [a]: { tenant_id: 'acme' }, [b]: { tenant_id: 'globex' } } }));
+    let now = 1_000_000;
+    const r = new KeysFileResolver(file, 5000, createLogger('silent'), () => now);
+    expect((await r.resolve(a))?.tenant_id).to.equal('acme');
+    expect(await r.resolve(a.slice(0, -1) + (a.endsWith('0') ? '1' : '0')), 'one character off').to.equal(null);
+    await writeFile(file, JSON.stringify({ tenant_keys: { [b]: { tenant_id: 'globex' } } }));
+    now += 4999;
+    expect((await r.resolve(a))?.tenant_id, 'inside the 5 s read cache of the spec').to.equal('acme');
+    now += 1;
+    expect(await r.resolve(a), 'revoked: refused on the first request past the cache').to.equal(null);
+    expect(await r.resolveById('acme'), 'a tenant with no token left is gone').to.equal(null);
+    expect((await r.resolve(b))?.tenant_id).to.equal('globex');
   });
 });

@@ -27,7 +27,7 @@ describe('store of record on PostgreSQL', function () {
 
   it('applies each migration once when two replicas start together', async () => {
     const { rows } = await a.query<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version');
-    expect(rows.map((r) => r.version)).to.deep.equal([1]);
+    expect(rows.map((r) => r.version)).to.deep.equal([1, 2]);
   });
 
   it('pages a tenant runs newest first exactly as the SQLite and in-memory tables do, and refuses a forged cursor', async () => {
@@ -98,6 +98,21 @@ describe('store of record on PostgreSQL', function () {
     expect(events.map((e) => e.seq)).to.deep.equal(Array.from({ length: 200 }, (_, i) => i + 1));
     expect(new Set(events.map((e) => e.n)).size).to.equal(200);
     expect((await two.after('run-ev', 190)).map((e) => e.seq)).to.deep.equal([191, 192, 193, 194, 195, 196, 197, 198, 199, 200]);
+  });
+
+  it('accepts a run with its first event in one statement, and a failing one writes neither', async () => {
+    const events = new PgEventTable(a, 10_000);
+    const runs = new PgRunTable<RunKey>(b);
+    const r = { run_id: 'acc-pg-1', tenant_id: 't', status: 'queued', created_at: new Date().toISOString() };
+    const e = await events.appendWithRun(r, { type: 'run.status', n: 1 });
+    expect(e.seq).to.equal(1);
+    expect(await runs.get('acc-pg-1')).to.deep.equal(r);
+    expect((await new PgEventTable(b, 10_000).append('acc-pg-1', { type: 'run.status', n: 2 })).seq, 'the seq counter was taken').to.equal(2);
+    let err: unknown;
+    await events.appendWithRun({ ...r, run_id: 'acc-pg-2', created_at: null as unknown as string }, { type: 'run.status' }).catch((x: unknown) => (err = x));
+    expect(err).to.be.instanceOf(Error);
+    expect(await runs.get('acc-pg-2')).to.equal(undefined);
+    expect(await events.after('acc-pg-2', 0)).to.deep.equal([]);
   });
 
   it('claims, renews and expires leases on the server clock, and counts slots exactly across replicas', async () => {

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { openDb, type Db } from '../../gateway/state/sqlite/db.ts';
 import { SqliteEventTable, SqliteKeyedStore, SqliteRunTable } from '../../gateway/state/sqlite/tables.ts';
 import { SqliteAtomicOps } from '../../gateway/state/sqlite/atomic.ts';
+import { GroupCommit } from '../../gateway/state/sqlite/group-commit.ts';
 import { SqliteOutbox } from '../../gateway/state/outbox.ts';
 import { BadCursor, pageOf, type RunKey } from '../../gateway/state/tables.ts';
 import { newToken, sleep, startGateway, step, until, type TestGateway } from '../support/gateway.ts';
@@ -106,6 +107,42 @@ describe('store of record on SQLite', () => {
     const events = await a.after<{ n: number }>('run-x', 0);
     expect(events.map((e) => e.seq)).to.deep.equal(Array.from({ length: 200 }, (_, i) => i + 1));
     expect((await b.after('run-x', 195)).length).to.equal(5);
+  });
+
+  it('accepts a run with its first event in one commit, shared by the acceptances of one turn; a failing one rolls back alone', async () => {
+    const events = new SqliteEventTable(db, 10_000);
+    const runs = new SqliteRunTable<RunKey>(db);
+    const reader = open();
+    const committed = reader.prepare<[], { n: number }>('SELECT COUNT(*) AS n FROM runs');
+    const run = (i: number) => ({ run_id: `acc-${i}`, tenant_id: 't', status: 'queued', created_at: new Date().toISOString() });
+    const settled = await Promise.allSettled(
+      Array.from({ length: 12 }, (_, i) => events.appendWithRun(i === 5 ? { ...run(i), created_at: null as unknown as string } : run(i), { type: 'run.status', i })),
+    );
+    expect(settled.map((r) => r.status)).to.deep.equal(Array.from({ length: 12 }, (_, i) => (i === 5 ? 'rejected' : 'fulfilled')));
+    expect(settled.filter((r) => r.status === 'fulfilled').map((r) => (r as PromiseFulfilledResult<{ seq: number }>).value.seq)).to.deep.equal(Array(11).fill(1));
+    expect(committed.get()!.n).to.equal(11);
+    expect(await runs.get('acc-5'), 'the failed one left no row').to.equal(undefined);
+    expect(await events.after('acc-5', 0), 'and no event').to.deep.equal([]);
+    expect((await events.after<{ i: number }>('acc-7', 0)).map((e) => [e.seq, e.i])).to.deep.equal([[1, 7]]);
+    // one commit for the turn: while the batch writes, another connection sees none of it
+    const seen: number[] = [];
+    const batch = new GroupCommit(db, (i: number) => {
+      db.prepare('INSERT INTO runs (run_id, tenant_id, status, created_at, body) VALUES (?, ?, ?, ?, ?)').run(`g-${i}`, 't', 'queued', 'now', '{}');
+      seen.push(committed.get()!.n);
+      return i;
+    });
+    expect(await Promise.all([0, 1, 2, 3].map((i) => batch.run(i)))).to.deep.equal([0, 1, 2, 3]);
+    expect(seen).to.deep.equal([11, 11, 11, 11]);
+    expect(committed.get()!.n).to.equal(15);
+    expect(db.pragma('synchronous', { simple: true }), 'FULL stays the connection setting').to.equal(2);
+  });
+
+  it('commits a slot taken at synchronous NORMAL (its sync rides on the run commit) and sets the connection back to FULL', async () => {
+    const ops = new SqliteAtomicOps(db);
+    expect(await ops.acquireSlot('tenant:s', 'run-1', 1)).to.equal(true);
+    expect(await ops.acquireSlot('tenant:s', 'run-2', 1)).to.equal(false);
+    expect(db.pragma('synchronous', { simple: true })).to.equal(2);
+    expect(await new SqliteAtomicOps(open()).slotCount('tenant:s'), 'committed: another connection counts it').to.equal(1);
   });
 
   it('expires claims, renews a lease only for its holder, and counts slots exactly', async () => {

@@ -3,7 +3,7 @@
 // replicas that share the database, and claims, leases and slots outlive any
 // replica. Time is the database server's clock.
 import type { AtomicOps, BucketResult } from '../atomic.ts';
-import { tx, type Pool } from './db.ts';
+import type { Pool } from './db.ts';
 import { NOW_MS } from './tables.ts';
 
 const NS = '__atomic';
@@ -31,16 +31,9 @@ export class PgAtomicOps implements AtomicOps {
   }
 
   async acquireSlot(key: string, holder: string, max: number): Promise<boolean> {
-    return tx(this.pool, async (c) => {
-      // one lock per slot set: the count and the insert are one step for every replica
-      await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`slots:${key}`]);
-      const held = await c.query('SELECT 1 FROM slots WHERE key = $1 AND holder = $2', [key, holder]);
-      if (held.rowCount) return true;
-      const { rows } = await c.query<{ n: string }>('SELECT count(*) AS n FROM slots WHERE key = $1', [key]);
-      if (Number(rows[0]!.n) >= max) return false;
-      await c.query('INSERT INTO slots (key, holder) VALUES ($1, $2)', [key, holder]);
-      return true;
-    });
+    // one statement: the lock, the count and the insert are one step for every replica (migration 002)
+    const { rows } = await this.pool.query<{ ok: boolean }>('SELECT runplane_acquire_slot($1, $2, $3) AS ok', [key, holder, max]);
+    return rows[0]!.ok;
   }
 
   async releaseSlot(key: string, holder: string): Promise<boolean> {

@@ -111,6 +111,22 @@ export class PgEventTable implements EventTable {
     return { ...event, seq };
   }
 
+  async appendWithRun<E extends Record<string, unknown>>(run: RunKey, event: E): Promise<E & { seq: number }> {
+    // one statement, one round trip, one commit: a data-modifying WITH runs once and to completion
+    const { rows } = await this.pool.query<{ seq: string }>(
+      `WITH r AS (${UPSERT_RUN}),
+       s AS (
+         INSERT INTO run_event_seq (run_id, seq) VALUES ($1, 1)
+         ON CONFLICT (run_id) DO UPDATE SET seq = run_event_seq.seq + 1 RETURNING seq
+       )
+       INSERT INTO run_events (run_id, seq, body) SELECT $1, s.seq, $6 FROM s RETURNING seq`,
+      [run.run_id, run.tenant_id, run.status, run.created_at, JSON.stringify(run), JSON.stringify(event)],
+    );
+    const seq = Number(rows[0]!.seq);
+    if (seq > this.maxPerRun && seq % 100 === 0) await this.pool.query('DELETE FROM run_events WHERE run_id = $1 AND seq <= $2', [run.run_id, seq - this.maxPerRun]);
+    return { ...event, seq };
+  }
+
   async after<E extends Record<string, unknown>>(runId: string, seq: number): Promise<Array<E & { seq: number }>> {
     const { rows } = await this.pool.query<{ seq: string; body: string }>('SELECT seq, body FROM run_events WHERE run_id = $1 AND seq > $2 ORDER BY seq', [runId, seq]);
     return rows.map((r) => ({ ...(JSON.parse(r.body) as E), seq: Number(r.seq) }));

@@ -4,6 +4,7 @@
 // networked stores without a thread pool.
 import { decodeCursor, encodeCursor, type EventTable, type KeyedStore, type RunKey, type RunPage, type RunQuery, type RunTable } from '../tables.ts';
 import type { Db } from './db.ts';
+import { GroupCommit } from './group-commit.ts';
 
 export class SqliteKeyedStore<T> implements KeyedStore<T> {
   private readonly q;
@@ -38,15 +39,15 @@ export class SqliteKeyedStore<T> implements KeyedStore<T> {
   }
 }
 
+const UPSERT_RUN = 'INSERT INTO runs (run_id, tenant_id, status, created_at, body) VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, body = excluded.body';
+
 export class SqliteRunTable<T extends RunKey> implements RunTable<T> {
   private readonly q;
 
   constructor(db: Db) {
     this.q = {
       get: db.prepare<[string], { body: string }>('SELECT body FROM runs WHERE run_id = ?'),
-      put: db.prepare(
-        'INSERT INTO runs (run_id, tenant_id, status, created_at, body) VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, body = excluded.body',
-      ),
+      put: db.prepare(UPSERT_RUN),
       putUnlessEnded: db.prepare(
         "INSERT INTO runs (run_id, tenant_id, status, created_at, body) VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, body = excluded.body WHERE runs.status IN ('queued', 'running')",
       ),
@@ -106,6 +107,7 @@ export class SqliteRunTable<T extends RunKey> implements RunTable<T> {
 /** Per-run event logs: the seq is taken inside the insert's transaction, so appends from any process stay dense and ordered. */
 export class SqliteEventTable implements EventTable {
   private readonly appendTx;
+  private readonly appendWithRunTx;
   private readonly q;
 
   constructor(
@@ -117,6 +119,7 @@ export class SqliteEventTable implements EventTable {
       insert: db.prepare('INSERT INTO run_events (run_id, seq, body) VALUES (?, ?, ?)'),
       trim: db.prepare('DELETE FROM run_events WHERE run_id = ? AND seq <= ?'),
       after: db.prepare<[string, number], { body: string }>('SELECT body FROM run_events WHERE run_id = ? AND seq > ? ORDER BY seq'),
+      putRun: db.prepare(UPSERT_RUN),
     };
     this.appendTx = db.transaction((runId: string, event: Record<string, unknown>) => {
       const seq = (this.q.last.get(runId)?.seq ?? 0) + 1;
@@ -126,10 +129,19 @@ export class SqliteEventTable implements EventTable {
       if (seq > this.maxPerRun && seq % 100 === 0) this.q.trim.run(runId, seq - this.maxPerRun);
       return stored;
     });
+    // the row and its event in one savepoint, committed with the other acceptances of this event-loop turn (one fsync)
+    this.appendWithRunTx = new GroupCommit(db, ({ run, event }: { run: RunKey; event: Record<string, unknown> }) => {
+      this.q.putRun.run(run.run_id, run.tenant_id, run.status, run.created_at, JSON.stringify(run));
+      return this.appendTx(run.run_id, event);
+    });
   }
 
   async append<E extends Record<string, unknown>>(runId: string, event: E): Promise<E & { seq: number }> {
     return this.appendTx.immediate(runId, event) as E & { seq: number };
+  }
+
+  async appendWithRun<E extends Record<string, unknown>>(run: RunKey, event: E): Promise<E & { seq: number }> {
+    return (await this.appendWithRunTx.run({ run, event })) as E & { seq: number };
   }
 
   async after<E extends Record<string, unknown>>(runId: string, seq: number): Promise<Array<E & { seq: number }>> {
