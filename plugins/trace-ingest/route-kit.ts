@@ -36,7 +36,7 @@ export interface Reply {
 }
 
 export interface RouteDef {
-  method: 'GET' | 'POST' | 'PUT';
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   path: string;
   auth: AuthKind;
   body?: 'json' | 'multipart';
