@@ -40,7 +40,7 @@ export const REPLIES: Record<string, ReplyDoc> = {
   'PUT /runs/:run_id/preferences/:step_index': { schema: stored },
   'POST /heartbeat': { schema: obj({ ok: bool }) },
   'GET /runs/:run_id/commands': { schema: obj({ commands: { type: 'array', items: anyObj }, cursor: int }) },
-  'POST /batch': { schema: obj({ results: { type: 'array', items: obj({ index: int, status: { type: 'integer' }, body: anyObj, detail: str }, ['index', 'status']) } }) },
+  'POST /batch': { schema: obj({ results: { type: 'array', items: obj({ index: int, status: { type: 'integer' }, body: anyObj, detail: str, retry_after: int, rate_limits: str }, ['index', 'status']) } }) },
   // reads (session cookie)
   'POST /auth/login': { schema: obj({ user, tenant_id: str }) },
   'POST /auth/logout': { schema: obj({ ok: bool }) },
