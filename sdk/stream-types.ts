@@ -47,10 +47,14 @@ export interface StreamStats {
   failed: number;
   retried: number;
   batches: number;
+  /** records refused by a rate limit naming their category (each retried once after Retry-After) */
+  throttled: number;
 }
 
 export interface Pending extends StreamJob {
   tries: number;
+  /** times a rate limit refused it in this attempt (the second time it is dropped) */
+  limited?: number;
   /** its drop-ledger entry, once it was dropped */
   dropped?: DroppedRecord;
 }
