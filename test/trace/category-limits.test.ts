@@ -119,6 +119,33 @@ describe('trace ingest rate limits per record category, with a real SDK session'
   });
 });
 
+describe('trace ingest rate limits per record category inside a batch', function () {
+  this.timeout(60_000);
+
+  it('refuses the throttled category record by record (retry_after, rate_limits) and takes the rest', async () => {
+    const dir = await tempDir('category-batch-');
+    const seed = await startIngest({ dataDir: dir });
+    const t = await seed.tenant('cat-batch');
+    await seed.close();
+    const db = await metaDatabaseUrl(dir);
+    const ing = await startIngestProcess({ TRACE_DATA_DIR: dir, TRACE_RATE_LIMITS: 'event=1/1', ...(db ? { TRACE_DATABASE_URL: db } : {}) });
+    try {
+      const ev = (i: number) => ({ method: 'POST', path: '/runs/rb/events', body: { events: [{ event_id: `e${i}`, ts: new Date().toISOString(), layer: 'planner', kind: 'propose', step_index: 0, payload: {} }] } });
+      const requests = [ev(0), ev(1), ev(2), { method: 'PUT', path: '/runs/rb/steps/0', body: { step_index: 0, step_id: 'st0', status: 'passed', action: { type: 'CLICK', params: { x: 1, y: 1 } } } }];
+      const res = await fetch(`${ing.url}/api/v1/batch`, { method: 'POST', headers: { authorization: `Bearer ${t.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ requests }) });
+      expect(res.status).to.equal(207);
+      const { results } = (await res.json()) as { results: Array<{ status: number; retry_after?: number; rate_limits?: string; detail?: string }> };
+      expect(results.map((r) => r.status)).to.deep.equal([202, 202, 429, 200]);
+      expect(results[2]).to.include({ rate_limits: `${results[2]!.retry_after}:event:tenant` });
+      expect(results[2]!.detail).to.be.a('string');
+      expect(res.headers.get('x-trace-rate-limits')).to.match(/^\d+:event:tenant$/);
+      expect(Number(res.headers.get('retry-after'))).to.be.greaterThan(0);
+    } finally {
+      await ing.stop();
+    }
+  });
+});
+
 async function loginCookie(url: string, u: { email: string; password: string }): Promise<string> {
   const res = await fetch(`${url}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: u.email, password: u.password }) });
   if (res.status !== 200) throw new Error(`login failed: ${res.status}`);
