@@ -114,8 +114,15 @@ export class IngestLimits {
     }
   }
 
+  /** Closes the Redis connection: QUIT, or a hard disconnect after 1 s (a hung Redis must not hold up shutdown). */
   async close(): Promise<void> {
-    if (this.redis) await this.redis.quit().catch(() => this.redis!.disconnect());
+    const redis = this.redis;
+    if (!redis) return;
+    let timer: NodeJS.Timeout | undefined;
+    const quit = redis.quit().then(() => true, () => false);
+    const ok = await Promise.race([quit, new Promise<false>((r) => (timer = setTimeout(() => r(false), 1000)))]);
+    clearTimeout(timer);
+    if (!ok) redis.disconnect();
   }
 }
 

@@ -6,8 +6,10 @@
 // process stands in: 401, then 429), never 500. Without Redis, one process
 // keeps the same behaviour in memory.
 import { expect } from 'chai';
+import { once } from 'node:events';
 import { metaDatabaseUrl, startIngest, type TestTenant } from '../support/ingest.ts';
 import { startIngestProcess, type IngestProcess } from '../support/ingest-process.ts';
+import { IngestLimits } from '../../plugins/trace-ingest/limits.ts';
 import { startRedis, type RedisHandle } from '../support/redis.ts';
 import { tempDir } from '../support/trace.ts';
 
@@ -102,6 +104,26 @@ describe('trace ingest login limits in one process (no Redis)', function () {
       expect((await login(ing.url, other.email, other.password)).status).to.equal(200);
     } finally {
       await ing.close();
+    }
+  });
+});
+
+describe('trace ingest limits: a hung Redis does not hold up shutdown', function () {
+  this.timeout(30_000);
+
+  it('close() returns within about a second while Redis is stopped (SIGSTOP)', async () => {
+    const redis = await startRedis();
+    const limits = new IngestLimits({ redisUrl: redis.url });
+    try {
+      if (limits.redis!.status !== 'ready') await once(limits.redis!, 'ready');
+      await limits.loginFailed('a@x.test', '10.0.0.1');
+      process.kill(redis.pid, 'SIGSTOP');
+      const t0 = Date.now();
+      await limits.close();
+      expect(Date.now() - t0).to.be.below(3000);
+    } finally {
+      process.kill(redis.pid, 'SIGCONT');
+      await redis.stop();
     }
   });
 });
