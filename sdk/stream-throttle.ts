@@ -8,8 +8,36 @@ import type { StreamKind } from './stream-types.ts';
 
 export class CategoryThrottle {
   private readonly until = new Map<RecordCategory, number>();
-  /** categories refused at least once this session: their uploads go one at a time from then on */
-  readonly seen = new Set<RecordCategory>();
+  /**
+   * A throttled category is paced until its queued records are out: one
+   * request carries at most what the ingest took in the request it refused
+   * some in (at least one), and the next waits the last Retry-After; a burst
+   * would only be refused again (and a record refused twice is dropped).
+   */
+  private readonly pace = new Map<RecordCategory, { cap: number; seconds: number }>();
+
+  capOf(kind: StreamKind): number {
+    const c = categoryOf(kind);
+    return (c && this.pace.get(c)?.cap) || Infinity;
+  }
+
+  /** Records of `category` were refused in a request that took `accepted` others of it, for `seconds`. */
+  refusedIn(category: RecordCategory, accepted: number, seconds: number): void {
+    this.pace.set(category, { cap: Math.max(1, accepted), seconds: Math.max(1, seconds) });
+  }
+
+  /** A request carrying records of these categories goes out now: a paced category waits its interval before the next. */
+  sending(categories: Iterable<RecordCategory>, now = Date.now()): void {
+    for (const c of categories) {
+      const p = this.pace.get(c);
+      if (p) this.until.set(c, Math.max(this.until.get(c) ?? 0, now + p.seconds * 1000));
+    }
+  }
+
+  /** No record of the category waits any more: it is sent at full speed again. */
+  drained(category: RecordCategory): void {
+    this.pace.delete(category);
+  }
 
   /** True while records of this kind are held back. */
   blocked(kind: StreamKind, now = Date.now()): boolean {
@@ -20,7 +48,6 @@ export class CategoryThrottle {
   note(limits: RateLimit[], now = Date.now()): void {
     for (const l of limits) {
       for (const c of l.categories) {
-        this.seen.add(c);
         this.until.set(c, Math.max(this.until.get(c) ?? 0, now + l.seconds * 1000));
       }
     }

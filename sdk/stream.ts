@@ -14,7 +14,7 @@
 import { childSignal } from '../shared/abort.ts';
 import { parseDsn, parseRetryAfter, type ParsedDsn } from './dsn.ts';
 import { CategoryThrottle, namesCategories, refusedLimits } from './stream-throttle.ts';
-import type { RateLimit } from './categories.ts';
+import { categoryOf, type RateLimit, type RecordCategory } from './categories.ts';
 import { sleep, type DroppedRecord, type Pending, type StreamJob, type StreamStats, type StreamerOptions } from './stream-types.ts';
 import { SDK_VERSION, type SdkLogger } from './util.ts';
 
@@ -104,9 +104,13 @@ export class Streamer {
   /** Takes up to `max` queued jobs of one lane (images or JSON records), keeping their order. */
   private take(images: boolean, max: number): Pending[] {
     const jobs: Pending[] = [];
+    // records per category in this request, up to a throttled category's cap
+    const per = new Map<RecordCategory | null, number>();
+    const room = (j: Pending) => !this.throttle.blocked(j.kind) && (per.get(categoryOf(j.kind)) ?? 0) < this.throttle.capOf(j.kind);
     for (let i = 0; i < this.queue.length && jobs.length < max; ) {
       const j = this.queue[i]!;
-      if (Boolean(j.image) === images && !(j.kind === 'modelio' && this.modelioLatched) && !this.throttle.blocked(j.kind)) {
+      if (Boolean(j.image) === images && !(j.kind === 'modelio' && this.modelioLatched) && room(j)) {
+        per.set(categoryOf(j.kind), (per.get(categoryOf(j.kind)) ?? 0) + 1);
         this.queue.splice(i, 1);
         if (j.key && this.byKey.get(j.key) === j) this.byKey.delete(j.key);
         jobs.push(j);
@@ -115,6 +119,9 @@ export class Streamer {
         if (j.key && this.byKey.get(j.key) === j) this.byKey.delete(j.key);
       } else i++;
     }
+    const cats = [...per.keys()].filter((c): c is RecordCategory => c !== null);
+    this.throttle.sending(cats);
+    for (const c of cats) if (!this.queue.some((j) => categoryOf(j.kind) === c)) this.throttle.drained(c);
     return jobs;
   }
 
@@ -126,8 +133,7 @@ export class Streamer {
   private async drain(): Promise<void> {
     const lane = async (images: boolean) => {
       while (!this.abort.signal.aborted) {
-        // screenshots go one at a time once they were throttled: a burst would only be refused again
-        const jobs = this.take(images, images ? (this.throttle.seen.has('screenshot') ? 1 : 4) : this.batchUnsupported ? 1 : this.batchMax);
+        const jobs = this.take(images, images ? 4 : this.batchUnsupported ? 1 : this.batchMax);
         if (!jobs.length) {
           // only held-back records of this lane wait: nap until their category opens (or a record arrives)
           const wait = this.throttle.nextOpen();
@@ -159,8 +165,10 @@ export class Streamer {
    * until Retry-After; a record refused the first time goes back to the front
    * of the queue (in order), the second time to the drop ledger (re-sent at close).
    */
-  private refused(jobs: Pending[], limits: RateLimit[]): void {
+  private refused(jobs: Pending[], limits: RateLimit[], accepted: Pending[] = []): void {
     this.throttle.note(limits);
+    const seconds = Math.max(0, ...limits.map((l) => l.seconds));
+    for (const c of new Set(jobs.map((j) => categoryOf(j.kind)))) if (c) this.throttle.refusedIn(c, accepted.filter((a) => categoryOf(a.kind) === c).length, seconds);
     const again: Pending[] = [];
     for (const j of jobs) {
       this.stats.throttled++;
@@ -294,15 +302,19 @@ export class Streamer {
     }
     const parsed = JSON.parse(text) as { results?: Array<{ index: number; status: number; detail?: string; retry_after?: number; rate_limits?: string }> };
     const refused: Pending[] = [];
+    const accepted: Pending[] = [];
     let limits: RateLimit[] = [];
     for (const r of parsed.results ?? []) {
       const j = jobs[r.index];
       if (j && r.status === 429) {
         refused.push(j);
         limits = [...limits, ...refusedLimits(res.headers, j.kind, r)];
-      } else if (j) this.settle(j, r.status, r.detail ?? '');
+      } else if (j) {
+        if (r.status < 300) accepted.push(j);
+        this.settle(j, r.status, r.detail ?? '');
+      }
     }
-    if (refused.length) this.refused(refused, limits);
+    if (refused.length) this.refused(refused, limits, accepted);
     return true;
   }
 

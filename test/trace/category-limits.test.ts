@@ -3,8 +3,9 @@
 // session: the screenshots are throttled (429 naming the screenshot category)
 // while every step record and event arrives without waiting for them; after
 // close the server's bundle equals the local one (the refused screenshots were
-// retried after Retry-After, or dropped and re-sent at close), and the drop
-// ledger names only screenshots, all recovered.
+// retried after Retry-After, then paced; those refused twice, while another
+// client of the tenant spent the budget, were dropped and re-sent at close),
+// and the drop ledger names only screenshots, all recovered.
 import { expect } from 'chai';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -72,6 +73,18 @@ describe('trace ingest rate limits per record category, with a real SDK session'
     const runId = 'run-cat-sdk';
     const out = path.join(await tempDir(), 'bundle');
     const logger = collectingLogger();
+    // another client of the tenant spends the screenshot budget meanwhile, so some of the session's
+    // screenshots are refused again after their Retry-After: those go to the drop ledger
+    let competing = true;
+    const competitor = (async () => {
+      const image = await png(99);
+      while (competing) {
+        const form = new FormData();
+        form.append('image', new Blob([image], { type: 'image/png' }), 'x.png');
+        await fetch(`${ing.url}/api/v1/runs/run-cat-other/screenshots/0/pre`, { method: 'POST', headers: { authorization: `Bearer ${t.key}` }, body: form }).then((r) => r.arrayBuffer());
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
     const s = new DebugSession({ runId, clientName: 'runner', outDir: out, dsn: formatDsn(ing.url, t.key), logger, stream: { flushTimeoutMs: 60_000 } });
     for (let i = 0; i < STEPS; i++) {
       s.recordStep({ step_index: i, step_id: `st${i}`, status: 'passed', action: { type: 'CLICK', params: { x: i, y: i } } });
@@ -94,11 +107,14 @@ describe('trace ingest rate limits per record category, with a real SDK session'
     }
     expect(stepsThere, JSON.stringify({ stats: s.streamStats, ledger: s.dropLedger, debugs: logger.debugs.slice(0, 3) })).to.equal(STEPS);
     expect(s.streamStats!.throttled).to.be.greaterThan(0);
+    while (s.dropLedger.length === 0 && Date.now() < deadline + 20_000) await new Promise((r) => setTimeout(r, 50));
+    competing = false;
+    await competitor;
 
     await s.close('passed');
     expect(await validateBundle(out)).to.deep.equal([]);
     const ledger = s.dropLedger;
-    expect(ledger.length, 'some screenshots were refused twice and dropped live').to.be.greaterThan(0);
+    expect(ledger.length, 'screenshots refused twice were dropped live').to.be.greaterThan(0);
     expect(ledger.map((d) => d.kind)).to.satisfy((k: string[]) => k.every((x) => x === 'screenshot'));
     expect(ledger.every((d) => d.reason === '429' && d.recovered), JSON.stringify(ledger)).to.equal(true);
     const kept = JSON.parse(await readFile(path.join(out, 'diagnostics', 'stream_drops.json'), 'utf8')) as { records: unknown };
@@ -140,6 +156,45 @@ describe('trace ingest rate limits per record category inside a batch', function
       expect(results[2]!.detail).to.be.a('string');
       expect(res.headers.get('x-trace-rate-limits')).to.match(/^\d+:event:tenant$/);
       expect(Number(res.headers.get('retry-after'))).to.be.greaterThan(0);
+    } finally {
+      await ing.stop();
+    }
+  });
+});
+
+describe('trace SDK with throttled events', function () {
+  this.timeout(120_000);
+
+  it('step records and screenshots keep flowing; after close the bundles are equal', async () => {
+    const dir = await tempDir('category-events-');
+    const seed = await startIngest({ dataDir: dir });
+    const t = await seed.tenant('cat-events');
+    await seed.close();
+    const db = await metaDatabaseUrl(dir);
+    const ing = await startIngestProcess({ TRACE_DATA_DIR: dir, TRACE_RATE_LIMITS: 'event=2/2', ...(db ? { TRACE_DATABASE_URL: db } : {}) });
+    try {
+      const runId = 'run-cat-events';
+      const out = path.join(await tempDir(), 'bundle');
+      const s = new DebugSession({ runId, clientName: 'runner', outDir: out, dsn: formatDsn(ing.url, t.key), logger: collectingLogger(), stream: { flushTimeoutMs: 60_000 } });
+      for (let i = 0; i < 6; i++) {
+        s.recordStep({ step_index: i, step_id: `st${i}`, status: 'passed', action: { type: 'CLICK', params: { x: i, y: i } } });
+        await s.attachObservation(i, 'post', await png(i));
+        for (let k = 0; k < 3; k++) s.recordEvent({ layer: 'planner', kind: 'propose', step_index: i, payload: { i, k } });
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await s.close('passed');
+      expect(s.streamStats!.throttled).to.be.greaterThan(0);
+      expect(s.dropLedger.every((d) => d.kind === 'events' && d.recovered), JSON.stringify(s.dropLedger)).to.equal(true);
+      const cookie = await loginCookie(ing.url, t);
+      const local = (await walk(out)).filter((f) => /^(steps\/|screenshots\/|events\/)/.test(f)).sort();
+      for (const f of local) {
+        const res = await fetch(`${ing.url}/api/v1/runs/${runId}/files/${f}`, { headers: { cookie } });
+        expect(res.status, f).to.equal(200);
+        const got = Buffer.from(await res.arrayBuffer());
+        const want = await readFile(path.join(out, f));
+        if (f.endsWith('.jsonl')) expect(got.toString().trim().split('\n').sort(), f).to.deep.equal(want.toString().trim().split('\n').sort());
+        else expect(got.equals(want), f).to.equal(true);
+      }
     } finally {
       await ing.stop();
     }
