@@ -1,7 +1,7 @@
 // The shapes of the SDK's streamer (sdk/stream.ts): the kinds of records it
 // sends, a queued job, its options, the drop ledger's entries and its stats.
-
 import type { SdkLogger } from './util.ts';
+
 export type StreamKind =
   | 'manifest' | 'trace' | 'step' | 'costs' | 'events' | 'screenshot' | 'modelio' | 'logs' | 'judge_decision'
   | 'heartbeat' | 'reasoning' | 'side_effect' | 'outcome' | 'eval_candidate' | 'findings' | 'preference';
