@@ -81,23 +81,26 @@ export class IngestLimits {
     }
   }
 
-  /** 429 with Retry-After when the e-mail or the address has used up its failed logins. */
-  async checkLogin(email: string, address: string): Promise<void> {
-    const [e, a] = await Promise.all([this.loginEmail.get(email), this.loginAddr.get(address)]);
-    let wait = 0;
-    if (e && e.consumedPoints >= this.loginMaxFailures) wait = Math.max(wait, e.msBeforeNext);
-    if (a && a.consumedPoints >= this.loginMaxFailures * 10) wait = Math.max(wait, a.msBeforeNext);
-    if (wait > 0) throw new IngestError(429, 'too many failed logins; retry later', { 'Retry-After': String(Math.max(1, Math.ceil(wait / 1000))) });
+  /**
+   * Counts a login attempt before its password is checked, so parallel guesses
+   * (on any replica) cannot all pass a check made before any failure counted;
+   * 429 with Retry-After when the e-mail or the address has used up its failures.
+   */
+  async beginLogin(email: string, address: string): Promise<void> {
+    const [e, a] = await Promise.allSettled([this.loginEmail.consume(email), this.loginAddr.consume(address)]);
+    const refused = [e, a].filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (!refused.length) return;
+    for (const r of refused) rejectUnlessRes(r.reason);
+    const wait = Math.max(...refused.map((r) => (r.reason as RateLimiterRes).msBeforeNext));
+    throw new IngestError(429, 'too many failed logins; retry later', { 'Retry-After': String(Math.max(1, Math.ceil(wait / 1000))) });
   }
 
-  async loginFailed(email: string, address: string): Promise<void> {
-    // a spent key rejects the consume: the failure is counted either way
-    await Promise.all([this.loginEmail.consume(email), this.loginAddr.consume(address)].map((p) => p.catch(rejectUnlessRes)));
-  }
-
-  /** A successful login clears its e-mail's failures (not its address's: one success must not reset a guesser's address). */
-  async loginSucceeded(email: string): Promise<void> {
-    await this.loginEmail.delete(email);
+  /**
+   * A successful login clears its e-mail's failures and gives its address its
+   * attempt back (not the address's other failures: one success must not reset a guesser).
+   */
+  async loginSucceeded(email: string, address: string): Promise<void> {
+    await Promise.all([this.loginEmail.delete(email), this.loginAddr.reward(address)]);
   }
 
   /** Takes one record of `category` for the tenant; 429 with Retry-After and X-Trace-Rate-Limits when its limit is spent. */

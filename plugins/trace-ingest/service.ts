@@ -161,14 +161,12 @@ export class IngestService extends RunFiles {
 
   async login(email: string, password: string, address: string): Promise<User> {
     const norm = email.trim().toLowerCase();
-    await this.limits.checkLogin(norm, address);
+    // the attempt counts before the password is checked (parallel guesses cannot slip past)
+    await this.limits.beginLogin(norm, address);
     const user = await this.meta.userByEmail(norm);
     const ok = await verifyPassword(password, user?.password_hash ?? DUMMY_HASH);
-    if (!user || !ok) {
-      await this.limits.loginFailed(norm, address);
-      throw new IngestError(401, 'invalid email or password');
-    }
-    await this.limits.loginSucceeded(norm);
+    if (!user || !ok) throw new IngestError(401, 'invalid email or password');
+    await this.limits.loginSucceeded(norm, address);
     if (needsRehash(user.password_hash)) {
       // the password is known only now: the stored hash moves to today's parameters
       user.password_hash = await hashPassword(password);

@@ -76,6 +76,13 @@ describe('trace ingest login limits across replicas (Redis)', function () {
     expect((await login(a.url, users[3]!.email, users[3]!.password, '10.9.9.10')).status).to.equal(200);
   });
 
+  it('counts parallel guesses before their passwords are checked: at most the allowance gets a 401', async () => {
+    const u = users[3]!;
+    const statuses = await Promise.all(Array.from({ length: 10 }, (_, i) => login(i % 2 ? a.url : b.url, u.email, `parallel-${i}-xxxxxxx`, `10.0.3.${i}`).then((r) => r.status)));
+    expect(statuses.filter((s) => s === 401)).to.have.length(3);
+    expect(statuses.filter((s) => s === 429)).to.have.length(7);
+  });
+
   it('with Redis down, each replica limits in memory (401 then 429), never 500', async () => {
     await redis.stop();
     const u = users[1]!;
@@ -116,7 +123,7 @@ describe('trace ingest limits: a hung Redis does not hold up shutdown', function
     const limits = new IngestLimits({ redisUrl: redis.url });
     try {
       if (limits.redis!.status !== 'ready') await once(limits.redis!, 'ready');
-      await limits.loginFailed('a@x.test', '10.0.0.1');
+      await limits.beginLogin('a@x.test', '10.0.0.1');
       process.kill(redis.pid, 'SIGSTOP');
       const t0 = Date.now();
       await limits.close();
