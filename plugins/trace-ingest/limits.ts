@@ -55,6 +55,8 @@ export class IngestLimits {
   private readonly loginAddr: RateLimiterAbstract;
   private readonly categories = new Map<RecordCategory, BurstyRateLimiter>();
   readonly loginMaxFailures: number;
+  /** records refused by a category's limit in this process (a metric) */
+  readonly refused = new Map<RecordCategory, number>();
 
   constructor(opts: LimitsOptions) {
     this.loginMaxFailures = opts.loginMaxFailures ?? 10;
@@ -109,6 +111,7 @@ export class IngestLimits {
       await this.categories.get(category)!.consume(tenantId);
     } catch (err) {
       rejectUnlessRes(err);
+      this.refused.set(category, (this.refused.get(category) ?? 0) + 1);
       const seconds = Math.max(1, Math.ceil((err as RateLimiterRes).msBeforeNext / 1000));
       throw new IngestError(429, `rate limit of ${category} records reached for this tenant; retry after ${seconds} s`, {
         'Retry-After': String(seconds),

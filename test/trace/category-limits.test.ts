@@ -67,6 +67,8 @@ describe('trace ingest rate limits per record category, with a real SDK session'
       body: JSON.stringify({ step_index: 0, step_id: 'st0', status: 'passed', action: { type: 'CLICK', params: { x: 1, y: 1 } } }),
     });
     expect(step.status, await step.clone().text()).to.equal(200);
+    const metrics = await (await fetch(`${ing.url}/api/v1/metrics`)).text();
+    expect(metrics).to.match(/^trace_ingest_rate_limited_total\{category="screenshot"\} [1-9]\d*$/m);
   });
 
   it('an SDK session: step records never wait for throttled screenshots; after close the bundles are equal', async () => {
