@@ -2,7 +2,10 @@
 // one worker. Enqueueing never blocks and never throws; a full queue drops the
 // new record (the local bundle stays authoritative). Records that queue up go
 // out together through the batch route. 429: sleep Retry-After, reissue once,
-// then drop with a warning. A 403 on model-io latches model-io posting off.
+// then drop with a warning. A 429 naming categories (X-Trace-Rate-Limits)
+// holds back only those categories until Retry-After (stream-throttle.ts):
+// their records are retried then, and dropped if refused again; the others
+// keep flowing. A 403 on model-io latches model-io posting off.
 // Records the ingest did not take (429 twice, 5xx, unreachable, queue full)
 // go in a drop ledger; close() re-sends them once after the first flush (the
 // reconciliation), so an ingest that was down or throttled mid-session still
@@ -11,78 +14,20 @@
 import { childSignal } from '../shared/abort.ts';
 import { parseDsn, parseRetryAfter, type ParsedDsn } from './dsn.ts';
 import { multipartFile, nodeFetch } from './http-fetch.ts';
+import { CategoryThrottle, namesCategories, refusedLimits } from './stream-throttle.ts';
+import { categoryOf, type RateLimit, type RecordCategory } from './categories.ts';
+import { sleep, type DroppedRecord, type Pending, type StreamJob, type StreamStats, type StreamerOptions } from './stream-types.ts';
 import { SDK_VERSION, type SdkLogger } from './util.ts';
 
 export { parseDsn, parseRetryAfter, type ParsedDsn } from './dsn.ts';
 
-export type StreamKind =
-  | 'manifest' | 'trace' | 'step' | 'costs' | 'events' | 'screenshot' | 'modelio' | 'logs' | 'judge_decision'
-  | 'heartbeat' | 'reasoning' | 'side_effect' | 'outcome' | 'eval_candidate' | 'findings' | 'preference';
-
-export interface StreamJob {
-  kind: StreamKind;
-  method: 'POST' | 'PUT';
-  /** below /api/v1, e.g. /runs/r1/steps/3 */
-  path: string;
-  /** JSON body, or a function building it at send time */
-  body?: unknown | (() => unknown);
-  /** multipart image (screenshots); never batched */
-  image?: Buffer;
-  /** a pending job with the same key is replaced (latest wins, position kept) */
-  key?: string;
-}
-
-export interface StreamerOptions {
-  dsn: string;
-  logger: SdkLogger;
-  clientId: string;
-  clientName: string;
-  /** at most this many records wait; more are dropped (default 5000) */
-  queueMax?: number;
-  /** records per batch request; 1 turns batching off (default 200) */
-  batchMax?: number;
-  fetch?: typeof fetch;
-}
-
-/** A record the ingest did not take while streaming; `recovered` once reconciliation delivered it. */
-export interface DroppedRecord {
-  kind: StreamKind;
-  method: 'POST' | 'PUT';
-  path: string;
-  /** queue_full, 429, http_<status>, unreachable or deadline */
-  reason: string;
-  recovered: boolean;
-}
-
-export interface StreamStats {
-  sent: number;
-  dropped: number;
-  failed: number;
-  retried: number;
-  batches: number;
-}
-
-interface Pending extends StreamJob {
-  tries: number;
-  /** its drop-ledger entry, once it was dropped */
-  dropped?: DroppedRecord;
-}
-
-const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
-  new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
+export type { DroppedRecord, StreamJob, StreamKind, StreamStats, StreamerOptions } from './stream-types.ts';
 
 export class Streamer {
   readonly dsn: ParsedDsn;
-  readonly stats: StreamStats = { sent: 0, dropped: 0, failed: 0, retried: 0, batches: 0 };
+  readonly stats: StreamStats = { sent: 0, dropped: 0, failed: 0, retried: 0, batches: 0, throttled: 0 };
+  /** categories held back after a 429 that named them */
+  readonly throttle = new CategoryThrottle();
   /** what the ingest did not take (see DroppedRecord) */
   readonly ledger: DroppedRecord[] = [];
   private readonly missed: Pending[] = [];
@@ -101,6 +46,9 @@ export class Streamer {
   private closed = false;
   /** the ingest answered the batch route 404/405: per-record routes only, for the rest of the session */
   private batchUnsupported = false;
+  /** wakes a lane napping until a held-back category opens, when a record arrives */
+  private wake: (() => void) | null = null;
+  private readonly warnedThrottled = new Set<string>();
 
   constructor(opts: StreamerOptions) {
     this.dsn = parseDsn(opts.dsn);
@@ -142,6 +90,7 @@ export class Streamer {
     const p: Pending = { ...job, tries: 0 };
     this.queue.push(p);
     if (job.key) this.byKey.set(job.key, p);
+    this.wake?.();
     this.kick();
   }
 
@@ -156,9 +105,13 @@ export class Streamer {
   /** Takes up to `max` queued jobs of one lane (images or JSON records), keeping their order. */
   private take(images: boolean, max: number): Pending[] {
     const jobs: Pending[] = [];
+    // records per category in this request, up to a throttled category's cap
+    const per = new Map<RecordCategory | null, number>();
+    const room = (j: Pending) => !this.throttle.blocked(j.kind) && (per.get(categoryOf(j.kind)) ?? 0) < this.throttle.capOf(j.kind);
     for (let i = 0; i < this.queue.length && jobs.length < max; ) {
       const j = this.queue[i]!;
-      if (Boolean(j.image) === images && !(j.kind === 'modelio' && this.modelioLatched)) {
+      if (Boolean(j.image) === images && !(j.kind === 'modelio' && this.modelioLatched) && room(j)) {
+        per.set(categoryOf(j.kind), (per.get(categoryOf(j.kind)) ?? 0) + 1);
         this.queue.splice(i, 1);
         if (j.key && this.byKey.get(j.key) === j) this.byKey.delete(j.key);
         jobs.push(j);
@@ -167,6 +120,9 @@ export class Streamer {
         if (j.key && this.byKey.get(j.key) === j) this.byKey.delete(j.key);
       } else i++;
     }
+    const cats = [...per.keys()].filter((c): c is RecordCategory => c !== null);
+    this.throttle.sending(cats);
+    for (const c of cats) if (!this.queue.some((j) => categoryOf(j.kind) === c)) this.throttle.drained(c);
     return jobs;
   }
 
@@ -179,7 +135,13 @@ export class Streamer {
     const lane = async (images: boolean) => {
       while (!this.abort.signal.aborted) {
         const jobs = this.take(images, images ? 4 : this.batchUnsupported ? 1 : this.batchMax);
-        if (!jobs.length) return;
+        if (!jobs.length) {
+          // only held-back records of this lane wait: nap until their category opens (or a record arrives)
+          const wait = this.throttle.nextOpen();
+          if (wait === null || !this.queue.some((j) => Boolean(j.image) === images)) return;
+          await this.nap(wait);
+          continue;
+        }
         try {
           if (images) await Promise.all(jobs.map((j) => this.sendOne(j).catch((err: Error) => this.fail([j], err))));
           else if (jobs.length === 1) await this.sendOne(jobs[0]!);
@@ -191,6 +153,42 @@ export class Streamer {
       }
     };
     await Promise.all([lane(false), lane(true)]);
+  }
+
+  private async nap(ms: number): Promise<void> {
+    const woken = new Promise<void>((resolve) => (this.wake = resolve));
+    await Promise.race([sleep(ms, this.abort.signal), woken]);
+    this.wake = null;
+  }
+
+  /**
+   * Records refused by a 429 naming categories: those categories are held back
+   * until Retry-After; a record refused the first time goes back to the front
+   * of the queue (in order), the second time to the drop ledger (re-sent at close).
+   */
+  private refused(jobs: Pending[], limits: RateLimit[], accepted: Pending[] = []): void {
+    this.throttle.note(limits);
+    const seconds = Math.max(0, ...limits.map((l) => l.seconds));
+    for (const c of new Set(jobs.map((j) => categoryOf(j.kind)))) if (c) this.throttle.refusedIn(c, accepted.filter((a) => categoryOf(a.kind) === c).length, seconds);
+    const again: Pending[] = [];
+    for (const j of jobs) {
+      this.stats.throttled++;
+      if ((j.limited ?? 0) >= 1) {
+        this.stats.dropped++;
+        this.miss([j], '429');
+        const c = limits.map((l) => l.categories.join(';')).join(',');
+        if (!this.warnedThrottled.has(c)) this.log.warn(`trace ingest rate-limited ${c} records twice; dropping them live (re-sent at close; the local bundle stays authoritative)`);
+        this.warnedThrottled.add(c);
+        continue;
+      }
+      j.limited = (j.limited ?? 0) + 1;
+      this.stats.retried++;
+      // a keyed record with a newer pending version is superseded by it
+      if (j.key && this.byKey.has(j.key)) continue;
+      if (j.key) this.byKey.set(j.key, j);
+      again.push(j);
+    }
+    this.queue.unshift(...again);
   }
 
   private fail(jobs: Pending[], err: Error): void {
@@ -223,7 +221,8 @@ export class Streamer {
   private async withRetry(what: string, send: () => Promise<Response>): Promise<Response | null> {
     for (let attempt = 0; ; attempt++) {
       const res = await send();
-      if (res.status !== 429) return res;
+      // a 429 naming categories is the caller's: it holds back those categories instead of sleeping here
+      if (res.status !== 429 || namesCategories(res)) return res;
       await res.arrayBuffer().catch(() => undefined);
       if (attempt >= 1) {
         this.stats.dropped++;
@@ -243,6 +242,7 @@ export class Streamer {
       if (!this.abort.signal.aborted) this.miss([job], '429');
       return;
     }
+    if (res.status === 429) return this.refused([job], refusedLimits(res.headers, job.kind));
     const text = await res.text().catch(() => '');
     this.settle(job, res.status, text);
   }
@@ -284,6 +284,10 @@ export class Streamer {
       if (!this.abort.signal.aborted) this.miss(jobs, '429');
       return true;
     }
+    if (res.status === 429) {
+      for (const j of jobs) this.refused([j], refusedLimits(res.headers, j.kind));
+      return true;
+    }
     const text = await res.text();
     if (res.status === 404 || res.status === 405) {
       // the batch route is our addition, not the spec's: an ingest with only the
@@ -297,11 +301,21 @@ export class Streamer {
       for (const j of jobs) this.settle(j, res.status, text);
       return true;
     }
-    const parsed = JSON.parse(text) as { results?: Array<{ index: number; status: number; detail?: string }> };
+    const parsed = JSON.parse(text) as { results?: Array<{ index: number; status: number; detail?: string; retry_after?: number; rate_limits?: string }> };
+    const refused: Pending[] = [];
+    const accepted: Pending[] = [];
+    let limits: RateLimit[] = [];
     for (const r of parsed.results ?? []) {
       const j = jobs[r.index];
-      if (j) this.settle(j, r.status, r.detail ?? '');
+      if (j && r.status === 429) {
+        refused.push(j);
+        limits = [...limits, ...refusedLimits(res.headers, j.kind, r)];
+      } else if (j) {
+        if (r.status < 300) accepted.push(j);
+        this.settle(j, r.status, r.detail ?? '');
+      }
     }
+    if (refused.length) this.refused(refused, limits, accepted);
     return true;
   }
 
@@ -360,6 +374,7 @@ export class Streamer {
     this.log.debug('trace stream reconciling records the ingest did not take', { records: again.length });
     for (const j of again) {
       j.tries++;
+      j.limited = 0;
       this.queue.push(j);
     }
     this.kick();

@@ -10,6 +10,7 @@ import Koa from 'koa';
 import type { AddressInfo } from 'node:net';
 import { idProblem } from '../../shared/ids.ts';
 import { newSessionId, signCookie, verifyCookie } from './auth.ts';
+import { RATE_LIMITS_HEADER } from '../../sdk/categories.ts';
 import { IngestError, readJson, readMultipart } from './http.ts';
 import { UNMATCHED, createIngestMetrics } from './metrics.ts';
 import { buildOpenApi } from './openapi.ts';
@@ -17,6 +18,7 @@ import { isDbUnavailable } from './meta/db.ts';
 import { pathParamProblem } from './route-kit.ts';
 import { ROUTES, type Reply, type RouteCtx, type RouteDef } from './routes.ts';
 import { IngestService, type IngestOptions, type Viewer } from './service.ts';
+import { writeCategory } from './write-queue.ts';
 
 export type { IngestOptions };
 
@@ -145,10 +147,15 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
     if (problem) throw new IngestError(404, `no run: ${problem}`);
   }
 
-  /** Runs a route's handler once its path segments are checked. */
+  /** Takes the record from its tenant's limit of the route's category (429 with X-Trace-Rate-Limits when spent). */
+  async function limit(def: RouteDef, rc: RouteCtx): Promise<void> {
+    if (def.category && rc.principal) await service.limits.take(rc.principal.tenant.tenant_id, def.category);
+  }
+
+  /** Runs a route's handler once its path segments are checked; its writes count in its category's share of the queue. */
   async function run(def: RouteDef, rc: RouteCtx): Promise<Reply> {
     checkParams(def, rc.params);
-    return def.handler(service, rc);
+    return def.category ? writeCategory.run(def.category, () => def.handler(service, rc)) : def.handler(service, rc);
   }
 
   async function batch(ctx: Koa.Context, rc: RouteCtx): Promise<void> {
@@ -159,21 +166,31 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
       service.queue.rejected++;
       throw new IngestError(429, 'ingest queue saturated; retry later', { 'Retry-After': '1' });
     }
-    const results: Array<{ index: number; status: number; body?: unknown; detail?: string }> = [];
+    const results: Array<{ index: number; status: number; body?: unknown; detail?: string; retry_after?: number; rate_limits?: string }> = [];
+    const limited: string[] = [];
+    let retryAfter = 0;
     for (const [index, raw] of body.requests.entries()) {
       const r = (raw ?? {}) as { method?: unknown; path?: unknown; body?: unknown };
       try {
         if (typeof r.method !== 'string' || typeof r.path !== 'string') throw new IngestError(422, 'each request needs method and path');
         const found = match(r.method.toUpperCase(), r.path.split('?')[0]!);
         if (found === null || found === 'method' || !found.route.def.batchable) throw new IngestError(404, `no batchable route for ${r.method} ${r.path.slice(0, 200)}`);
-        const reply = await run(found.route.def, { ...rc, params: found.params, query: {}, body: r.body });
+        const sub = { ...rc, params: found.params, query: {}, body: r.body };
+        await limit(found.route.def, sub);
+        const reply = await run(found.route.def, sub);
         results.push({ index, status: reply.status ?? 200, body: reply.body });
       } catch (err) {
         if (!(err instanceof IngestError)) throw err;
-        results.push({ index, status: err.status, detail: err.detail });
+        // a refused record says when to retry and which categories are limited, as a whole 429 does in its headers
+        const rl = err.headers[RATE_LIMITS_HEADER];
+        if (err.status === 429) retryAfter = Math.max(retryAfter, Number(err.headers['Retry-After'] ?? 1));
+        if (rl && !limited.includes(rl)) limited.push(rl);
+        results.push({ index, status: err.status, detail: err.detail, ...(err.status === 429 ? { retry_after: Number(err.headers['Retry-After'] ?? 1), rate_limits: rl } : {}) });
       }
     }
     service.count('batches');
+    if (limited.length) ctx.set(RATE_LIMITS_HEADER, limited.join(', '));
+    if (retryAfter) ctx.set('Retry-After', String(retryAfter));
     ctx.status = 207;
     ctx.body = { results };
   }
@@ -290,6 +307,8 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
     else if (def.auth === 'cookie' || def.auth === 'admin') rc.viewer = await viewer(ctx, def.auth === 'admin');
     // before the body, so a bad segment is 400 whatever the body (a screenshot's multipart included)
     checkParams(def, rc.params);
+    // before the body too: a throttled screenshot is refused before its bytes are read
+    await limit(def, rc);
     if (def.body === 'json') rc.body = await readJson(ctx.req, maxBody);
     else if (def.body === 'multipart') rc.parts = await readMultipart(ctx.req, maxImage);
     const reply = await run(def, rc);

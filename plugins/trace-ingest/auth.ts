@@ -1,7 +1,7 @@
 // Credentials of the ingest service: scrypt password hashes (rehashed at login
 // when their parameters are outdated), DSN keys hashed
-// at rest (sha256 of a 256-bit random key), signed session cookies and a
-// login limiter.
+// at rest (sha256 of a 256-bit random key) and signed session cookies (the
+// login limits are limits.ts').
 import { createHash, createHmac, randomBytes, scrypt as scryptCb, timingSafeEqual } from 'node:crypto';
 import { promisify } from 'node:util';
 
@@ -84,60 +84,5 @@ export function verifyCookie(secret: string, value: string | undefined, now = Da
     return claims;
   } catch {
     return null;
-  }
-}
-
-/**
- * Failed logins per key in a sliding window; over the limit the key waits.
- * Keys are `email:<address>` (maxFailures) and `addr:<client address>`
- * (ten times as many, so one guesser behind a shared address does not lock out the rest).
- */
-export class LoginLimiter {
-  private readonly failures = new Map<string, number[]>();
-
-  constructor(
-    readonly maxFailures = 10,
-    readonly windowMs = 15 * 60_000,
-    /** keys remembered at most (a spray of addresses must not grow memory without bound) */
-    readonly maxKeys = 100_000,
-  ) {}
-
-  private limit(key: string): number {
-    return key.startsWith('addr:') ? this.maxFailures * 10 : this.maxFailures;
-  }
-
-  /** seconds to wait, or 0 */
-  retryAfter(keys: string[], now = Date.now()): number {
-    let wait = 0;
-    for (const k of keys) {
-      const list = (this.failures.get(k) ?? []).filter((t) => now - t < this.windowMs);
-      this.failures.set(k, list);
-      if (list.length >= this.limit(k)) wait = Math.max(wait, Math.ceil((list[0]! + this.windowMs - now) / 1000));
-    }
-    return wait;
-  }
-
-  fail(keys: string[], now = Date.now()): void {
-    for (const k of keys) {
-      // re-inserted, so the map's order is least recently failed first
-      const list = [...(this.failures.get(k) ?? []), now].filter((t) => now - t < this.windowMs);
-      this.failures.delete(k);
-      this.failures.set(k, list);
-    }
-    // bounded memory without forgetting the keys under attack: past the cap, drop expired windows, then
-    // the keys with the fewest failures (a spray of fresh addresses has one each; the target has many),
-    // down to 90% of the cap so the sort runs once per tenth of it
-    if (this.failures.size > this.maxKeys) {
-      for (const [k, list] of this.failures) if (list.every((t) => now - t >= this.windowMs)) this.failures.delete(k);
-      const excess = this.failures.size - Math.floor(this.maxKeys * 0.9);
-      if (excess > 0) {
-        const ranked = [...this.failures].filter(([k]) => !keys.includes(k)).sort((a, b) => a[1].length - b[1].length || a[1].at(-1)! - b[1].at(-1)!);
-        for (const [k] of ranked.slice(0, excess)) this.failures.delete(k);
-      }
-    }
-  }
-
-  succeed(keys: string[]): void {
-    for (const k of keys) this.failures.delete(k);
   }
 }

@@ -10,6 +10,7 @@ import { checkId, resolveInside } from '../../shared/ids.ts';
 import { ObjectStore } from '../../sdk/store.ts';
 import { createIngestApp, type IngestApp } from './app.ts';
 import { hashKey } from './auth.ts';
+import { parseCategoryLimits } from './limits.ts';
 import type { IngestOptions } from './service.ts';
 
 export { createIngestApp };
@@ -24,8 +25,11 @@ export function optionsFromEnv(env: Record<string, string | undefined>): IngestO
     trustProxy: env.TRACE_TRUST_PROXY === '1' || env.TRACE_TRUST_PROXY === 'true',
     mountPrefix: env.TRACE_MOUNT_PREFIX || undefined,
     databaseUrl: env.TRACE_DATABASE_URL || undefined,
+    redisUrl: env.TRACE_REDIS_URL || undefined,
+    rateLimits: parseCategoryLimits(env.TRACE_RATE_LIMITS),
   };
   if (env.TRACE_INGEST_QUEUE_LIMIT) opts.queueLimit = Number(env.TRACE_INGEST_QUEUE_LIMIT);
+  if (env.TRACE_LOGIN_MAX_FAILURES) opts.loginMaxFailures = Number(env.TRACE_LOGIN_MAX_FAILURES);
   if (env.TRACE_S3_ENDPOINT && env.TRACE_S3_BUCKET) {
     opts.objectStore = new ObjectStore({
       endpoint: env.TRACE_S3_ENDPOINT,
@@ -73,7 +77,8 @@ const plugin: PluginDefinition = {
     const env = host.env ?? process.env;
     // TRACE_INGEST=off leaves the service out of the gateway (run it alone with npm run ingest)
     if (['0', 'false', 'no', 'off'].includes((env.TRACE_INGEST ?? '').trim().toLowerCase())) return;
-    const base = optionsFromEnv(env);
+    // in the gateway the limits count in the gateway's Redis unless the service has its own
+    const base = { ...optionsFromEnv(env), redisUrl: env.TRACE_REDIS_URL || env.SERVICE_REDIS_URL || undefined };
     const dataDir = env.TRACE_DATA_DIR ? base.dataDir : path.join(host.dataDir, 'data');
     if (host.mountHttp) {
       const prefix = env.TRACE_MOUNT_PREFIX ?? '/trace';

@@ -44,6 +44,16 @@ export function createIngestMetrics(service: IngestService): IngestMetrics {
     },
   });
   new client.Counter({
+    name: 'trace_ingest_rate_limited_total',
+    help: 'Records refused with 429 by a tenant rate limit, by category (step, event, screenshot, modelio).',
+    labelNames: ['category'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [category, n] of service.limits.refused) this.inc({ category }, n);
+    },
+  });
+  new client.Counter({
     name: 'trace_ingest_writes_total',
     help: 'Writes the ingest queue finished (stored or failed).',
     registers: [registry],

@@ -64,6 +64,13 @@ export function buildOpenApi(prefix = ''): Json {
   schemas.Error = { type: 'object', required: ['detail'], properties: { detail: { type: 'string' } } };
   const paths: Json = {};
   const err = (d: string) => ({ description: d, content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } });
+  const tooMany = {
+    ...err('a rate limit of the record category (per tenant) or the write queue (overall or the category\'s share) is spent; retry after Retry-After'),
+    headers: {
+      'Retry-After': { description: 'seconds to wait', schema: { type: 'integer', minimum: 0 } },
+      'X-Trace-Rate-Limits': { description: '<seconds>:<category>[;<category>]:<scope>, several joined by ", " (categories step, event, screenshot, modelio; scope tenant or queue); absent when the whole queue is saturated', schema: { type: 'string' } },
+    },
+  };
   const all = [
     ...ROUTES,
     { method: 'POST', path: '/batch', auth: 'dsn', body: 'json', summary: 'Many ingest records of mixed kinds in one request ({requests: [{method, path, body}]}); answered 207 with one result per record (our addition)' },
@@ -88,7 +95,7 @@ export function buildOpenApi(prefix = ''): Json {
         ...(r.auth === 'none' ? {} : { '401': err('missing or invalid credential'), '403': err('not allowed') }),
         '404': err('path or file absent'),
         ...(r.body ? { '413': err('body too large'), '415': err('wrong content type'), '422': err('payload failed validation') } : {}),
-        ...(r.auth === 'dsn' ? { '429': err('ingest queue saturated; see Retry-After') } : {}),
+        ...(r.auth === 'dsn' ? { '429': tooMany } : {}),
       },
     };
     if (r.body === 'json') op.requestBody = { required: true, content: { 'application/json': { schema: r.schema ? { $ref: `#/components/schemas/${titleOf(`${r.schema}.schema.json`)}` } : { type: 'object' } } } };

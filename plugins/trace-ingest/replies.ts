@@ -40,7 +40,7 @@ export const REPLIES: Record<string, ReplyDoc> = {
   'PUT /runs/:run_id/preferences/:step_index': { schema: stored },
   'POST /heartbeat': { schema: obj({ ok: bool }) },
   'GET /runs/:run_id/commands': { schema: obj({ commands: { type: 'array', items: anyObj }, cursor: int }) },
-  'POST /batch': { schema: obj({ results: { type: 'array', items: obj({ index: int, status: { type: 'integer' }, body: anyObj, detail: str }, ['index', 'status']) } }) },
+  'POST /batch': { schema: obj({ results: { type: 'array', items: obj({ index: int, status: { type: 'integer' }, body: anyObj, detail: str, retry_after: int, rate_limits: str }, ['index', 'status']) } }) },
   // reads (session cookie)
   'POST /auth/login': { schema: obj({ user, tenant_id: str }) },
   'POST /auth/logout': { schema: obj({ ok: bool }) },
@@ -63,7 +63,7 @@ export const REPLIES: Record<string, ReplyDoc> = {
   'POST /tenant/dsns': { schema: obj({ dsn_id: str, tenant_id: str, name: str, key_prefix: str, created_at: str, key: str, dsn: str }) },
   'GET /admin/tenants': { schema: list('tenants') },
   'POST /admin/dsns/:dsn_id/revoke': { schema: obj({ dsn_id: str, tenant_id: str, name: str, key_prefix: str, created_at: str, last_used_at: { type: ['string', 'null'] }, revoked_at: str }) },
-  'POST /admin/users/:user_id/delete': { schema: obj({ user_id: str, email: str, tenant_id: str, is_admin: bool, created_at: str }) },
+  'DELETE /admin/users/:user_id': { schema: obj({ user_id: str, email: str, tenant_id: str, is_admin: bool, created_at: str }) },
   'POST /admin/impersonate': { schema: obj({ impersonating: bool, tenant: anyObj }) },
   // service
   'GET /healthz': { schema: obj({ status: str, queue_depth: int }) },

@@ -2,6 +2,7 @@
 // small helpers their handlers use: integer params, schema checks, the run of
 // an ingest call (DSN) or of a read (session cookie), file replies.
 import { checkRecord, type TraceRecordKind } from '../../schemas/trace/index.ts';
+import type { RecordCategory } from '../../sdk/categories.ts';
 import { idProblem } from '../../shared/ids.ts';
 import { IngestError, unprocessable, type FilePart } from './http.ts';
 import type { RunEntry } from './meta.ts';
@@ -36,7 +37,7 @@ export interface Reply {
 }
 
 export interface RouteDef {
-  method: 'GET' | 'POST' | 'PUT';
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   path: string;
   auth: AuthKind;
   body?: 'json' | 'multipart';
@@ -49,6 +50,8 @@ export interface RouteDef {
   ok?: number[];
   /** may appear inside POST /batch */
   batchable?: boolean;
+  /** the rate-limit category of the records it takes (sdk/categories.ts); none: never limited (heartbeat, reads) */
+  category?: RecordCategory;
   handler(svc: IngestService, rc: RouteCtx): Promise<Reply>;
 }
 

@@ -12,7 +12,7 @@ import { IngestService, LOG_FILE_LIMIT } from './service.ts';
 
 export const INGEST_ROUTES: RouteDef[] = [
   {
-    method: 'POST', path: '/runs', auth: 'dsn', body: 'json', schema: 'manifest', batchable: true, ok: [201, 200],
+    method: 'POST', path: '/runs', auth: 'dsn', category: 'step', body: 'json', schema: 'manifest', batchable: true, ok: [201, 200],
     summary: 'Create or update a run from its manifest (idempotent on run_id)',
     async handler(svc, rc) {
       // an unsafe run id is 400 (as in every run path), before the schema's 422
@@ -42,7 +42,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     },
   },
   {
-    method: 'PUT', path: '/runs/:run_id/trace', auth: 'dsn', body: 'json', schema: 'trace', batchable: true,
+    method: 'PUT', path: '/runs/:run_id/trace', auth: 'dsn', category: 'step', body: 'json', schema: 'trace', batchable: true,
     summary: 'Store the full trace.json document',
     async handler(svc, rc) {
       validate('trace', rc.body);
@@ -57,7 +57,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     },
   },
   {
-    method: 'PUT', path: '/runs/:run_id/steps/:step_index', auth: 'dsn', body: 'json', schema: 'step', batchable: true,
+    method: 'PUT', path: '/runs/:run_id/steps/:step_index', auth: 'dsn', category: 'step', body: 'json', schema: 'step', batchable: true,
     summary: 'Store one step record; a step_id other than the canonical one is stored as an iteration (steps/NNNN/<short_id>.json)',
     async handler(svc, rc) {
       const idx = intParam(rc.params.step_index, 'step_index');
@@ -80,7 +80,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     },
   },
   {
-    method: 'PUT', path: '/runs/:run_id/costs', auth: 'dsn', body: 'json', batchable: true,
+    method: 'PUT', path: '/runs/:run_id/costs', auth: 'dsn', category: 'step', body: 'json', batchable: true,
     summary: 'Cumulative run-level costs (last write wins)',
     async handler(svc, rc) {
       const msg = checkDef('Costs', obj(rc.body));
@@ -91,7 +91,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     },
   },
   {
-    method: 'POST', path: '/runs/:run_id/events', auth: 'dsn', body: 'json', accepted: true, batchable: true,
+    method: 'POST', path: '/runs/:run_id/events', auth: 'dsn', category: 'event', body: 'json', accepted: true, batchable: true,
     summary: 'Append decision events ({events, step_index?}) to events/<NNNN-or-run>.jsonl',
     async handler(svc, rc) {
       const b = obj(rc.body);
@@ -113,7 +113,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     },
   },
   {
-    method: 'POST', path: '/runs/:run_id/screenshots/:step_index/:kind', auth: 'dsn', body: 'multipart', accepted: true,
+    method: 'POST', path: '/runs/:run_id/screenshots/:step_index/:kind', auth: 'dsn', category: 'screenshot', body: 'multipart', accepted: true,
     summary: 'Store a screenshot (multipart part image, image/png; the bytes must be a PNG)',
     async handler(svc, rc) {
       const idx = intParam(rc.params.step_index, 'step_index');
@@ -136,7 +136,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     },
   },
   {
-    method: 'POST', path: '/runs/:run_id/modelio/:relpath', auth: 'dsn', body: 'json', schema: 'modelio', accepted: true, batchable: true,
+    method: 'POST', path: '/runs/:run_id/modelio/:relpath', auth: 'dsn', category: 'modelio', body: 'json', schema: 'modelio', accepted: true, batchable: true,
     summary: 'Store one model-io record (403 when the tenant has not enabled model-io capture)',
     async handler(svc, rc) {
       if (!rc.principal!.tenant.modelio_enabled) throw new IngestError(403, 'model-io capture is not enabled for this tenant');
@@ -151,7 +151,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     },
   },
   {
-    method: 'POST', path: '/runs/:run_id/logs', auth: 'dsn', body: 'json', accepted: true, batchable: true,
+    method: 'POST', path: '/runs/:run_id/logs', auth: 'dsn', category: 'event', body: 'json', accepted: true, batchable: true,
     summary: 'Append {text, name?, step_index?} to logs/<name>.log or logs/step-<idx>.log (1 MB per file)',
     async handler(svc, rc) {
       const b = obj(rc.body);
@@ -171,7 +171,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     },
   },
   {
-    method: 'POST', path: '/runs/:run_id/steps/:step_index/judge-decisions', auth: 'dsn', body: 'json', schema: 'judge-decision', accepted: true, batchable: true,
+    method: 'POST', path: '/runs/:run_id/steps/:step_index/judge-decisions', auth: 'dsn', category: 'event', body: 'json', schema: 'judge-decision', accepted: true, batchable: true,
     summary: 'One judge decision (mirrored live; the step record carries the ordered list)',
     async handler(svc, rc) {
       const idx = intParam(rc.params.step_index, 'step_index');
@@ -182,7 +182,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     },
   },
   {
-    method: 'POST', path: '/runs/:run_id/reasoning', auth: 'dsn', body: 'json', schema: 'reasoning', accepted: true, batchable: true,
+    method: 'POST', path: '/runs/:run_id/reasoning', auth: 'dsn', category: 'event', body: 'json', schema: 'reasoning', accepted: true, batchable: true,
     summary: 'Append one reasoning record to events/reasoning.jsonl (our live path)',
     async handler(svc, rc) {
       validate('reasoning', rc.body);
@@ -192,7 +192,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     },
   },
   {
-    method: 'PUT', path: '/runs/:run_id/side-effects/:side_effect_id', auth: 'dsn', body: 'json', schema: 'side-effect', batchable: true,
+    method: 'PUT', path: '/runs/:run_id/side-effects/:side_effect_id', auth: 'dsn', category: 'step', body: 'json', schema: 'side-effect', batchable: true,
     summary: 'The current state of one side-effect ledger entry (side_effects/<step:04d>-<id>.json; our live path)',
     async handler(svc, rc) {
       const problem = pathParamProblem('side_effect_id', rc.params.side_effect_id);
@@ -207,7 +207,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     },
   },
   {
-    method: 'POST', path: '/runs/:run_id/outcomes', auth: 'dsn', body: 'json', schema: 'outcome', batchable: true, ok: [201],
+    method: 'POST', path: '/runs/:run_id/outcomes', auth: 'dsn', category: 'step', body: 'json', schema: 'outcome', batchable: true, ok: [201],
     summary: 'Append one outcome record to outcomes.json (our live path)',
     async handler(svc, rc) {
       validate('outcome', rc.body);
@@ -221,7 +221,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     },
   },
   {
-    method: 'POST', path: '/runs/:run_id/eval-candidates', auth: 'dsn', body: 'json', schema: 'eval-candidate', batchable: true, ok: [201, 200],
+    method: 'POST', path: '/runs/:run_id/eval-candidates', auth: 'dsn', category: 'step', body: 'json', schema: 'eval-candidate', batchable: true, ok: [201, 200],
     summary: 'Mark a step for evaluation in eval_candidates.json; idempotent per step (our live path)',
     async handler(svc, rc) {
       validate('eval-candidate', rc.body);
@@ -239,7 +239,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     },
   },
   {
-    method: 'PUT', path: '/runs/:run_id/findings', auth: 'dsn', body: 'json', schema: 'findings', batchable: true,
+    method: 'PUT', path: '/runs/:run_id/findings', auth: 'dsn', category: 'step', body: 'json', schema: 'findings', batchable: true,
     summary: 'Store diagnostics/findings.json',
     async handler(svc, rc) {
       validate('findings', rc.body);
@@ -249,7 +249,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     },
   },
   {
-    method: 'PUT', path: '/runs/:run_id/preferences/:step_index', auth: 'dsn', body: 'json', batchable: true,
+    method: 'PUT', path: '/runs/:run_id/preferences/:step_index', auth: 'dsn', category: 'step', body: 'json', batchable: true,
     summary: 'A step preference record (preferences/<NNNN>.json)',
     async handler(svc, rc) {
       const idx = intParam(rc.params.step_index, 'step_index');

@@ -185,7 +185,7 @@ export const READ_ROUTES: RouteDef[] = [
     },
   },
   {
-    method: 'POST', path: '/admin/users/:user_id/delete', auth: 'admin',
+    method: 'DELETE', path: '/admin/users/:user_id', auth: 'admin',
     summary: 'Delete a user of any tenant: their session cookies are refused (401) from then on; 404 for an unknown user',
     async handler(svc, rc) {
       const id = rc.params.user_id!;

@@ -4,9 +4,11 @@
 // (shared/ids.ts).
 import { randomBytes, randomUUID } from 'node:crypto';
 import { idProblem, isSafeId } from '../../shared/ids.ts';
+import type { RecordCategory } from '../../sdk/categories.ts';
 import type { ObjectStore, Store } from '../../sdk/store.ts';
-import { DUMMY_HASH, LoginLimiter, formatDsn, hashKey, hashPassword, needsRehash, newDsnKey, verifyPassword } from './auth.ts';
+import { DUMMY_HASH, formatDsn, hashKey, hashPassword, needsRehash, newDsnKey, verifyPassword } from './auth.ts';
 import { IngestError, notFound } from './http.ts';
+import { IngestLimits, type CategoryLimit } from './limits.ts';
 import type { Command, Connection, Dsn, RunEntry, Tenant, User } from './meta.ts';
 import { openMeta } from './meta/open.ts';
 import type { MetaStore } from './meta/store.ts';
@@ -44,8 +46,12 @@ export interface IngestOptions {
   publicUrl?: string;
   /** path prefix in front of /api/v1 when mounted (e.g. /trace) */
   mountPrefix?: string;
-  /** failed logins per email or address in 15 minutes before 429 (default 10) */
+  /** failed logins per email (ten times as many per address) in 15 minutes before 429 (default 10; TRACE_LOGIN_MAX_FAILURES) */
   loginMaxFailures?: number;
+  /** Redis the rate limits of every replica count in (TRACE_REDIS_URL; mounted in the gateway, SERVICE_REDIS_URL); else per process */
+  redisUrl?: string;
+  /** records per tenant per category (limits.ts DEFAULT_CATEGORY_LIMITS; TRACE_RATE_LIMITS) */
+  rateLimits?: Partial<Record<RecordCategory, CategoryLimit>>;
   logger?: { info(m: string, f?: Record<string, unknown>): void; warn(m: string, f?: Record<string, unknown>): void; error(m: string, f?: Record<string, unknown>): void };
 }
 
@@ -63,7 +69,7 @@ export interface Viewer {
 }
 
 export class IngestService extends RunFiles {
-  readonly limiter: LoginLimiter;
+  readonly limits: IngestLimits;
   readonly counters = new Map<string, number>();
   private readonly waiters = new Map<string, Set<() => void>>();
   private readonly runCache = new Map<string, RunEntry>();
@@ -79,7 +85,7 @@ export class IngestService extends RunFiles {
     readonly cookieSecret: string,
   ) {
     super(opts);
-    this.limiter = new LoginLimiter(opts.loginMaxFailures ?? 10);
+    this.limits = new IngestLimits(opts);
   }
 
   static async open(opts: IngestOptions): Promise<IngestService> {
@@ -154,16 +160,13 @@ export class IngestService extends RunFiles {
   }
 
   async login(email: string, password: string, address: string): Promise<User> {
-    const keys = [`email:${email.trim().toLowerCase()}`, `addr:${address}`];
-    const wait = this.limiter.retryAfter(keys);
-    if (wait > 0) throw new IngestError(429, 'too many failed logins; retry later', { 'Retry-After': String(wait) });
-    const user = await this.meta.userByEmail(email.trim().toLowerCase());
+    const norm = email.trim().toLowerCase();
+    // the attempt counts before the password is checked (parallel guesses cannot slip past)
+    await this.limits.beginLogin(norm, address);
+    const user = await this.meta.userByEmail(norm);
     const ok = await verifyPassword(password, user?.password_hash ?? DUMMY_HASH);
-    if (!user || !ok) {
-      this.limiter.fail(keys);
-      throw new IngestError(401, 'invalid email or password');
-    }
-    this.limiter.succeed(keys);
+    if (!user || !ok) throw new IngestError(401, 'invalid email or password');
+    await this.limits.loginSucceeded(norm, address);
     if (needsRehash(user.password_hash)) {
       // the password is known only now: the stored hash moves to today's parameters
       user.password_hash = await hashPassword(password);
@@ -319,5 +322,6 @@ export class IngestService extends RunFiles {
     await this.queue.idle();
     await this.flushConnections().catch(() => undefined);
     await this.meta.close();
+    await this.limits.close();
   }
 }

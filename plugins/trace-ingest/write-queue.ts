@@ -1,23 +1,50 @@
 // The bounded queue every bundle write goes through: writes of one run are
 // serialized, the total pending is capped (saturated means 429), and its depth
-// is a metric.
+// is a metric. Each record category (sdk/categories.ts) may hold only its
+// share of the queue, so screenshots or events piling up never leave step
+// records without room: the category of a write is the one of the route
+// that queued it (writeCategory, set by the HTTP layer around the handler).
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { RATE_LIMITS_HEADER, formatRateLimits, type RecordCategory } from '../../sdk/categories.ts';
 import { IngestError } from './http.ts';
+
+/** The category of the route a write is queued from (none: only the total cap applies). */
+export const writeCategory = new AsyncLocalStorage<RecordCategory>();
+
+/** The share of the queue each category may fill; step records are bounded by the total only. */
+export const QUEUE_SHARES: Record<RecordCategory, number> = { step: 1, event: 0.5, screenshot: 0.25, modelio: 0.25 };
 
 /** Bounded queue of writes, serialized per run; its depth is exported as a metric. */
 export class WriteQueue {
   depth = 0;
   rejected = 0;
   processed = 0;
+  readonly depthBy = new Map<RecordCategory, number>();
   private readonly chains = new Map<string, Promise<unknown>>();
 
   constructor(readonly limit: number) {}
 
+  /** writes a category may have pending (at least one) */
+  capOf(category: RecordCategory): number {
+    return Math.max(1, Math.floor(this.limit * QUEUE_SHARES[category]));
+  }
+
   run<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const category = writeCategory.getStore();
     if (this.depth >= this.limit) {
       this.rejected++;
       throw new IngestError(429, `ingest queue saturated (${this.depth} writes pending); retry later`, { 'Retry-After': '1' });
     }
+    const mine = category ? (this.depthBy.get(category) ?? 0) : 0;
+    if (category && mine >= this.capOf(category)) {
+      this.rejected++;
+      throw new IngestError(429, `ingest queue full for ${category} records (${mine} pending); retry later`, {
+        'Retry-After': '1',
+        [RATE_LIMITS_HEADER]: formatRateLimits([{ seconds: 1, categories: [category], scope: 'queue' }]),
+      });
+    }
     this.depth++;
+    if (category) this.depthBy.set(category, mine + 1);
     const prev = this.chains.get(key) ?? Promise.resolve();
     const p = prev.then(fn);
     const tail = p.then(
@@ -25,6 +52,7 @@ export class WriteQueue {
       () => undefined,
     ).finally(() => {
       this.depth--;
+      if (category) this.depthBy.set(category, this.depthBy.get(category)! - 1);
       this.processed++;
       if (this.chains.get(key) === tail) this.chains.delete(key);
     });

@@ -149,7 +149,7 @@ describe('trace ingest metadata database', function () {
       const cookie = await ing.login(t);
       const adminCookie = await ing.login(admin);
       const me = (await ing.json('/auth/me', cookie)) as { user: { user_id: string } };
-      const del = (c: string, id: string) => fetch(`${ing.url}/api/v1/admin/users/${encodeURIComponent(id)}/delete`, { method: 'POST', headers: { cookie: c } });
+      const del = (c: string, id: string) => fetch(`${ing.url}/api/v1/admin/users/${encodeURIComponent(id)}`, { method: 'DELETE', headers: { cookie: c } });
       expect((await del(cookie, me.user.user_id)).status, 'not an admin').to.equal(403);
       const self = (await ing.json('/auth/me', adminCookie)) as { user: { user_id: string } };
       const refused = await del(adminCookie, self.user.user_id);
@@ -164,6 +164,10 @@ describe('trace ingest metadata database', function () {
         expect(gone.status, id).to.equal(404);
         expect((await body(gone)).detail, id).to.be.a('string');
       }
+      // the POST of before DELETE is gone; the OpenAPI document lists the DELETE
+      expect((await fetch(`${ing.url}/api/v1/admin/users/${self.user.user_id}/delete`, { method: 'POST', headers: { cookie: adminCookie } })).status).to.equal(404);
+      const doc = (await (await fetch(`${ing.url}/api/v1/openapi.json`)).json()) as { paths: Record<string, Record<string, unknown>> };
+      expect(Object.keys(doc.paths['/admin/users/{user_id}'] ?? {})).to.deep.equal(['delete']);
       await ing.close();
       ing = await startIngest({ dataDir: dir });
       expect((await ing.get('/auth/me', cookie)).status).to.equal(401);
