@@ -7,10 +7,13 @@
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
+import { childSignal } from '../shared/abort.ts';
 
+// no cap on sockets per host (Node's default): a session's 25 s command long-poll
+// must not hold a socket another session's records wait for
 const agents = {
-  'http:': new http.Agent({ keepAlive: true, maxSockets: 16 }),
-  'https:': new https.Agent({ keepAlive: true, maxSockets: 16 }),
+  'http:': new http.Agent({ keepAlive: true }),
+  'https:': new https.Agent({ keepAlive: true }),
 };
 
 /** A multipart/form-data body with one file part: the bytes and its content type. */
@@ -70,4 +73,42 @@ export function nodeFetch(input: string | URL | Request, init: RequestInit = {})
     req.on('error', fail);
     req.end(body);
   });
+}
+
+/** Requests to one ingest service with the session's credential headers: a JSON body, a PNG as multipart, or none. */
+export class IngestTransport {
+  private readonly fetchImpl: typeof fetch;
+
+  constructor(
+    private readonly baseUrl: string,
+    private readonly headers: Record<string, string>,
+    fetchImpl?: typeof fetch,
+  ) {
+    this.fetchImpl = fetchImpl ?? nodeFetch;
+  }
+
+  async send(method: string, path: string, init: { json?: unknown; image?: Buffer; name?: string }, parent: AbortSignal): Promise<Response> {
+    const headers: Record<string, string> = { ...this.headers };
+    let body: string | Buffer | undefined;
+    if (init.image) {
+      const part = multipartFile('image', init.name ?? 'image.png', 'image/png', init.image);
+      headers['content-type'] = part.contentType;
+      body = part.body;
+    } else if (init.json !== undefined) {
+      headers['content-type'] = 'application/json';
+      body = JSON.stringify(init.json);
+    }
+    // fetch keeps a listener on the signal it is given until the body is read, and
+    // one session sends thousands of records: each request gets a child signal,
+    // let go once the body is read
+    const call = childSignal(parent);
+    try {
+      const res = await this.fetchImpl(this.baseUrl + path, { method, headers, body, signal: call.signal });
+      if (this.fetchImpl === nodeFetch) return res; // read whole already
+      const buf = await res.arrayBuffer();
+      return new Response(buf.byteLength > 0 ? buf : null, { status: res.status, statusText: res.statusText, headers: res.headers });
+    } finally {
+      call.dispose();
+    }
+  }
 }

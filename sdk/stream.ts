@@ -11,9 +11,8 @@
 // reconciliation), so an ingest that was down or throttled mid-session still
 // gets the whole run. An ingest without the batch route (404/405: only the spec's routes) gets
 // the same records one by one, and the session stops trying the batch route.
-import { childSignal } from '../shared/abort.ts';
 import { parseDsn, parseRetryAfter, type ParsedDsn } from './dsn.ts';
-import { multipartFile, nodeFetch } from './http-fetch.ts';
+import { IngestTransport } from './http-fetch.ts';
 import { CategoryThrottle, namesCategories, refusedLimits } from './stream-throttle.ts';
 import { categoryOf, type RateLimit, type RecordCategory } from './categories.ts';
 import { sleep, type DroppedRecord, type Pending, type StreamJob, type StreamStats, type StreamerOptions } from './stream-types.ts';
@@ -38,8 +37,7 @@ export class Streamer {
   private readonly log: SdkLogger;
   private readonly queueMax: number;
   private readonly batchMax: number;
-  private readonly fetchImpl: typeof fetch;
-  private readonly headers: Record<string, string>;
+  private readonly transport: IngestTransport;
   private running: Promise<void> | null = null;
   private abort = new AbortController();
   private warnedFull = false;
@@ -55,12 +53,11 @@ export class Streamer {
     this.log = opts.logger;
     this.queueMax = opts.queueMax ?? 5000;
     this.batchMax = Math.max(1, opts.batchMax ?? 200);
-    this.fetchImpl = opts.fetch ?? nodeFetch;
-    this.headers = {
+    this.transport = new IngestTransport(this.dsn.baseUrl, {
       authorization: `Bearer ${this.dsn.key}`,
       'user-agent': `runplane-trace-sdk/${SDK_VERSION} (${opts.clientName.replace(/[^\x20-\x7e]/g, '?')})`,
       'x-trace-client-id': opts.clientId,
-    };
+    }, opts.fetch);
   }
 
   get depth(): number {
@@ -201,20 +198,9 @@ export class Streamer {
     return typeof job.body === 'function' ? (job.body as () => unknown)() : job.body;
   }
 
-  private async http(method: string, path: string, init: { json?: unknown; image?: Buffer; name?: string }): Promise<Response> {
-    const headers: Record<string, string> = { ...this.headers };
-    let body: string | Buffer | undefined;
-    if (init.image) {
-      const part = multipartFile('image', init.name ?? 'image.png', 'image/png', init.image);
-      headers['content-type'] = part.contentType;
-      body = part.body;
-    } else if (init.json !== undefined) {
-      headers['content-type'] = 'application/json';
-      body = JSON.stringify(init.json);
-    }
-    // fetch keeps a listener on the signal it is given until the body is read, and
-    // one session sends thousands of records: each request gets a child signal
-    return this.send(method, path, { headers, body }, this.abort.signal);
+  /** One request on the session's abort signal (shutdown and the flush deadline abort it). */
+  private http(method: string, path: string, init: { json?: unknown; image?: Buffer; name?: string }): Promise<Response> {
+    return this.transport.send(method, path, init, this.abort.signal);
   }
 
   /** One request with the 429 rule: sleep Retry-After, reissue once, then drop. */
@@ -383,19 +369,6 @@ export class Streamer {
 
   /** A raw request with the DSN's credential (the command long-poll uses it). */
   request(method: string, path: string, signal: AbortSignal): Promise<Response> {
-    return this.send(method, path, { headers: this.headers }, signal);
-  }
-
-  /** One fetch on a child of `parent`, its body read before the child lets go of `parent` (see http()). */
-  private async send(method: string, path: string, init: { headers: Record<string, string>; body?: string | Buffer }, parent: AbortSignal): Promise<Response> {
-    const call = childSignal(parent);
-    try {
-      const res = await this.fetchImpl(this.dsn.baseUrl + path, { method, ...init, signal: call.signal });
-      if (this.fetchImpl === nodeFetch) return res; // read whole already
-      const buf = await res.arrayBuffer();
-      return new Response(buf.byteLength > 0 ? buf : null, { status: res.status, statusText: res.statusText, headers: res.headers });
-    } finally {
-      call.dispose();
-    }
+    return this.transport.send(method, path, {}, signal);
   }
 }
