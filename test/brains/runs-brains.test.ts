@@ -73,7 +73,9 @@ describe('brain steps in real runs on dom_plane (fake model server, real agent, 
     ]);
     // the clicks landed: the page's button called /hit once per task
     expect(site.hits.get('/hit')).to.equal(2);
-    // each brain turn is in the run's trace, filed under its step
+    // each brain turn is in the run's trace, filed under its step (the bundle is
+    // written after the run's result: the trace route answers once it is)
+    expect((await gw.req('GET', `/v1/runs/${r.run_id}/trace`, { token })).status).to.equal(200);
     const trace = path.join(gw.dir, 'runs', 'brainy', String(r.run_id), 'trace');
     const modelio = await readdir(path.join(trace, 'modelio'));
     expect(modelio).to.include('0001-planner-0.json');
