@@ -65,7 +65,6 @@ function groupCommitter(tx: <T>(fn: (q: Sql) => Promise<T>) => Promise<T>, singl
   let waiting: Queued[] = [];
   let busy = false;
   const flush = async (): Promise<void> => {
-    busy = true;
     while (waiting.length) {
       const group = waiting;
       waiting = [];
@@ -77,7 +76,8 @@ function groupCommitter(tx: <T>(fn: (q: Sql) => Promise<T>) => Promise<T>, singl
         });
         group.forEach((w, i) => w.resolve(counts[i]!));
       } catch (err) {
-        if (group.length === 1) group[0]!.reject(err);
+        // a database that cannot serve fails them all at once (tried one by one, each would wait out the connect timeout)
+        if (group.length === 1 || isDbUnavailable(err)) for (const w of group) w.reject(err);
         else for (const w of group) await single(w.sql, w.args).then(w.resolve, w.reject);
       }
     }
