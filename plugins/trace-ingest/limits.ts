@@ -90,6 +90,25 @@ export class IngestLimits {
   }
 
   /**
+   * Resolves once Redis is connected, or after `timeoutMs` (Redis down: the
+   * insurance limiters count meanwhile). A replica that answered before its
+   * connection was ready would count its first logins alone.
+   */
+  async connected(timeoutMs: number): Promise<void> {
+    const redis = this.redis;
+    if (!redis || redis.status === 'ready') return;
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(t);
+        redis.off('ready', done);
+        resolve();
+      };
+      const t = setTimeout(done, timeoutMs);
+      redis.once('ready', done);
+    });
+  }
+
+  /**
    * Counts a login attempt before its password is checked, so parallel guesses
    * (on any replica) cannot all pass a check made before any failure counted;
    * 429 with Retry-After when the e-mail or the address has used up its failures.

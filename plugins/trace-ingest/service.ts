@@ -91,7 +91,9 @@ export class IngestService extends RunFiles {
   static async open(opts: IngestOptions): Promise<IngestService> {
     const { meta, imported } = await openMeta(opts.dataDir, opts.databaseUrl);
     if (imported) opts.logger?.info('trace metadata imported from the JSON file of an earlier version', { moved_to: imported });
-    return new IngestService(opts, meta, await meta.cookieSecret());
+    const svc = new IngestService(opts, meta, await meta.cookieSecret());
+    await svc.limits.connected(3000);
+    return svc;
   }
 
   count(kind: string, n = 1): void {
