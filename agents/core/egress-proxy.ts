@@ -106,6 +106,15 @@ export class EgressProxy {
     this.lastFailure = null;
   }
 
+  /**
+   * Between two sessions of a reused browser: back to the unconfigured policy, and every
+   * connection of the session before cut (an open tunnel must not carry over).
+   */
+  reset(): void {
+    for (const s of this.sockets) s.destroy();
+    this.configure({ allowPrivate: false, upstream: null });
+  }
+
   /** Chromium flags that send all of the browser's traffic, loopback included, through here. */
   chromeFlags(): string[] {
     return [`--proxy-server=http://127.0.0.1:${this.port}`, '--proxy-bypass-list=<-loopback>', '--force-webrtc-ip-handling-policy=disable_non_proxied_udp'];

@@ -1,9 +1,12 @@
 // The warm pool (PLANE_WARM_POOL=N): up to N items started ahead of any session, each
-// carrying no tenant state. An item is handed out once and never comes back: what a
-// session used is destroyed on close, and the pool makes a fresh item instead.
+// carrying no tenant state. An item is either taken (used once, destroyed on close;
+// the pool makes a fresh one meanwhile) or borrowed (given back after the session,
+// once it carries nothing of it, or retired: the pool makes a fresh one then).
 export class WarmPool<T> {
   private readonly ready: T[] = [];
   private making = 0;
+  /** borrowed items: they count against the size until given back */
+  private lent = 0;
   private closed = false;
 
   constructor(
@@ -19,7 +22,7 @@ export class WarmPool<T> {
 
   /** Starts making items until `size` are ready or being made. */
   fill(): void {
-    while (!this.closed && this.ready.length + this.making < this.size) {
+    while (!this.closed && this.ready.length + this.making + this.lent < this.size) {
       this.making += 1;
       void this.make().then(
         async (item) => {
@@ -40,6 +43,30 @@ export class WarmPool<T> {
     const item = this.ready.shift();
     if (item !== undefined) setImmediate(() => this.fill());
     return item;
+  }
+
+  /** A ready item that comes back through giveBack; no fresh item is made meanwhile. */
+  borrow(): T | undefined {
+    const item = this.ready.shift();
+    if (item !== undefined) this.lent += 1;
+    return item;
+  }
+
+  /**
+   * Ends a borrow: `renewed` is the item made fit for the next session, or undefined when
+   * it was retired (the pool then makes a fresh one). Settles once the item is ready again.
+   */
+  async giveBack(renewed: Promise<T | undefined>): Promise<void> {
+    this.making += 1;
+    this.lent -= 1;
+    const item = await renewed.catch((err: unknown) => {
+      this.log('warm pool item could not be renewed', { err: err instanceof Error ? err.message : String(err) });
+      return undefined;
+    });
+    this.making -= 1;
+    if (item === undefined) this.fill();
+    else if (this.closed || this.ready.length + this.making + this.lent >= this.size) await this.dispose(item);
+    else this.ready.push(item);
   }
 
   async close(): Promise<void> {

@@ -1,8 +1,7 @@
 // dom_plane: puppeteer-core on the system Chromium (headless). Structured dispatch plus
 // the DOM-aware extensions of the spec; one session per process. The browser sits
 // behind the session's egress guard; the active tab is recorded to WebM.
-import type { Page } from 'puppeteer-core';
-import type { KeyInput } from 'puppeteer-core';
+import type { BrowserContext, KeyInput, Page } from 'puppeteer-core';
 import { closeLaunched, launchChromium, recordingPath, withEgress, type Launched } from '../core/chromium.ts';
 import { badRequest, forbidden, notFound, unprocessable } from '../core/errors.ts';
 import { EGRESS_HEADER, sessionEgress, type EgressProxy } from '../core/egress-proxy.ts';
@@ -19,6 +18,7 @@ import { matchesPin } from './pin.ts';
 import { LostSignal } from '../core/lost.ts';
 import { geoFor, geoLaunch, sameGeo, type Geo } from '../core/geo.ts';
 import { stealthSwitches } from '../core/flags.ts';
+import { browserSessions, freshContext, renew, type WarmBrowser } from './reuse.ts';
 
 const ROUTES = {
   screenshot: 'POST',
@@ -132,10 +132,11 @@ function egressBlocked(host: string): Error {
   return forbidden(`navigation blocked by the egress guard: ${host.slice(0, 200)} is or resolves to a private, loopback, link-local or metadata address`);
 }
 
-// Warm pool: fresh headless browsers on throwaway profiles, for sessions that ask for
-// no persisted profile, no extra flags and the default viewport.
+// Warm pool: headless browsers on throwaway profiles, for sessions that ask for no
+// persisted profile, no extra flags and the default viewport; lent to a session with a
+// fresh context of their own, and given back after it (reuse.ts).
 const POOL_VIEWPORT: [number, number] = [1280, 720];
-let pool: WarmPool<Launched> | undefined;
+let pool: WarmPool<WarmBrowser> | undefined;
 
 function launchHeadless(dir: string, egress: Launched['egress'], home: string, viewport: [number, number], flags: string[], geo: Geo | undefined) {
   const g = geoLaunch(geo);
@@ -156,22 +157,30 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
   const geo = geoOf(init);
   // a pooled browser was started with the default geo: it fits a session whose exit has the same time zone and locale
   const fits = !init.persist_profile && init.chrome_flags.length === 0 && init.viewport[0] === POOL_VIEWPORT[0] && init.viewport[1] === POOL_VIEWPORT[1] && sameGeo(geo, geoOf({ proxy_server: null }));
-  let warm = fits ? pool?.take() : undefined;
-  // A pooled browser that died while it waited is discarded.
-  if (warm && !warm.browser.connected) {
-    await closeLaunched(warm);
+  const lender = fits ? pool : undefined;
+  let warm = lender?.borrow();
+  // A pooled browser that died while it waited is retired.
+  if (warm && !warm.launched.browser.connected) {
+    await lender!.giveBack(closeLaunched(warm.launched).then(() => undefined));
     warm = undefined;
   }
-  let launched: Launched | undefined = warm;
+  let launched: Launched | undefined = warm?.launched;
+  let context: BrowserContext | undefined = warm?.context;
   let tabs: Tabs;
   let recorder: ScreencastRecorder | undefined;
+  /** ends what the session used: the warm browser goes back to the pool, a browser of its own is closed */
+  const release = async (): Promise<void> => {
+    if (warm && lender) await lender.giveBack(renew(warm, browserSessions()));
+    else await closeLaunched(launched);
+  };
   try {
     if (launched) launched.egress.configure(sessionEgress(init));
     else {
       const userDataDir = init.persist_profile ? profileDir(dataDir, init.tenant_id, init.profile_id) : undefined;
       launched = await withEgress(init, userDataDir, (dir, egress, home) => launchHeadless(dir, egress, home, init.viewport, init.chrome_flags, geo));
     }
-    tabs = new Tabs(launched.browser);
+    context ??= launched.browser.defaultBrowserContext();
+    tabs = new Tabs(context);
     await tabs.init();
     if (recordingEnabled()) {
       recorder = new ScreencastRecorder(tabs, recordingPath(dataDir, init.tenant_id, init.run_id), recordingFps(), init.viewport);
@@ -179,11 +188,12 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
     }
   } catch (err) {
     await recorder?.stop();
-    await closeLaunched(launched);
+    await release();
     throw err;
   }
   const l = launched;
   const b = l.browser;
+  const ctx = context;
   const lost = new LostSignal();
   lost.watchBrowser(b);
   const [width, height] = init.viewport;
@@ -257,7 +267,7 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
       let page: Page;
       if (url) {
         if (!/^(https?:|about:blank$)/.test(url)) throw badRequest('url must be http(s)');
-        page = await b.newPage();
+        page = await ctx.newPage();
         const res = await page.goto(url, { waitUntil: 'domcontentloaded', timeout: NAV_WAIT_MS }).catch(() => undefined);
         if (res?.headers()[EGRESS_HEADER] === 'blocked') {
           await page.close().catch(() => undefined);
@@ -325,7 +335,7 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
     close: async () => {
       lost.closingNow();
       await recorder?.stop();
-      await closeLaunched(l);
+      await release();
     },
   };
 }
@@ -336,7 +346,14 @@ export const domPlane: PlaneFactory = {
   routes: ROUTES,
   start: startDom,
   startPool(size, log) {
-    pool ??= new WarmPool(size, () => withEgress(undefined, undefined, (dir, egress, home) => launchHeadless(dir, egress, home, POOL_VIEWPORT, [], geoOf({ proxy_server: null }))), closeLaunched, log);
+    const make = async (): Promise<WarmBrowser> => {
+      const l = await withEgress(undefined, undefined, (dir, egress, home) => launchHeadless(dir, egress, home, POOL_VIEWPORT, [], geoOf({ proxy_server: null })));
+      return freshContext(l, 0).catch(async (err: unknown) => {
+        await closeLaunched(l);
+        throw err;
+      });
+    };
+    pool ??= new WarmPool(size, make, (w) => closeLaunched(w.launched), log);
     pool.fill();
   },
   async stopPool() {

@@ -1,6 +1,7 @@
 // Stable tab ids over puppeteer pages: an id is given once per page and never reused,
 // so a client can hold it across calls. The active tab is the one brought to front last.
-import type { Browser, Page, Target } from 'puppeteer-core';
+// The tabs are those of the session's browser context only (a reused browser may hold others).
+import type { BrowserContext, Page, Target } from 'puppeteer-core';
 import { notFound } from '../core/errors.ts';
 
 export class Tabs {
@@ -10,8 +11,8 @@ export class Tabs {
   /** Pages seen opening, by opener page, for catching popups. */
   private readonly popupWaiters = new Set<(p: Page, opener: Target | undefined) => void>();
 
-  constructor(private readonly browser: Browser) {
-    browser.on('targetcreated', (t: Target) => {
+  constructor(private readonly context: BrowserContext) {
+    context.on('targetcreated', (t: Target) => {
       if (t.type() !== 'page') return;
       void t.page().then((p) => {
         if (!p) return;
@@ -22,9 +23,9 @@ export class Tabs {
   }
 
   async init(): Promise<void> {
-    const pages = await this.browser.pages();
+    const pages = await this.context.pages();
     for (const p of pages) this.idOf(p);
-    this.active = pages[0] ?? (await this.browser.newPage());
+    this.active = pages[0] ?? (await this.context.newPage());
     this.idOf(this.active);
   }
 
@@ -41,7 +42,7 @@ export class Tabs {
   }
 
   async list(): Promise<Page[]> {
-    return (await this.browser.pages()).filter((p) => !p.isClosed());
+    return (await this.context.pages()).filter((p) => !p.isClosed());
   }
 
   async byId(tabId: string): Promise<Page> {
@@ -53,7 +54,7 @@ export class Tabs {
   async current(): Promise<Page> {
     if (this.active && !this.active.isClosed()) return this.active;
     const pages = await this.list();
-    this.active = pages[pages.length - 1] ?? (await this.browser.newPage());
+    this.active = pages[pages.length - 1] ?? (await this.context.newPage());
     this.idOf(this.active);
     await this.active.bringToFront().catch(() => undefined);
     return this.active;

@@ -66,7 +66,7 @@ export async function lease(session: PlaneSession, run: RunRecord, backend: Back
   let proxy = proxies?.choose(run, rotation) ?? null;
   const init = await session.init(initRequest(run, backend, proxy));
   log?.info(
-    { run_id: run.run_id, backend, agent_pid: agent?.child.pid ?? null, agent_sessions: agent?.sessions ?? null, warm: init.warm ?? false, init_ms: Math.round(performance.now() - t0), proxy: describeProxy(proxy) },
+    { run_id: run.run_id, backend, agent_pid: agent?.child.pid ?? null, agent_sessions: agent?.sessions ?? null, warm: init.warm ?? false, chrome_pid: init.chrome_pid ?? null, init_ms: Math.round(performance.now() - t0), proxy: describeProxy(proxy) },
     'plane session opened',
   );
   const plane = adaptPlane(session, init.capabilities);

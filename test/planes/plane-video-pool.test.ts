@@ -54,7 +54,7 @@ describe('plane agents: video and warm pool', function () {
 
   for (const plane of ['dom', 'computer'] as const) {
     it(`${plane}_plane: a pooled init is the fast path, isolated from the session before it; the session video is a WebM/VP8 file`, async () => {
-      const agent = await startAgentProcess(plane, { PLANE_WARM_POOL: '1', PLANE_RECORD_FPS: '5', SERVICE_BEHAVIORAL_JITTER: '0' });
+      const agent = await startAgentProcess(plane, { PLANE_WARM_POOL: '1', PLANE_RECORD_FPS: '5', SERVICE_BEHAVIORAL_JITTER: '0', PLANE_BROWSER_SESSIONS: '2' });
       const grpc = connectPlane({ url: `grpc://127.0.0.1:${agent.grpcPort}`, deadlineMs: 20_000 });
       const http = connectPlane({ url: `http://127.0.0.1:${agent.httpPort}`, deadlineMs: 20_000 });
       try {
@@ -81,11 +81,13 @@ describe('plane agents: video and warm pool', function () {
         // At 5 fps a second of session is ~5 frames; under heavy load ffmpeg may drop some.
         expect(Number(probe.format.duration)).to.be.greaterThan(0.4);
 
-        // The next pooled session: another browser, no cookie, no storage of run-a.
+        // The next pooled session: no cookie, no storage of run-a. On dom_plane the same browser
+        // in a fresh context of its own, on computer_plane another browser.
         await waitFor(async () => ((await grpc.status()).pool_ready === 1 ? true : undefined), 30_000, 'the pool refilled');
         const second = await grpc.init({ tenant_id: 'other', profile_id: 'b', run_id: 'run-b', enable_cdp: true, persist_profile: false });
         expect(second.warm).to.equal(true);
-        expect(second.chrome_pid).to.not.equal(first.chrome_pid);
+        if (plane === 'dom') expect(second.chrome_pid).to.equal(first.chrome_pid);
+        else expect(second.chrome_pid).to.not.equal(first.chrome_pid);
         await load(grpc, `${site.url}/counter`);
         expect(await evalJson<string>(grpc, 'document.cookie')).to.equal('');
         expect(await evalJson<string | null>(grpc, `localStorage.getItem('k')`)).to.equal(null);
@@ -96,6 +98,17 @@ describe('plane agents: video and warm pool', function () {
         if (plane === 'dom') expect(third.warm).to.equal(false);
         expect(third.chrome_pid).to.not.equal(second.chrome_pid);
         await grpc.close();
+
+        if (plane === 'dom') {
+          // PLANE_BROWSER_SESSIONS=2: the browser that served two sessions was retired, and its processes with it
+          const retired = first.chrome_pid!;
+          await waitFor(async () => ((await grpc.status()).pool_ready === 1 ? true : undefined), 30_000, 'a fresh warm browser');
+          const fourth = await grpc.init({ tenant_id: 'acme', profile_id: 'd', run_id: 'run-d', enable_cdp: true, persist_profile: false });
+          expect(fourth.warm).to.equal(true);
+          expect(fourth.chrome_pid).to.not.equal(retired);
+          expect(stillPresent([retired])).to.deep.equal([]);
+          await grpc.close();
+        }
 
         const unknown = connectPlane({ url: `http://127.0.0.1:${agent.httpPort}`, retries: 0 });
         unknown.closedToken = '0'.repeat(64);

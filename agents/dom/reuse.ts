@@ -1,0 +1,67 @@
+// dom_plane's warm browser serves session after session, each in a fresh browser
+// context: its own cookies, storage, HTTP cache, service workers, permissions and
+// downloads folder, all dropped when the context closes at the session's end. The
+// browser is retired after PLANE_BROWSER_SESSIONS sessions (or when it died) and a
+// fresh one launched. A context costs tens of milliseconds where a browser's launch
+// and close cost about a CPU second (decisions.md, "Where a run's CPU goes").
+import { rm } from 'node:fs/promises';
+import path from 'node:path';
+import type { BrowserContext, CDPSession } from 'puppeteer-core';
+import { closeLaunched, type Launched } from '../core/chromium.ts';
+
+export interface WarmBrowser {
+  launched: Launched;
+  /** the next session's context, made ahead with its first tab */
+  context: BrowserContext;
+  /** sessions this browser served before this context's */
+  served: number;
+  /** where this context's downloads go (inside the browser's private home) */
+  downloads: string;
+  /** the DevTools session that set the downloads folder: Chromium forgets the setting when it detaches */
+  cdp: CDPSession;
+}
+
+/** PLANE_BROWSER_SESSIONS: sessions one warm browser serves before it is replaced (1: a browser per session). */
+export function browserSessions(env: NodeJS.ProcessEnv = process.env): number {
+  const n = Number(env.PLANE_BROWSER_SESSIONS || 20);
+  return Number.isInteger(n) && n >= 1 && n <= 1000 ? n : 20;
+}
+
+/** A fresh context of `l` with its first tab and its own downloads folder. */
+export async function freshContext(l: Launched, served: number): Promise<WarmBrowser> {
+  const context = await l.browser.createBrowserContext();
+  const downloads = path.join(l.home, 'downloads', String(served));
+  let cdp: CDPSession | undefined;
+  try {
+    cdp = await l.browser.target().createCDPSession();
+    await cdp.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: downloads, browserContextId: context.id, eventsEnabled: false });
+    await context.newPage();
+  } catch (err) {
+    await cdp?.detach().catch(() => undefined);
+    await context.close().catch(() => undefined);
+    throw err;
+  }
+  return { launched: l, context, served, downloads, cdp };
+}
+
+/**
+ * After a session: its context closed, its downloads deleted, the egress guard back to
+ * no policy and cut from the session's connections. Then the browser with the next
+ * session's context, or undefined once it is retired (closed).
+ */
+export async function renew(w: WarmBrowser, maxSessions: number): Promise<WarmBrowser | undefined> {
+  await w.context.close().catch(() => undefined);
+  await w.cdp.detach().catch(() => undefined);
+  await rm(w.downloads, { recursive: true, force: true });
+  w.launched.egress.reset();
+  if (w.served + 1 >= maxSessions || !w.launched.browser.connected) {
+    await closeLaunched(w.launched);
+    return undefined;
+  }
+  try {
+    return await freshContext(w.launched, w.served + 1);
+  } catch (err) {
+    await closeLaunched(w.launched);
+    throw err;
+  }
+}
