@@ -150,6 +150,9 @@ interface Usage {
   agents: number;
   agentRssMb: number;
   agentFds: number;
+  /** what the agents started (Chromium, ffmpeg): process count and proportional set size */
+  children: number;
+  childPssMb: number;
 }
 async function usage(): Promise<Usage> {
   const rss = async (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, 'utf8').catch(() => ''))?.[1] ?? 0) / 1024;
@@ -167,7 +170,20 @@ async function usage(): Promise<Usage> {
     agentRss += await rss(a);
     agentFds += await fds(a);
   }
-  return { gwRssMb: await rss(process.pid), gwFds: await fds(process.pid), agents: agents.length, agentRssMb: agentRss, agentFds };
+  const pss = async (pid: number) => Number(/Pss:\s+(\d+)/.exec(await readFile(`/proc/${pid}/smaps_rollup`, 'utf8').catch(() => ''))?.[1] ?? 0) / 1024;
+  const below: number[] = [];
+  const todo = [...agents];
+  while (todo.length > 0) {
+    const pid = todo.pop()!;
+    for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [] as string[])) {
+      const kids = (await readFile(`/proc/${pid}/task/${tid}/children`, 'utf8').catch(() => '')).split(' ').filter(Boolean).map(Number);
+      below.push(...kids);
+      todo.push(...kids);
+    }
+  }
+  let childPss = 0;
+  for (const k of below) childPss += await pss(k);
+  return { gwRssMb: await rss(process.pid), gwFds: await fds(process.pid), agents: agents.length, agentRssMb: agentRss, agentFds, children: below.length, childPssMb: childPss };
 }
 let soak: { start: Usage; end: Usage; wall: number[] } | undefined;
 if (SOAK > 0) {
@@ -198,7 +214,7 @@ for (const l of levels) {
 console.log(`per step ms (p50, one at a time)   | ${f(plainPerStep).padStart(12)} | ${f(gwPerStep).padStart(7)} | ${r(gwPerStep, plainPerStep)}   (straight on an agent session, same handlers: ${f(directPerStep)} ms)`);
 console.log(`plane acquisition from the warm pool: p50 ${f(pct(acquire, 50))} ms, p99 ${f(pct(acquire, 99))} ms (${acquire.length} opens)`);
 if (soak) {
-  const u = (x: Usage) => `gateway process ${f(x.gwRssMb)} MB RSS, ${x.gwFds} fds; ${x.agents} agents ${f(x.agentRssMb)} MB RSS, ${x.agentFds} fds`;
+  const u = (x: Usage) => `gateway process ${f(x.gwRssMb)} MB RSS, ${x.gwFds} fds; ${x.agents} agents ${f(x.agentRssMb)} MB RSS, ${x.agentFds} fds; their ${x.children} browser and recorder processes ${f(x.childPssMb)} MB PSS`;
   console.log(`soak of ${SOAK} sequential runs (wall p50 ${f(pct(soak.wall, 50), 0)} ms, p99 ${f(pct(soak.wall, 99), 0)} ms):`);
   console.log(`  start: ${u(soak.start)}`);
   console.log(`  end:   ${u(soak.end)}`);
