@@ -21,8 +21,19 @@ const labelsOf = (p: Params, key = 'label'): string[] => [str(p[key]), ...(Array
 
 const NAV_WAIT_MS = Number(process.env.SERVICE_NAV_WAIT_SECONDS ?? 30) * 1000;
 
-/** Waits until the page reports load complete (DOM planes) or a short settle (others). */
-async function settle(plane: Plane, signal: AbortSignal, budgetMs: number): Promise<boolean> {
+/**
+ * In the page: its readyState once it is complete, or when `ms` passed. Waits on the load
+ * event rather than polling, so a page that loads 10 ms later is seen 10 ms later.
+ */
+const LOADED_WITHIN = (ms: number) =>
+  `new Promise((r) => { if (document.readyState === 'complete') return r('complete'); const t = setTimeout(() => r(document.readyState), ${ms}); addEventListener('load', () => { clearTimeout(t); r(document.readyState); }, { once: true }); })`;
+
+/**
+ * Waits until the page reports load complete (DOM planes) or a short settle (others).
+ * `committed`: the action already waited for its navigation to commit (a DOM plane's
+ * navigate or history back), so there is no "navigation may start a moment later" to wait out.
+ */
+async function settle(plane: Plane, signal: AbortSignal, budgetMs: number, committed = false): Promise<boolean> {
   if (!plane.dom && plane.facts) {
     // a navigation an action caused may start a moment after it
     const deadline = Date.now() + budgetMs;
@@ -40,11 +51,14 @@ async function settle(plane: Plane, signal: AbortSignal, budgetMs: number): Prom
   }
   const deadline = Date.now() + budgetMs;
   // a navigation may start a moment after the action
-  await sleep(150, signal);
+  if (!committed) await sleep(150, signal);
   while (Date.now() < deadline) {
-    const s = await plane.dom.pageLoad().catch(() => undefined);
-    if (s?.ready_state === 'complete') return true;
-    await sleep(100, signal);
+    // a second at most per look, so the run's signal is heard between looks
+    const state = await plane.dom.evaluate<string>(LOADED_WITHIN(Math.max(1, Math.min(1000, deadline - Date.now())))).catch(() => undefined);
+    if (state === 'complete') return true;
+    // the document went away under the look (a redirect, a new navigation): look again shortly
+    if (state === undefined) await sleep(100, signal);
+    else if (signal.aborted) throw signal.reason;
   }
   return false;
 }
@@ -145,7 +159,7 @@ export const navigate: StepHandler = {
       return { success: false, failure_class: navFailureClass(r.nav_error.code), data: `${viaProxy}navigation to ${url} failed: ${r.nav_error.code.startsWith('ERR_') ? 'net::' : ''}${r.nav_error.code} (${r.nav_error.message})`, last_action: last };
     }
     const waitForLoad = ctx.step.wait_for_load !== false;
-    const loaded = waitForLoad ? await settle(ctx.plane, ctx.signal, NAV_WAIT_MS) : true;
+    const loaded = waitForLoad ? await settle(ctx.plane, ctx.signal, NAV_WAIT_MS, Boolean(ctx.plane.dom)) : true;
     // an interstitial answers 403 or 503 itself: it is judged before the status is
     const bot = await checkAntiBot(ctx.plane, r, ctx.signal);
     if ('failure' in bot) return { ...bot.failure, last_action: last };
@@ -170,7 +184,7 @@ export const navigateBack: StepHandler = {
   async run(ctx) {
     if (ctx.plane.dom) {
       const r = await ctx.plane.dom.safeBack(str(params(ctx.step).pinned_origin_pattern));
-      await settle(ctx.plane, ctx.signal, NAV_WAIT_MS);
+      await settle(ctx.plane, ctx.signal, NAV_WAIT_MS, true);
       return { success: r.moved, failure_class: r.moved ? undefined : 'no_state_change', data: r.moved ? `back to ${r.url}` : 'history could not go back', last_action: { type: 'BACK', params: {}, reasoning: 'plan navigate_back step' } };
     }
     const r = await act(ctx, { type: 'KEY_PRESS', keys: 'alt+Left' }, 'plan navigate_back step');
