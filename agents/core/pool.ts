@@ -26,9 +26,10 @@ export class WarmPool<T> {
       this.making += 1;
       void this.make().then(
         async (item) => {
-          this.making -= 1;
-          if (this.closed) await this.dispose(item);
+          // close() waits for `making` to reach 0: an item made too late is disposed of first
+          if (this.closed) await this.dispose(item).catch(() => undefined);
           else this.ready.push(item);
+          this.making -= 1;
         },
         (err: unknown) => {
           this.making -= 1;
@@ -63,10 +64,10 @@ export class WarmPool<T> {
       this.log('warm pool item could not be renewed', { err: err instanceof Error ? err.message : String(err) });
       return undefined;
     });
+    if (item !== undefined && (this.closed || this.ready.length + this.making - 1 + this.lent >= this.size)) await this.dispose(item).catch(() => undefined);
+    else if (item !== undefined) this.ready.push(item);
     this.making -= 1;
     if (item === undefined) this.fill();
-    else if (this.closed || this.ready.length + this.making + this.lent >= this.size) await this.dispose(item);
-    else this.ready.push(item);
   }
 
   async close(): Promise<void> {

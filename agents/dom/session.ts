@@ -143,6 +143,17 @@ function launchHeadless(dir: string, egress: Launched['egress'], home: string, v
   return launchChromium({ userDataDir: dir, headless: true, viewport, egress, home, extraFlags: [...flags, ...g.flags], env: g.env });
 }
 
+/**
+ * A pooled browser's tabs open at POOL_VIEWPORT: a session that asked for another size
+ * gets it on every tab of its context, the first and those it opens (set once puppeteer
+ * has made the page, which applies its default size first).
+ */
+async function sized(context: BrowserContext, [width, height]: [number, number]): Promise<void> {
+  if (width === POOL_VIEWPORT[0] && height === POOL_VIEWPORT[1]) return;
+  context.on('targetcreated', (t) => void t.page().then((p) => p?.setViewport({ width, height })).catch(() => undefined));
+  for (const p of await context.pages()) await p.setViewport({ width, height });
+}
+
 /** Geo consistency (SERVICE_GEO_CONSISTENCY) applies on dom_plane too: time zone and locale of the proxy exit. */
 const geoOf = (init: { proxy_server: string | null; proxy_exit?: SessionInitRequest['proxy_exit'] }): Geo | undefined => (stealthSwitches().geo_consistency ? geoFor(init) : undefined);
 
@@ -156,7 +167,8 @@ async function settled(p: Page): Promise<void> {
 async function startDom(init: SessionInitRequest, dataDir: string): Promise<PlaneSessionImpl> {
   const geo = geoOf(init);
   // a pooled browser was started with the default geo: it fits a session whose exit has the same time zone and locale
-  const fits = !init.persist_profile && init.chrome_flags.length === 0 && init.viewport[0] === POOL_VIEWPORT[0] && init.viewport[1] === POOL_VIEWPORT[1] && sameGeo(geo, geoOf({ proxy_server: null }));
+  // (its viewport is set per tab of the session's context, see sized)
+  const fits = !init.persist_profile && init.chrome_flags.length === 0 && sameGeo(geo, geoOf({ proxy_server: null }));
   const lender = fits ? pool : undefined;
   let warm = lender?.borrow();
   // A pooled browser that died while it waited is retired.
@@ -180,6 +192,7 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
       launched = await withEgress(init, userDataDir, (dir, egress, home) => launchHeadless(dir, egress, home, init.viewport, init.chrome_flags, geo));
     }
     context ??= launched.browser.defaultBrowserContext();
+    if (warm) await sized(context, init.viewport);
     tabs = new Tabs(context);
     await tabs.init();
     if (recordingEnabled()) {

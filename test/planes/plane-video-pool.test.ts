@@ -3,7 +3,7 @@
 // the session before it), on both planes.
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
-import { writeFileSync, mkdtempSync } from 'node:fs';
+import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectPlane, PlaneCallError, type PlaneSession } from '../../gateway/planes/index.ts';
@@ -103,10 +103,18 @@ describe('plane agents: video and warm pool', function () {
           // PLANE_BROWSER_SESSIONS=2: the browser that served two sessions was retired, and its processes with it
           const retired = first.chrome_pid!;
           await waitFor(async () => ((await grpc.status()).pool_ready === 1 ? true : undefined), 30_000, 'a fresh warm browser');
-          const fourth = await grpc.init({ tenant_id: 'acme', profile_id: 'd', run_id: 'run-d', enable_cdp: true, persist_profile: false });
+          // another viewport is no reason for a cold browser: it is set on the session's tabs
+          const fourth = await grpc.init({ tenant_id: 'acme', profile_id: 'd', run_id: 'run-d', enable_cdp: true, persist_profile: false, viewport: [1024, 600] });
           expect(fourth.warm).to.equal(true);
           expect(fourth.chrome_pid).to.not.equal(retired);
           expect(stillPresent([retired])).to.deep.equal([]);
+          await load(grpc, `${site.url}/counter`);
+          expect(await evalJson<number[]>(grpc, '[innerWidth, innerHeight]')).to.deep.equal([1024, 600]);
+          await grpc.openInNew({ url: `${site.url}/counter` });
+          await waitFor(async () => ((await evalJson<string>(grpc, 'document.readyState')) === 'complete' ? true : undefined), 10_000, 'the new tab loads');
+          expect(await evalJson<number[]>(grpc, '[innerWidth, innerHeight]'), 'a tab the session opens has its size too').to.deep.equal([1024, 600]);
+          const png = (await grpc.screenshot('png')).image;
+          expect([png.readUInt32BE(16), png.readUInt32BE(20)]).to.deep.equal([1024, 600]);
           await grpc.close();
         }
 
@@ -119,7 +127,8 @@ describe('plane agents: video and warm pool', function () {
         const kids = descendants(agent.pid);
         expect(kids.length).to.be.greaterThan(2);
         await agent.stop();
-        expect(stillPresent(kids)).to.deep.equal([]);
+        const left = stillPresent(kids);
+        expect(left, left.map((p) => { try { return `${p}: ${readFileSync(`/proc/${p}/stat`, 'utf8').slice(0, 80)} ${readFileSync(`/proc/${p}/cmdline`, 'utf8').replace(/\0/g, ' ').slice(0, 300)}`; } catch { return `${p} gone`; } }).join('\n')).to.deep.equal([]);
       } finally {
         grpc.disconnect();
         http.disconnect();
