@@ -283,8 +283,8 @@ export class Walker {
     try {
       return await this.runStep(original, p, track);
     } catch (err) {
-      // the step that halted the run is the one a caller most needs to see
-      if (err instanceof Halt && !track.recorded) await this.haltEntry(original, p, track, err);
+      // the step that halted the run is the one a caller most needs to see; a runner that lost the run writes nothing more
+      if (err instanceof Halt && err.haltClass !== 'runner_lost' && !track.recorded) await this.haltEntry(original, p, track, err);
       throw err;
     }
   }
