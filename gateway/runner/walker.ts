@@ -12,12 +12,13 @@ import { checkStepRows } from './step-rows.ts';
 import { rejectionFor } from '../../shared/recipe-keys.ts';
 import { averageHash, pageArea } from './fingerprint.ts';
 import { DriftGuard, LoopStuckGuard } from './guards.ts';
-import { Halt, RETRIES, runnerLost, backoffMs, failureClassOfHalt, haltClassFor, runErrorFor } from './outcome.ts';
+import { Halt, RETRIES, backoffMs, failureClassOfHalt, haltClassFor, runErrorFor } from './outcome.ts';
 import type { RunRecording } from './recording.ts';
 import type { PlaneLease } from './planes.ts';
 import type { RunnerDeps } from './executor.ts';
 import type { RunState, StepEntry } from './run-state.ts';
 import { publishFrame, recordStep } from './step-record.ts';
+import { RunProgress } from './progress.ts';
 
 /** What a step got to before a halt could interrupt it. */
 /** A step failure that the run's upstream proxy caused (the egress guard names it by Chromium's proxy errors). */
@@ -33,15 +34,13 @@ interface StepTrack {
 
 /** loop.iteration events of one loop past this many are coalesced: every 10th only (loop.ended has the count). */
 const ITERATION_EVENTS = 10;
-/** Progress (steps so far) is saved at most this often; a failed step and the run's end are saved at once. */
-const SAVE_EVERY_MS = 1000;
 
 export class Walker {
   private readonly stuck: LoopStuckGuard;
   /** trace index of the step being executed (model calls are filed under it) */
   private tracing = 0;
   private readonly drift: DriftGuard;
-  private savedAt = 0;
+  private readonly progress: RunProgress;
   /** the run's per-URL context budget, charged by every model call its steps make */
   private readonly urlBudget: UrlContextBudget;
 
@@ -58,6 +57,7 @@ export class Walker {
   ) {
     this.stuck = new LoopStuckGuard(Number(run.runtime.state_repeat_threshold ?? 0));
     this.urlBudget = new UrlContextBudget(d.urlContextBudget ?? 0);
+    this.progress = new RunProgress(d.store, d.owner);
     this.drift = new DriftGuard(String(run.runtime.pinned_source_url_pattern ?? ''), Number(run.runtime.off_source_step_budget ?? 0));
   }
 
@@ -78,8 +78,7 @@ export class Walker {
       this.check();
       if (top && this.st.topIndex !== i) {
         this.st.topIndex = i;
-        // where recovery points a resume if this runner dies during the step
-        await this.save({ ...this.run, steps: this.st.steps, checkpoint_step: i });
+        await this.progress.checkpointAt(this.run, this.st.steps, i, steps[i]!.type === 'loop');
       }
       const step = steps[i]!;
       const p = `${at}[${i}]`;
@@ -177,11 +176,6 @@ export class Walker {
 
   private async png(): Promise<Buffer | undefined> {
     return (await this.plane.screenshot().catch(() => undefined))?.image;
-  }
-
-  /** The fenced save: a runner that lost the run stops here, before its next action. */
-  private async save(r: RunRecord): Promise<void> {
-    if (!(await this.d.store.save(r, this.d.owner))) throw runnerLost();
   }
 
   private async pageInfo(): Promise<{ url: string; title: string }> {
@@ -289,8 +283,8 @@ export class Walker {
     try {
       return await this.runStep(original, p, track);
     } catch (err) {
-      // the step that halted the run is the one a caller most needs to see
-      if (err instanceof Halt && !track.recorded) await this.haltEntry(original, p, track, err);
+      // the step that halted the run is the one a caller most needs to see; a runner that lost the run writes nothing more
+      if (err instanceof Halt && err.haltClass !== 'runner_lost' && !track.recorded) await this.haltEntry(original, p, track, err);
       throw err;
     }
   }
@@ -321,7 +315,7 @@ export class Walker {
 
   private async runStep(original: Step, p: string, track: StepTrack): Promise<StepResult> {
     const step = await this.effectiveStep(original);
-    await this.emit('step.started', { path: p, type: step.type, intent: step.intent });
+    await this.progress.started(this.run, this.st.steps, { path: p, type: step.type, intent: step.intent });
     const startedAt = new Date().toISOString();
     const costBefore = this.st.cost;
     const ti = this.st.traced++;
@@ -386,12 +380,8 @@ export class Walker {
     await publishFrame(this.d.frames, this.plane, this.run.run_id, p, post);
     this.log(`${p} ${step.type} ${result.success ? 'ok' : `failed (${result.failure_class ?? 'unknown'})`}${result.data ? `: ${result.data.slice(0, 200)}` : ''}`);
     const { screenshot_b64: _shot, ...eventEntry } = entry;
-    await this.emit('step.finished', { ...eventEntry, cost_usd: this.st.cost });
     this.onRun(this.run);
-    if (!result.success || Date.now() - this.savedAt >= SAVE_EVERY_MS) {
-      this.savedAt = Date.now();
-      await this.save({ ...this.run, steps: this.st.steps, checkpoint_step: this.st.topIndex });
-    }
+    await this.progress.finished(this.run, this.st.steps, this.st.topIndex, !result.success, { ...eventEntry, cost_usd: this.st.cost });
 
     if (this.drift.observe(info.url)) throw new Halt('off_source_drift', `more than ${this.run.runtime.off_source_step_budget} consecutive steps outside ${this.run.runtime.pinned_source_url_pattern}`);
     if (!result.success && step.gate) throw new Halt('gate_failed', `gate ${p} did not pass: ${result.data ?? result.failure_class ?? ''}`);

@@ -28,6 +28,12 @@ export interface EventLog {
    * caller then puts the run and appends).
    */
   appendWithRun?(run: RunKey, e: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent>;
+  /**
+   * A runner's fenced save of its run and an event in one commit, the event only
+   * if the save held (EventTable.appendIfLeased); null when neither was written.
+   * Absent where the events do not live beside the runs (the caller saves, then appends).
+   */
+  appendIfLeased?(run: RunKey, leaseKey: string, owner: string, e: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent | null>;
   /** events of a run with seq > after, oldest first */
   history(runId: string, after?: number): Promise<RunEvent[]>;
   /** live events of one run ('run:<id>') or one tenant ('tenant:<id>') */
@@ -205,6 +211,13 @@ export class TableEventLog extends FanOut implements EventLog {
     const { run_id, tenant_id, type, data } = input;
     if (run_id !== run.run_id) throw new Error(`appendWithRun: event of run ${run_id} with the row of run ${run.run_id}`);
     return this.publish((await this.table.appendWithRun(run, { run_id, tenant_id, type, ts: input.ts ?? new Date().toISOString(), data })) as unknown as RunEvent);
+  }
+
+  async appendIfLeased(run: RunKey, leaseKey: string, owner: string, input: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent | null> {
+    const { run_id, tenant_id, type, data } = input;
+    if (run_id !== run.run_id) throw new Error(`appendIfLeased: event of run ${run_id} with the row of run ${run.run_id}`);
+    const stored = await this.table.appendIfLeased(run, leaseKey, owner, { run_id, tenant_id, type, ts: input.ts ?? new Date().toISOString(), data });
+    return stored ? this.publish(stored as unknown as RunEvent) : null;
   }
 
   /** Fans a stored event out: through Redis when there is Redis, else to this process's watchers. */

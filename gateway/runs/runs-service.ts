@@ -167,6 +167,20 @@ export class RunsService {
     return this.runs.putIfLeased({ ...r, updated_at: new Date().toISOString() }, runnerKey(r.run_id), owner);
   }
 
+  /**
+   * save then emit as one write: on the SQL stores one commit, the event
+   * appended only if the fenced save held; elsewhere the save first and the
+   * event only after it held. False: nothing written, as save's false.
+   */
+  async saveAndEmit(r: RunRecord, owner: string, type: string, data: Record<string, unknown>): Promise<boolean> {
+    const row = { ...r, updated_at: new Date().toISOString() };
+    const event = { run_id: r.run_id, tenant_id: r.tenant_id, type, data };
+    if (this.events.appendIfLeased) return (await this.events.appendIfLeased(row, runnerKey(r.run_id), owner, event)) !== null;
+    if (!(await this.runs.putIfLeased(row, runnerKey(r.run_id), owner))) return false;
+    await this.events.append(event);
+    return true;
+  }
+
   async emit(r: RunRecord, type: string, data: Record<string, unknown>): Promise<void> {
     await this.events.append({ run_id: r.run_id, tenant_id: r.tenant_id, type, data });
   }

@@ -58,6 +58,13 @@ export interface EventTable {
    * without that event. A run's acceptance (row + first event) goes through here.
    */
   appendWithRun<E extends Record<string, unknown>>(run: RunKey, event: E): Promise<E & { seq: number }>;
+  /**
+   * A runner's fenced save with its event, in one transaction: writes the run
+   * row as RunTable.putIfLeased and appends `event` only if that write held.
+   * Null: neither was written (the run ended, or the lease is not `owner`'s), so
+   * a runner that lost its run never adds to its log.
+   */
+  appendIfLeased<E extends Record<string, unknown>>(run: RunKey, leaseKey: string, owner: string, event: E): Promise<(E & { seq: number }) | null>;
   /** The run's events with seq > after, oldest first. */
   after<E extends Record<string, unknown>>(runId: string, seq: number): Promise<Array<E & { seq: number }>>;
 }

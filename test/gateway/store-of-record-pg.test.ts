@@ -115,6 +115,54 @@ describe('store of record on PostgreSQL', function () {
     expect(await events.after('acc-pg-2', 0)).to.deep.equal([]);
   });
 
+  it('saves a run fenced with its event in one statement, and appends nothing when the save is refused', async () => {
+    const events = new PgEventTable(a, 10_000);
+    const runs = new PgRunTable<RunKey & { n: number }>(b);
+    const ops = new PgAtomicOps(b);
+    const r = (n: number, status = 'running') => ({ run_id: 'sae-1', tenant_id: 't', status, created_at: '2026-01-01T00:00:00.000Z', n });
+    await events.appendWithRun(r(0), { type: 'run.status' });
+    expect(await events.appendIfLeased(r(1), 'runner:sae-1', 'A', { type: 'step.started' }), 'no lease').to.equal(null);
+    await ops.claim('runner:sae-1', 'B', 60_000);
+    expect(await events.appendIfLeased(r(2), 'runner:sae-1', 'A', { type: 'step.started' }), "another runner's lease").to.equal(null);
+    await ops.put('runner:sae-1', 'A', 300);
+    expect((await events.appendIfLeased(r(3), 'runner:sae-1', 'A', { type: 'step.started' }))!.seq).to.equal(2);
+    await sleep(400);
+    expect(await events.appendIfLeased(r(4), 'runner:sae-1', 'A', { type: 'step.finished' }), 'expired').to.equal(null);
+    await ops.put('runner:sae-1', 'A', 60_000);
+    await runs.put(r(5, 'failed'));
+    expect(await events.appendIfLeased(r(6), 'runner:sae-1', 'A', { type: 'step.finished' }), 'an ended run').to.equal(null);
+    expect((await events.after<{ type: string }>('sae-1', 0)).map((e) => [e.seq, e.type])).to.deep.equal([
+      [1, 'run.status'],
+      [2, 'step.started'],
+    ]);
+    expect((await runs.get('sae-1'))!).to.include({ status: 'failed', n: 5 });
+    expect((await new PgEventTable(b, 10_000).append('sae-1', { type: 'run.ended' })).seq, 'a refused save took no seq').to.equal(3);
+  });
+
+  it('keeps each run seq dense and in its caller order when four runs write at once on two replicas', async () => {
+    const tables = [new PgEventTable(a, 10_000), new PgEventTable(b, 10_000)];
+    const ops = new PgAtomicOps(a);
+    const ids = ['c0', 'c1', 'c2', 'c3'];
+    const N = 40;
+    await Promise.all(
+      ids.map(async (id, k) => {
+        const row = (n: number) => ({ run_id: `conc-${id}`, tenant_id: 't', status: 'running', created_at: '2026-01-01T00:00:00.000Z', n });
+        await ops.claim(`runner:conc-${id}`, 'me', 60_000);
+        await tables[k % 2]!.appendWithRun(row(0), { type: 'run.status', n: 0 });
+        for (let n = 1; n <= N; n++) {
+          const t = tables[(k + n) % 2]!;
+          if (n % 3 === 0) expect(await t.appendIfLeased(row(n), `runner:conc-${id}`, 'me', { type: 'step.started', n })).to.not.equal(null);
+          else await t.append(`conc-${id}`, { type: 'step.finished', n });
+        }
+      }),
+    );
+    for (const id of ids) {
+      const log = await tables[0]!.after<{ n: number }>(`conc-${id}`, 0);
+      expect(log.map((e) => e.seq), id).to.deep.equal(Array.from({ length: N + 1 }, (_, i) => i + 1));
+      expect(log.map((e) => e.n), id).to.deep.equal(Array.from({ length: N + 1 }, (_, i) => i));
+    }
+  });
+
   it('claims, renews and expires leases on the server clock, and counts slots exactly across replicas', async () => {
     const one = new PgAtomicOps(a);
     const two = new PgAtomicOps(b);

@@ -36,6 +36,9 @@ export class PgKeyedStore<T> implements KeyedStore<T> {
 }
 
 const UPSERT_RUN = 'INSERT INTO runs (run_id, tenant_id, status, created_at, body) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, body = excluded.body';
+/** $1 status, $2 body, $3 run_id, $4 lease key, $5 owner */
+const PUT_IF_LEASED = `UPDATE runs SET status = $1, body = $2 WHERE run_id = $3 AND status IN ('queued', 'running')
+  AND EXISTS (SELECT 1 FROM kv WHERE namespace = '__atomic' AND key = $4 AND value = $5 AND expires_at > ${NOW_MS})`;
 
 export class PgRunTable<T extends RunKey> implements RunTable<T> {
   constructor(private readonly pool: Pool) {}
@@ -55,11 +58,7 @@ export class PgRunTable<T extends RunKey> implements RunTable<T> {
   }
 
   async putIfLeased(run: T, leaseKey: string, owner: string): Promise<boolean> {
-    const r = await this.pool.query(
-      `UPDATE runs SET status = $1, body = $2 WHERE run_id = $3 AND status IN ('queued', 'running')
-       AND EXISTS (SELECT 1 FROM kv WHERE namespace = '__atomic' AND key = $4 AND value = $5 AND expires_at > ${NOW_MS})`,
-      [run.status, JSON.stringify(run), run.run_id, leaseKey, owner],
-    );
+    const r = await this.pool.query(PUT_IF_LEASED, [run.status, JSON.stringify(run), run.run_id, leaseKey, owner]);
     return (r.rowCount ?? 0) > 0;
   }
 
@@ -123,6 +122,24 @@ export class PgEventTable implements EventTable {
       [run.run_id, run.tenant_id, run.status, run.created_at, JSON.stringify(run), JSON.stringify(event)],
     );
     const seq = Number(rows[0]!.seq);
+    if (seq > this.maxPerRun && seq % 100 === 0) await this.pool.query('DELETE FROM run_events WHERE run_id = $1 AND seq <= $2', [run.run_id, seq - this.maxPerRun]);
+    return { ...event, seq };
+  }
+
+  async appendIfLeased<E extends Record<string, unknown>>(run: RunKey, leaseKey: string, owner: string, event: E): Promise<(E & { seq: number }) | null> {
+    // one statement: the seq counter and the event are written only from the row the fenced update returned,
+    // so a refused save appends nothing, and both commit together
+    const { rows } = await this.pool.query<{ seq: string }>(
+      `WITH r AS (${PUT_IF_LEASED} RETURNING run_id),
+       s AS (
+         INSERT INTO run_event_seq (run_id, seq) SELECT run_id, 1 FROM r
+         ON CONFLICT (run_id) DO UPDATE SET seq = run_event_seq.seq + 1 RETURNING seq
+       )
+       INSERT INTO run_events (run_id, seq, body) SELECT $3, s.seq, $6 FROM s RETURNING seq`,
+      [run.status, JSON.stringify(run), run.run_id, leaseKey, owner, JSON.stringify(event)],
+    );
+    if (!rows[0]) return null;
+    const seq = Number(rows[0].seq);
     if (seq > this.maxPerRun && seq % 100 === 0) await this.pool.query('DELETE FROM run_events WHERE run_id = $1 AND seq <= $2', [run.run_id, seq - this.maxPerRun]);
     return { ...event, seq };
   }

@@ -1,31 +1,36 @@
 // Group commit on the embedded store. A commit with synchronous FULL waits for
 // an fsync of the write-ahead log, and better-sqlite3 waits on the event loop:
-// one run accepted per fsync, every other request stalled meanwhile. Here the
+// one write per fsync, every other request and run stalled meanwhile. Here the
 // writes asked for within one turn of the event loop share one transaction and
 // so one fsync; each write is its own savepoint, so one that throws is rolled
 // back alone and rejects its own caller only. A caller's promise settles after
 // the commit, so "answered" still means "on disk".
+//
+// One committer per database (committerOf): were there two, each would open
+// its own transaction per turn and the turn would pay two fsyncs again.
 import type { Db } from './db.ts';
 
-interface Pending<A, R> {
-  arg: A;
-  resolve: (r: R) => void;
+interface Pending {
+  write: () => unknown;
+  resolve: (r: unknown) => void;
   reject: (err: unknown) => void;
 }
 
-type Outcome<R> = { ok: true; value: R } | { ok: false; err: unknown };
+type Outcome = { ok: true; value: unknown } | { ok: false; err: unknown };
 
-export class GroupCommit<A, R> {
-  private pending: Array<Pending<A, R>> = [];
+export class Committer {
+  private pending: Pending[] = [];
   private readonly batchTx;
+  /** commits made so far (tests count them) */
+  commits = 0;
 
-  /** `write` runs inside the shared transaction; a transaction function of `db` in it becomes a savepoint. */
-  constructor(db: Db, write: (arg: A) => R) {
-    const one = db.transaction(write);
-    this.batchTx = db.transaction((batch: Array<Pending<A, R>>): Array<Outcome<R>> =>
+  constructor(db: Db) {
+    // a transaction function called inside another transaction runs as a savepoint
+    const savepoint = db.transaction((write: () => unknown) => write());
+    this.batchTx = db.transaction((batch: Pending[]): Outcome[] =>
       batch.map((p) => {
         try {
-          return { ok: true, value: one(p.arg) };
+          return { ok: true, value: savepoint(p.write) };
         } catch (err) {
           return { ok: false, err };
         }
@@ -33,10 +38,14 @@ export class GroupCommit<A, R> {
     );
   }
 
-  /** Runs `write(arg)` in the next shared commit; settles once that commit is durable (or failed). */
-  run(arg: A): Promise<R> {
+  /**
+   * Runs `write` (synchronous statements of this database) in the next shared
+   * commit, after the writes asked for before it; settles once that commit is
+   * durable, or with the write's own error (its savepoint rolled back).
+   */
+  run<R>(write: () => R): Promise<R> {
     return new Promise<R>((resolve, reject) => {
-      this.pending.push({ arg, resolve, reject });
+      this.pending.push({ write, resolve: resolve as (r: unknown) => void, reject });
       if (this.pending.length === 1) setImmediate(() => this.flush());
     });
   }
@@ -44,11 +53,12 @@ export class GroupCommit<A, R> {
   private flush(): void {
     const batch = this.pending;
     this.pending = [];
-    let outcomes: Array<Outcome<R>>;
+    let outcomes: Outcome[];
     try {
       outcomes = this.batchTx.immediate(batch);
+      this.commits++;
     } catch (err) {
-      // the commit itself failed (disk full, database closed): nothing of the batch was written
+      // the commit itself failed (disk full, database closed, busy): nothing of the batch was written
       for (const p of batch) p.reject(err);
       return;
     }
@@ -57,5 +67,30 @@ export class GroupCommit<A, R> {
       if (o.ok) p.resolve(o.value);
       else p.reject(o.err);
     });
+  }
+}
+
+const committers = new WeakMap<Db, Committer>();
+
+/** The committer of `db`: every writer of one connection shares it. */
+export function committerOf(db: Db): Committer {
+  let c = committers.get(db);
+  if (!c) committers.set(db, (c = new Committer(db)));
+  return c;
+}
+
+/** One kind of write through the database's committer: `run(arg)` joins the turn's shared commit. */
+export class GroupCommit<A, R> {
+  private readonly committer: Committer;
+
+  constructor(
+    db: Db,
+    private readonly write: (arg: A) => R,
+  ) {
+    this.committer = committerOf(db);
+  }
+
+  run(arg: A): Promise<R> {
+    return this.committer.run(() => this.write(arg));
   }
 }

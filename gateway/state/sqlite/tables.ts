@@ -1,10 +1,12 @@
 // The store of record's tables on SQLite. better-sqlite3 is synchronous: each
-// call below is one short transaction on an indexed row, answered in
+// call below is one short statement on an indexed row, answered in
 // microseconds, so wrapping them in promises keeps one interface with the
-// networked stores without a thread pool.
+// networked stores without a thread pool. The writes of a run's path (rows,
+// events) go through the database's committer: those of one event-loop turn
+// share one commit, so four runs stepping at once pay one fsync, not four.
 import { decodeCursor, encodeCursor, type EventTable, type KeyedStore, type RunKey, type RunPage, type RunQuery, type RunTable } from '../tables.ts';
 import type { Db } from './db.ts';
-import { GroupCommit } from './group-commit.ts';
+import { committerOf, type Committer } from './group-commit.ts';
 
 export class SqliteKeyedStore<T> implements KeyedStore<T> {
   private readonly q;
@@ -40,20 +42,22 @@ export class SqliteKeyedStore<T> implements KeyedStore<T> {
 }
 
 const UPSERT_RUN = 'INSERT INTO runs (run_id, tenant_id, status, created_at, body) VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, body = excluded.body';
+const PUT_IF_LEASED =
+  "UPDATE runs SET status = ?, body = ? WHERE run_id = ? AND status IN ('queued', 'running') AND EXISTS (SELECT 1 FROM kv WHERE namespace = '__atomic' AND key = ? AND value = ? AND expires_at > ?)";
 
 export class SqliteRunTable<T extends RunKey> implements RunTable<T> {
   private readonly q;
+  private readonly committer: Committer;
 
   constructor(db: Db) {
+    this.committer = committerOf(db);
     this.q = {
       get: db.prepare<[string], { body: string }>('SELECT body FROM runs WHERE run_id = ?'),
       put: db.prepare(UPSERT_RUN),
       putUnlessEnded: db.prepare(
         "INSERT INTO runs (run_id, tenant_id, status, created_at, body) VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, body = excluded.body WHERE runs.status IN ('queued', 'running')",
       ),
-      putIfLeased: db.prepare(
-        "UPDATE runs SET status = ?, body = ? WHERE run_id = ? AND status IN ('queued', 'running') AND EXISTS (SELECT 1 FROM kv WHERE namespace = '__atomic' AND key = ? AND value = ? AND expires_at > ?)",
-      ),
+      putIfLeased: db.prepare(PUT_IF_LEASED),
       first: db.prepare<[string, number], { body: string }>('SELECT body FROM runs WHERE tenant_id = ? ORDER BY created_at DESC, run_id DESC LIMIT ?'),
       firstByStatus: db.prepare<[string, string, number], { body: string }>(
         'SELECT body FROM runs WHERE tenant_id = ? AND status = ? ORDER BY created_at DESC, run_id DESC LIMIT ?',
@@ -74,15 +78,19 @@ export class SqliteRunTable<T extends RunKey> implements RunTable<T> {
   }
 
   async put(run: T): Promise<void> {
-    this.q.put.run(run.run_id, run.tenant_id, run.status, run.created_at, JSON.stringify(run));
+    const body = JSON.stringify(run);
+    await this.committer.run(() => this.q.put.run(run.run_id, run.tenant_id, run.status, run.created_at, body));
   }
 
   async putUnlessEnded(run: T): Promise<boolean> {
-    return this.q.putUnlessEnded.run(run.run_id, run.tenant_id, run.status, run.created_at, JSON.stringify(run)).changes > 0;
+    const body = JSON.stringify(run);
+    return this.committer.run(() => this.q.putUnlessEnded.run(run.run_id, run.tenant_id, run.status, run.created_at, body).changes > 0);
   }
 
   async putIfLeased(run: T, leaseKey: string, owner: string): Promise<boolean> {
-    return this.q.putIfLeased.run(run.status, JSON.stringify(run), run.run_id, leaseKey, owner, Date.now()).changes > 0;
+    const body = JSON.stringify(run);
+    // the lease is checked against the clock of the commit, not of the call
+    return this.committer.run(() => this.q.putIfLeased.run(run.status, body, run.run_id, leaseKey, owner, Date.now()).changes > 0);
   }
 
   async page(tenantId: string, q: RunQuery): Promise<RunPage<T>> {
@@ -107,19 +115,21 @@ export class SqliteRunTable<T extends RunKey> implements RunTable<T> {
 /** Per-run event logs: the seq is taken inside the insert's transaction, so appends from any process stay dense and ordered. */
 export class SqliteEventTable implements EventTable {
   private readonly appendTx;
-  private readonly appendWithRunTx;
+  private readonly committer: Committer;
   private readonly q;
 
   constructor(
     db: Db,
     private readonly maxPerRun: number,
   ) {
+    this.committer = committerOf(db);
     this.q = {
       last: db.prepare<[string], { seq: number | null }>('SELECT MAX(seq) AS seq FROM run_events WHERE run_id = ?'),
       insert: db.prepare('INSERT INTO run_events (run_id, seq, body) VALUES (?, ?, ?)'),
       trim: db.prepare('DELETE FROM run_events WHERE run_id = ? AND seq <= ?'),
       after: db.prepare<[string, number], { body: string }>('SELECT body FROM run_events WHERE run_id = ? AND seq > ? ORDER BY seq'),
       putRun: db.prepare(UPSERT_RUN),
+      putIfLeased: db.prepare(PUT_IF_LEASED),
     };
     this.appendTx = db.transaction((runId: string, event: Record<string, unknown>) => {
       const seq = (this.q.last.get(runId)?.seq ?? 0) + 1;
@@ -129,19 +139,26 @@ export class SqliteEventTable implements EventTable {
       if (seq > this.maxPerRun && seq % 100 === 0) this.q.trim.run(runId, seq - this.maxPerRun);
       return stored;
     });
-    // the row and its event in one savepoint, committed with the other acceptances of this event-loop turn (one fsync)
-    this.appendWithRunTx = new GroupCommit(db, ({ run, event }: { run: RunKey; event: Record<string, unknown> }) => {
-      this.q.putRun.run(run.run_id, run.tenant_id, run.status, run.created_at, JSON.stringify(run));
-      return this.appendTx(run.run_id, event);
-    });
   }
 
   async append<E extends Record<string, unknown>>(runId: string, event: E): Promise<E & { seq: number }> {
-    return this.appendTx.immediate(runId, event) as E & { seq: number };
+    return this.committer.run(() => this.appendTx(runId, event) as E & { seq: number });
   }
 
   async appendWithRun<E extends Record<string, unknown>>(run: RunKey, event: E): Promise<E & { seq: number }> {
-    return (await this.appendWithRunTx.run({ run, event })) as E & { seq: number };
+    const body = JSON.stringify(run);
+    return this.committer.run(() => {
+      this.q.putRun.run(run.run_id, run.tenant_id, run.status, run.created_at, body);
+      return this.appendTx(run.run_id, event) as E & { seq: number };
+    });
+  }
+
+  async appendIfLeased<E extends Record<string, unknown>>(run: RunKey, leaseKey: string, owner: string, event: E): Promise<(E & { seq: number }) | null> {
+    const body = JSON.stringify(run);
+    return this.committer.run(() => {
+      if (this.q.putIfLeased.run(run.status, body, run.run_id, leaseKey, owner, Date.now()).changes === 0) return null;
+      return this.appendTx(run.run_id, event) as E & { seq: number };
+    });
   }
 
   async after<E extends Record<string, unknown>>(runId: string, seq: number): Promise<Array<E & { seq: number }>> {

@@ -1,0 +1,142 @@
+// The walker's writes to the store of record (issue 15): a top-level step's
+// checkpoint rides with its step.started and the periodic save with a
+// step.finished, each one fenced write; once the runner's lease is gone, the
+// next fenced write stops the run and no event of it reaches the log.
+import { expect } from 'chai';
+import { Walker } from '../../gateway/runner/walker.ts';
+import { RunState } from '../../gateway/runner/run-state.ts';
+import type { RunnerDeps, RunnerStore } from '../../gateway/runner/executor.ts';
+import type { Plane, Step, StepHandler, StepResult } from '../../gateway/plugins/contract.ts';
+import type { RunRecord } from '../../gateway/runs/records.ts';
+import { Halt } from '../../gateway/runner/outcome.ts';
+
+interface Write {
+  kind: 'save' | 'emit' | 'saveAndEmit';
+  type?: string;
+  path?: unknown;
+  checkpoint?: number;
+}
+
+/** A store that logs each write; the fenced ones are refused once `lost` is set, as the SQL stores refuse them. */
+function fakeStore() {
+  const writes: Write[] = [];
+  const s = { writes, lost: false };
+  const store: Pick<RunnerStore, 'save' | 'emit' | 'saveAndEmit'> = {
+    async save(r) {
+      if (s.lost) return false;
+      writes.push({ kind: 'save', checkpoint: r.checkpoint_step });
+      return true;
+    },
+    async emit(_r, type, data) {
+      writes.push({ kind: 'emit', type, path: data.path });
+    },
+    async saveAndEmit(r, _owner, type, data) {
+      if (s.lost) return false;
+      writes.push({ kind: 'saveAndEmit', type, path: data.path, checkpoint: r.checkpoint_step });
+      return true;
+    },
+  };
+  return { s, store };
+}
+
+function walker(store: Pick<RunnerStore, 'save' | 'emit' | 'saveAndEmit'>, run: (ctx: { path: string }) => Promise<StepResult>): { w: Walker; st: RunState } {
+  const handler: StepHandler = { types: ['*'], description: 'test', run: (ctx) => run(ctx) };
+  const deps = {
+    store,
+    handler: () => handler,
+    brain: () => undefined,
+    callTool: async () => undefined,
+    recipe: async () => ({}),
+    metrics: { loopTermination() {} },
+    log: { warn() {}, error() {}, info() {} },
+    dataDir: '/nonexistent',
+    owner: 'me',
+    leaseMs: 60_000,
+    maxLoopIterations: 10,
+    maxRunSteps: 100,
+    stepTimeoutMs: 5_000,
+  } as unknown as RunnerDeps;
+  const plane = {
+    capabilities: { backend: 'computer_plane', dom_aware: false },
+    screenshot: async () => ({ image: Buffer.alloc(0), format: 'png' }),
+    act: async () => ({}),
+    facts: async () => ({ url: 'http://fixture.test/', title: 'fixture' }),
+  } as unknown as Plane;
+  const record = {
+    run_id: 'walk-1',
+    tenant_id: 't',
+    status: 'running',
+    cua_model: 'none',
+    runtime: { compute_backend: 'computer_plane', max_cost: 10 },
+    events: [],
+    steps: [],
+    start_step: 0,
+  } as unknown as RunRecord;
+  const st = new RunState();
+  const w = new Walker(deps, record, plane, st, new AbortController().signal, () => undefined, { isLost: () => undefined }, undefined);
+  return { w, st };
+}
+
+const steps = (n: number): Step[] => Array.from({ length: n }, (_, i) => ({ intent: `step ${i}`, type: 'click' }) as Step);
+
+describe('the walker writes a step in as few fenced writes as it can', () => {
+  it('saves each top-level checkpoint with its step.started and the first progress with a step.finished: two writes a step', async () => {
+    const { s, store } = fakeStore();
+    const { w } = walker(store, async () => ({ success: true }));
+    expect(await w.walk(steps(5), 'steps')).to.equal('ok');
+    const started = s.writes.filter((x) => x.type === 'step.started');
+    // step 0 needs no checkpoint: the run was saved running at step 0 before the walk
+    expect(started.map((x) => [x.kind, x.checkpoint])).to.deep.equal([['emit', undefined], ...[1, 2, 3, 4].map((i) => ['saveAndEmit', i])]);
+    expect(s.writes.filter((x) => x.kind === 'save'), 'no save of its own').to.deep.equal([]);
+    // the first step.finished carries the progress (nothing was saved yet); the later ones within SAVE_EVERY_MS are plain events
+    expect(s.writes.filter((x) => x.type === 'step.finished').map((x) => x.kind)).to.deep.equal(['saveAndEmit', 'emit', 'emit', 'emit', 'emit']);
+    expect(s.writes.length).to.equal(10);
+  });
+
+  it('saves a failed step with its step.finished at once', async () => {
+    const { s, store } = fakeStore();
+    const { w } = walker(store, async (ctx) => (ctx.path === 'steps[1]' ? { success: false, failure_class: 'unknown', retryable: false } : { success: true }));
+    await w.walk(steps(3), 'steps');
+    expect(s.writes.filter((x) => x.type === 'step.finished').map((x) => [x.path, x.kind])).to.deep.equal([
+      ['steps[0]', 'saveAndEmit'],
+      ['steps[1]', 'saveAndEmit'],
+      ['steps[2]', 'emit'],
+    ]);
+  });
+
+  it('stops at the next fenced write once the lease is gone, and appends no event of the refused step', async () => {
+    const { s, store } = fakeStore();
+    // recovery takes the run while steps[1] acts
+    const { w, st } = walker(store, async (ctx) => {
+      if (ctx.path === 'steps[1]') s.lost = true;
+      return { success: true };
+    });
+    let err: unknown;
+    await w.walk(steps(4), 'steps').catch((e: unknown) => (err = e));
+    expect(err).to.be.instanceOf(Halt);
+    expect((err as Halt).haltClass).to.equal('runner_lost');
+    // steps[1] finished within SAVE_EVERY_MS: its step.finished is a plain event; steps[2]'s checkpoint is refused with its step.started
+    expect(s.writes.map((x) => `${x.kind} ${x.type ?? ''} ${String(x.path ?? '')}`.trim())).to.deep.equal([
+      'emit step.started steps[0]',
+      'saveAndEmit step.finished steps[0]',
+      'saveAndEmit step.started steps[1]',
+      'emit step.finished steps[1]',
+    ]);
+    expect(st.steps.map((e) => e.path), 'no halt entry for a run this runner lost').to.deep.equal(['steps[0]', 'steps[1]']);
+  });
+
+  it('appends no step.finished for a failed step once the lease is gone', async () => {
+    const { s, store } = fakeStore();
+    const { w } = walker(store, async (ctx) => {
+      if (ctx.path === 'steps[1]') {
+        s.lost = true;
+        return { success: false, failure_class: 'unknown', retryable: false };
+      }
+      return { success: true };
+    });
+    let err: unknown;
+    await w.walk(steps(3), 'steps').catch((e: unknown) => (err = e));
+    expect((err as Halt).haltClass).to.equal('runner_lost');
+    expect(s.writes.filter((x) => x.path === 'steps[1]').map((x) => x.type)).to.deep.equal(['step.started']);
+  });
+});
