@@ -23,9 +23,10 @@ export async function freePort(): Promise<number> {
 /** A redis-server on `port` (a free one when not given): a test restarts Redis by starting it again on the same port. */
 export async function startRedis(port?: number): Promise<RedisHandle> {
   port ??= await freePort();
+  // --pdeathsig: the server goes when the test process goes, however it ends (a SIGTERM or SIGKILL of mocha runs no exit handler)
   const child: ChildProcess = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--logfile', ''],
+    'setpriv',
+    ['--pdeathsig', 'KILL', '--', 'redis-server', '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--logfile', ''],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let out = '';
