@@ -163,7 +163,7 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
     if (!body || typeof body !== 'object' || !Array.isArray(body.requests)) throw new IngestError(422, 'requests: must be an array of {method, path, body}');
     if (body.requests.length > 1000) throw new IngestError(422, 'requests: at most 1000 per batch');
     if (service.queue.depth >= service.queue.limit) {
-      service.queue.rejected++;
+      service.queue.reject('all');
       throw new IngestError(429, 'ingest queue saturated; retry later', { 'Retry-After': '1' });
     }
     const results: Array<{ index: number; status: number; body?: unknown; detail?: string; retry_after?: number; rate_limits?: string }> = [];

@@ -36,11 +36,12 @@ export function createIngestMetrics(service: IngestService): IngestMetrics {
   // counters kept by the service; copied at scrape time so the service needs no prom-client
   new client.Counter({
     name: 'trace_ingest_queue_rejected_total',
-    help: 'Writes refused with 429 because the ingest queue was full.',
+    help: 'Writes refused with 429 because the ingest queue was full: by the category whose share was full (step, event, screenshot, modelio), or all.',
+    labelNames: ['category'] as const,
     registers: [registry],
     collect() {
       this.reset();
-      this.inc(queue.rejected);
+      for (const [category, n] of queue.rejected) this.inc({ category }, n);
     },
   });
   new client.Counter({

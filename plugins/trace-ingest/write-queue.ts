@@ -17,7 +17,8 @@ export const QUEUE_SHARES: Record<RecordCategory, number> = { step: 1, event: 0.
 /** Bounded queue of writes, serialized per run; its depth is exported as a metric. */
 export class WriteQueue {
   depth = 0;
-  rejected = 0;
+  /** writes refused with 429, by the category whose share was full, or `all` when the whole queue was */
+  readonly rejected = new Map<RecordCategory | 'all', number>();
   processed = 0;
   readonly depthBy = new Map<RecordCategory, number>();
   private readonly chains = new Map<string, Promise<unknown>>();
@@ -29,15 +30,19 @@ export class WriteQueue {
     return Math.max(1, Math.floor(this.limit * QUEUE_SHARES[category]));
   }
 
+  reject(category: RecordCategory | 'all'): void {
+    this.rejected.set(category, (this.rejected.get(category) ?? 0) + 1);
+  }
+
   run<T>(key: string, fn: () => Promise<T>): Promise<T> {
     const category = writeCategory.getStore();
     if (this.depth >= this.limit) {
-      this.rejected++;
+      this.reject('all');
       throw new IngestError(429, `ingest queue saturated (${this.depth} writes pending); retry later`, { 'Retry-After': '1' });
     }
     const mine = category ? (this.depthBy.get(category) ?? 0) : 0;
     if (category && mine >= this.capOf(category)) {
-      this.rejected++;
+      this.reject(category);
       throw new IngestError(429, `ingest queue full for ${category} records (${mine} pending); retry later`, {
         'Retry-After': '1',
         [RATE_LIMITS_HEADER]: formatRateLimits([{ seconds: 1, categories: [category], scope: 'queue' }]),

@@ -268,7 +268,7 @@ describe('trace ingest service: queue, restart, CLI', () => {
       expect(r.body.detail).to.match(/saturated/);
       const b = await call(ing, 'POST', '/batch', { key: t.key, json: { requests: [] } });
       expect(b.status).to.equal(429);
-      expect(await (await fetch(`${ing.url}/api/v1/metrics`)).text()).to.match(/^trace_ingest_queue_rejected_total 2$/m);
+      expect(await (await fetch(`${ing.url}/api/v1/metrics`)).text()).to.match(/^trace_ingest_queue_rejected_total\{category="all"\} 2$/m);
     } finally {
       await ing.close();
     }

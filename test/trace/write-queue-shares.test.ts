@@ -27,6 +27,8 @@ describe('trace ingest write queue shares per category', () => {
     for (let i = 0; i < 6; i++) pending.push(queue('step', i));
     expect(q.depth).to.equal(8);
     expect(() => queue('step', 6), 'the total cap still holds').to.throw(IngestError, /saturated/);
+    // the metric's label says which share was full
+    expect(Object.fromEntries(q.rejected)).to.deep.equal({ screenshot: 1, all: 1 });
     release();
     await Promise.all(pending);
     expect(q.depth).to.equal(0);
