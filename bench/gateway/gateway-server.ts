@@ -24,5 +24,16 @@ const run = await gw.services.runs.accept(tenant, {
   cua_model: 'default-cua',
   detached: true,
 });
-process.stdout.write(JSON.stringify({ url, token, run_id: run.run_id }) + '\n');
+// a run the size a finished one has (its 50-step plan and 50 step entries in the row, ~25 KB): a status poll reads all of it or a projection
+const big = await gw.services.runs.accept(tenant, {
+  plan: { steps: Array.from({ length: 50 }, (_, i) => ({ intent: `click item ${i} on the listing page`, type: 'click', params: { selector: `#item-${i}` } })), runtime: {} },
+  runtime: { compute_backend: 'dom_plane', proxy_provider: 'residential-c', max_cost: 1, max_time_minutes: 1 },
+  cua_model: 'default-cua',
+  detached: true,
+});
+const stored = (await gw.services.runs.get(tenant, big.run_id)) as unknown as Record<string, unknown>;
+const steps = Array.from({ length: 50 }, (_, i) => ({ path: `steps[${i}]`, type: 'click', intent: `click item ${i} on the listing page`, success: true, final_url: `https://shop.example.com/item/${i}`, page_title: `Item ${i} - Shop`, attempts: 1 }));
+type Row = { run_id: string; tenant_id: string; status: string; created_at: string };
+await gw.services.state.runs<Row>().put({ ...(stored as Row), steps, events: steps.map((st) => `${new Date().toISOString()} ${st.path} click ok`) } as Row);
+process.stdout.write(JSON.stringify({ url, token, run_id: run.run_id, big_run_id: big.run_id }) + '\n');
 process.on('SIGTERM', () => void gw.close().then(() => process.exit(0)));

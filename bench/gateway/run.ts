@@ -58,22 +58,26 @@ const pgw = await start('gateway-server.ts', 'postgres', pg.url);
 const bare = await start('bare-server.ts');
 try {
   const stores = [
-    { name: 'memory', ...(JSON.parse(mem.line) as { url: string; token: string; run_id: string }) },
-    { name: 'sqlite', ...(JSON.parse(sql.line) as { url: string; token: string; run_id: string }) },
-    { name: 'postgres', ...(JSON.parse(pgw.line) as { url: string; token: string; run_id: string }) },
+    { name: 'memory', ...(JSON.parse(mem.line) as { url: string; token: string; run_id: string; big_run_id: string }) },
+    { name: 'sqlite', ...(JSON.parse(sql.line) as { url: string; token: string; run_id: string; big_run_id: string }) },
+    { name: 'postgres', ...(JSON.parse(pgw.line) as { url: string; token: string; run_id: string; big_run_id: string }) },
   ];
   const rows: Row[] = [];
   rows.push(await measure('bare GET (same JSON)', `${bare.line}/status`, {}));
   for (const g of stores) rows.push(await measure(`gateway GET status (${g.name})`, `${g.url}/v1/runs/${g.run_id}/status`, { headers: { 'X-Service-Token': g.token } }));
+  // the same route on a run with 50 steps recorded (~25 KB row): what a poll of a real run costs
+  const bigRows: Row[] = [];
+  for (const g of stores) bigRows.push(await measure(`gateway GET status, 50-step run (${g.name})`, `${g.url}/v1/runs/${g.big_run_id}/status`, { headers: { 'X-Service-Token': g.token } }));
   const post = (token: string) => ({ method: 'POST' as const, body: predictBody, headers: { 'Content-Type': 'application/json', 'X-Service-Token': token } });
   rows.push(await measure('bare POST (parse 50 steps)', `${bare.line}/v1/predict`, post('')));
   for (const g of stores) rows.push(await measure(`gateway POST predict 50 (${g.name})`, `${g.url}/v1/predict`, post(g.token)));
   console.log(`\nbench/gateway: ${seconds}s per case, ${connections} connections, loopback, ${predictBody.length} byte plan body, load average ${(await import('node:os')).loadavg().map((l) => l.toFixed(2)).join(' ')}\n`);
-  console.log('case'.padEnd(38) + 'req/s'.padStart(9) + 'p50 ms'.padStart(9) + 'p99 ms'.padStart(9) + 'non2xx'.padStart(8));
-  for (const r of rows) console.log(r.name.padEnd(38) + String(r.rps).padStart(9) + String(r.p50).padStart(9) + String(r.p99).padStart(9) + String(r.non2xx).padStart(8));
+  console.log('case'.padEnd(44) + 'req/s'.padStart(9) + 'p50 ms'.padStart(9) + 'p99 ms'.padStart(9) + 'non2xx'.padStart(8));
+  for (const r of [...rows, ...bigRows]) console.log(r.name.padEnd(44) + String(r.rps).padStart(9) + String(r.p50).padStart(9) + String(r.p99).padStart(9) + String(r.non2xx).padStart(8));
   const ratio = (a: Row, b: Row) => (a.rps / b.rps).toFixed(2);
   const [bareGet, gMem, gSql, gPg, barePost, pMem, pSql, pPg] = rows as [Row, Row, Row, Row, Row, Row, Row, Row];
   console.log(`\nthroughput ratio gateway/bare: status ${ratio(gMem, bareGet)} memory, ${ratio(gSql, bareGet)} sqlite, ${ratio(gPg, bareGet)} postgres; predict ${ratio(pMem, barePost)} memory, ${ratio(pSql, barePost)} sqlite, ${ratio(pPg, barePost)} postgres`);
+  console.log(`status of a 50-step run / bare: ${bigRows.map((b, i) => `${ratio(b, bareGet)} ${stores[i]!.name}`).join(', ')}`);
   console.log(`store/memory: status ${ratio(gSql, gMem)} sqlite, ${ratio(gPg, gMem)} postgres; predict ${ratio(pSql, pMem)} sqlite, ${ratio(pPg, pMem)} postgres`);
 } finally {
   const exits = [mem, sql, pgw, bare].map((c) => new Promise((r) => (c.child.exitCode !== null ? r(null) : c.child.once('exit', r))));

@@ -101,7 +101,7 @@ export const runRoutes: RouteSpec[] = [
     auth: true,
     scope: 'status',
     async handler(ctx, s) {
-      ctx.body = statusBody(await s.runs.get(ctx.state.tenant!, runId(ctx)));
+      ctx.body = await s.runs.status(ctx.state.tenant!, runId(ctx));
     },
   },
   {

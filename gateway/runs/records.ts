@@ -68,7 +68,10 @@ export function runDir(dataDir: string, run: Pick<RunRecord, 'tenant_id' | 'run_
 
 export const TERMINAL: ReadonlySet<RunStatus> = new Set(['succeeded', 'failed', 'cancelled']);
 
-export function statusBody(r: RunRecord) {
+/** What statusBody reads of a run besides its key fields (RunTable.pick reads only these). */
+export const STATUS_KEYS = ['phase', 'halt_class', 'failure_help', 'updated_at', 'ended_at'] as const;
+
+export function statusBody(r: Pick<RunRecord, 'run_id' | 'status' | 'created_at' | (typeof STATUS_KEYS)[number]>) {
   return {
     run_id: r.run_id,
     status: r.status,

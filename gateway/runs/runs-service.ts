@@ -11,7 +11,7 @@ import type { Limits } from '../http/limits.ts';
 import type { Tenant } from '../http/tenants.ts';
 import { failureHelp } from './failure-help.ts';
 import type { NormalizedPlan } from './plan-policy.ts';
-import { TERMINAL, type EffectiveRuntime, type RunRecord, type RunStatus } from './records.ts';
+import { STATUS_KEYS, TERMINAL, statusBody, type EffectiveRuntime, type RunRecord, type RunStatus } from './records.ts';
 import type { EventLog } from './events.ts';
 import { runnerKey } from './recovery.ts';
 import type { DeliveryAttempt, Webhooks, WebhookTarget } from './webhooks.ts';
@@ -136,6 +136,14 @@ export class RunsService {
     const r = await this.runs.get(runId);
     if (!r || r.tenant_id !== tenant.tenant_id) throw notFound(`run ${runId} not found`);
     return r;
+  }
+
+  /** The status body of a tenant's run, read without the run's steps and logs (the most polled route). */
+  async status(tenant: Tenant, runId: string): Promise<ReturnType<typeof statusBody>> {
+    if (!isSafeId(runId)) throw notFound('run not found');
+    const r = await this.runs.pick(runId, STATUS_KEYS);
+    if (!r || r.tenant_id !== tenant.tenant_id) throw notFound(`run ${runId} not found`);
+    return statusBody(r as typeof r & Pick<RunRecord, 'status'>);
   }
 
   /** The tenant's runs, newest first, a page at a time. */

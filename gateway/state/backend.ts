@@ -17,7 +17,7 @@ import { PgEventTable, PgKeyedStore, PgOutbox, PgRunTable } from './pg/tables.ts
 import { SqliteAtomicOps } from './sqlite/atomic.ts';
 import { SqliteEventTable, SqliteKeyedStore, SqliteRunTable } from './sqlite/tables.ts';
 import { MemoryOutbox, SqliteOutbox, type Outbox } from './outbox.ts';
-import { UNFINISHED, pageOf, type EventTable, type KeyedStore, type RunKey, type RunTable } from './tables.ts';
+import { UNFINISHED, pageOf, pickKeys, type EventTable, type KeyedStore, type RunKey, type RunTable } from './tables.ts';
 
 export type { DependencyCheck };
 export type { KeyedStore, RunTable } from './tables.ts';
@@ -97,6 +97,7 @@ function keyedRuns<T extends RunKey>(s: KeyedStore<T>, atomic: AtomicOps): RunTa
   };
   return {
     get: (runId) => s.get(runId),
+    pick: (runId, keys) => s.get(runId).then((r) => r && pickKeys(r, keys)),
     put: (run) => s.set(run.run_id, run),
     // not atomic across replicas on Redis (the known gap of that mode until the shared store of record lands)
     async putUnlessEnded(run) {

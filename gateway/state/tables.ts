@@ -33,6 +33,11 @@ export interface RunQuery {
 
 export interface RunTable<T extends RunKey> {
   get(runId: string): Promise<T | undefined>;
+  /**
+   * Only `keys` of the run (and its tenant): a status poll reads a few fields of a row
+   * whose body holds every step and log line. Keys are the record's own top-level names.
+   */
+  pick<K extends keyof T & string>(runId: string, keys: readonly K[]): Promise<(Pick<T, K> & RunKey) | undefined>;
   put(run: T): Promise<void>;
   /** Writes `run` unless its stored row has ended (queued or running, or none yet); true when written. */
   putUnlessEnded(run: T): Promise<boolean>;
@@ -105,3 +110,16 @@ export function pageOf<T extends RunKey>(all: T[], tenantId: string, q: RunQuery
 }
 
 export const UNFINISHED: ReadonlySet<string> = new Set(['queued', 'running']);
+
+/** `keys` of `row` and its RunKey, as RunTable.pick answers; a key the row lacks is left out, as JSON would. */
+export function pickKeys<T extends RunKey, K extends keyof T & string>(row: T, keys: readonly K[]): Pick<T, K> & RunKey {
+  const out: Record<string, unknown> = { run_id: row.run_id, tenant_id: row.tenant_id, status: row.status, created_at: row.created_at };
+  for (const k of keys) if (row[k] !== undefined) out[k] = row[k];
+  return out as Pick<T, K> & RunKey;
+}
+
+/** A top-level key of a run record, safe to name in SQL (pick's keys come from code, checked anyway). */
+export function pickableKey(k: string): string {
+  if (!/^[a-z_]{1,64}$/.test(k)) throw new Error(`not a run record key: ${k}`);
+  return k;
+}

@@ -1,7 +1,7 @@
 // The store of record's tables on PostgreSQL: the same behaviour as the SQLite
 // tables, shared by every replica.
 import type { Outbox, OutboxItem } from '../outbox.ts';
-import { decodeCursor, encodeCursor, type EventTable, type KeyedStore, type RunKey, type RunPage, type RunQuery, type RunTable } from '../tables.ts';
+import { decodeCursor, encodeCursor, pickableKey, type EventTable, type KeyedStore, type RunKey, type RunPage, type RunQuery, type RunTable } from '../tables.ts';
 import type { Pool } from './db.ts';
 
 /** The database server's clock in milliseconds: every replica compares expiries against one clock. */
@@ -46,6 +46,19 @@ export class PgRunTable<T extends RunKey> implements RunTable<T> {
   async get(runId: string): Promise<T | undefined> {
     const { rows } = await this.pool.query<{ body: string }>('SELECT body FROM runs WHERE run_id = $1', [runId]);
     return rows[0] ? (JSON.parse(rows[0].body) as T) : undefined;
+  }
+
+  async pick<K extends keyof T & string>(runId: string, keys: readonly K[]): Promise<(Pick<T, K> & RunKey) | undefined> {
+    const fields = keys.map((k) => `b -> '${pickableKey(k)}'`).join(', ');
+    const { rows } = await this.pool.query<RunKey & { v: unknown[] }>(
+      `SELECT run_id, tenant_id, status, created_at, json_build_array(${fields}) AS v FROM (SELECT run_id, tenant_id, status, created_at, body::json AS b FROM runs WHERE run_id = $1) r`,
+      [runId],
+    );
+    const row = rows[0];
+    if (!row) return undefined;
+    const out: Record<string, unknown> = { run_id: row.run_id, tenant_id: row.tenant_id, status: row.status, created_at: row.created_at };
+    keys.forEach((k, i) => (out[k] = row.v[i] ?? null));
+    return out as Pick<T, K> & RunKey;
   }
 
   async put(run: T): Promise<void> {

@@ -4,7 +4,7 @@
 // networked stores without a thread pool. The writes of a run's path (rows,
 // events) go through the database's committer: those of one event-loop turn
 // share one commit, so four runs stepping at once pay one fsync, not four.
-import { decodeCursor, encodeCursor, type EventTable, type KeyedStore, type RunKey, type RunPage, type RunQuery, type RunTable } from '../tables.ts';
+import { decodeCursor, encodeCursor, pickableKey, type EventTable, type KeyedStore, type RunKey, type RunPage, type RunQuery, type RunTable } from '../tables.ts';
 import type { Db } from './db.ts';
 import { committerOf, type Committer } from './group-commit.ts';
 
@@ -48,8 +48,10 @@ const PUT_IF_LEASED =
 export class SqliteRunTable<T extends RunKey> implements RunTable<T> {
   private readonly q;
   private readonly committer: Committer;
+  /** pick's statements, one per key list */
+  private readonly picks = new Map<string, ReturnType<Db['prepare']>>();
 
-  constructor(db: Db) {
+  constructor(private readonly db: Db) {
     this.committer = committerOf(db);
     this.q = {
       get: db.prepare<[string], { body: string }>('SELECT body FROM runs WHERE run_id = ?'),
@@ -75,6 +77,23 @@ export class SqliteRunTable<T extends RunKey> implements RunTable<T> {
   async get(runId: string): Promise<T | undefined> {
     const row = this.q.get.get(runId);
     return row ? (JSON.parse(row.body) as T) : undefined;
+  }
+
+  async pick<K extends keyof T & string>(runId: string, keys: readonly K[]): Promise<(Pick<T, K> & RunKey) | undefined> {
+    const sig = keys.join(',');
+    let stmt = this.picks.get(sig);
+    if (!stmt) {
+      // json_extract with several paths answers one JSON array of their values (true stays true); $.run_id makes it several
+      const paths = ['$.run_id', ...keys.map((k) => `$.${pickableKey(k)}`)].map((p) => `'${p}'`).join(', ');
+      stmt = this.db.prepare<[string], RunKey & { v: string }>(`SELECT run_id, tenant_id, status, created_at, json_extract(body, ${paths}) AS v FROM runs WHERE run_id = ?`);
+      this.picks.set(sig, stmt);
+    }
+    const row = stmt.get(runId) as (RunKey & { v: string }) | undefined;
+    if (!row) return undefined;
+    const values = (JSON.parse(row.v) as unknown[]).slice(1);
+    const out: Record<string, unknown> = { run_id: row.run_id, tenant_id: row.tenant_id, status: row.status, created_at: row.created_at };
+    keys.forEach((k, i) => (out[k] = values[i] ?? null));
+    return out as Pick<T, K> & RunKey;
   }
 
   async put(run: T): Promise<void> {
