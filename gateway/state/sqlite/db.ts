@@ -5,6 +5,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { migrations } from '../migrations.ts';
+import { whileBusy } from '../../../shared/sqlite-busy.ts';
 
 export type Db = Database.Database;
 
@@ -14,12 +15,12 @@ const MIGRATIONS_DIR = path.join(import.meta.dirname, 'migrations');
 export function openDb(file: string): Db {
   mkdirSync(path.dirname(file), { recursive: true });
   const db = new Database(file, { timeout: 5000 });
-  db.pragma('journal_mode = WAL');
+  whileBusy(() => db.pragma('journal_mode = WAL'));
   // FULL: a commit is on disk (WAL fsynced) before the caller is answered, so an
   // accepted run survives a power cut too, not only a crash of this process
   db.pragma('synchronous = FULL');
   db.pragma('foreign_keys = ON');
-  migrate(db);
+  whileBusy(() => migrate(db));
   return db;
 }
 

@@ -8,6 +8,7 @@ import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
+import { whileBusy } from '../../../shared/sqlite-busy.ts';
 
 export interface Sql {
   all<T>(sql: string, args?: unknown[]): Promise<T[]>;
@@ -97,21 +98,23 @@ function groupCommitter(tx: <T>(fn: (q: Sql) => Promise<T>) => Promise<T>, singl
 export function openSqlite(file: string): MetaDb {
   mkdirSync(path.dirname(file), { recursive: true });
   const db = new Database(file, { timeout: 5000 });
-  db.pragma('journal_mode = WAL');
+  whileBusy(() => db.pragma('journal_mode = WAL'));
   // NORMAL in WAL: a commit is in the WAL before the answer, so a killed process loses
   // nothing acknowledged; power-loss durability (an fsync per commit, which blocks the
   // event loop here) is TRACE_FSYNC=1's, as for the bundle files this database indexes
   db.pragma(`synchronous = ${process.env.TRACE_FSYNC === '1' ? 'FULL' : 'NORMAL'}`);
-  db.exec(VERSIONS);
-  const applied = new Set((db.prepare('SELECT version FROM trace_schema_migrations').all() as Array<{ version: number }>).map((r) => r.version));
-  for (const m of migrations(path.join(MIGRATIONS, 'sqlite'))) {
-    if (applied.has(m.version)) continue;
-    db.transaction(() => {
-      if (db.prepare('SELECT 1 FROM trace_schema_migrations WHERE version = ?').get(m.version)) return;
-      db.exec(m.sql);
-      db.prepare('INSERT INTO trace_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, new Date().toISOString());
-    }).immediate();
-  }
+  whileBusy(() => {
+    db.exec(VERSIONS);
+    const applied = new Set((db.prepare('SELECT version FROM trace_schema_migrations').all() as Array<{ version: number }>).map((r) => r.version));
+    for (const m of migrations(path.join(MIGRATIONS, 'sqlite'))) {
+      if (applied.has(m.version)) continue;
+      db.transaction(() => {
+        if (db.prepare('SELECT 1 FROM trace_schema_migrations WHERE version = ?').get(m.version)) return;
+        db.exec(m.sql);
+        db.prepare('INSERT INTO trace_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, new Date().toISOString());
+      }).immediate();
+    }
+  });
   // statements are prepared once: preparing costs more than running a small one
   const prepared = new Map<string, Database.Statement>();
   const statement = (text: string): Database.Statement => {
