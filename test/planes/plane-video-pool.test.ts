@@ -116,6 +116,18 @@ describe('plane agents: video and warm pool', function () {
           const png = (await grpc.screenshot('png')).image;
           expect([png.readUInt32BE(16), png.readUInt32BE(20)]).to.deep.equal([1024, 600]);
           await grpc.close();
+
+          // the warm browser killed while it waits in the pool: the next session gets a working one, nothing of the dead one stays
+          const dead = fourth.chrome_pid!;
+          await waitFor(async () => ((await grpc.status()).pool_ready === 1 ? true : undefined), 30_000, 'the browser back in the pool');
+          const itsProcesses = [dead, ...descendants(dead)];
+          process.kill(dead, 'SIGKILL');
+          await new Promise((r) => setTimeout(r, 300));
+          const fifth = await grpc.init({ tenant_id: 'acme', profile_id: 'e', run_id: 'run-e', enable_cdp: true, persist_profile: false });
+          expect(fifth.chrome_pid).to.not.equal(dead);
+          await load(grpc, `${site.url}/counter`);
+          await waitFor(async () => (stillPresent(itsProcesses).length === 0 ? true : undefined), 10_000, 'the killed browser reaped');
+          await grpc.close();
         }
 
         const unknown = connectPlane({ url: `http://127.0.0.1:${agent.httpPort}`, retries: 0 });
