@@ -131,19 +131,22 @@ export class RunsService {
 
   /** The tenant's run, or 404 (another tenant's run is indistinguishable from none). */
   async get(tenant: Tenant, runId: string): Promise<RunRecord> {
-    // a run id is a safe id; anything else names no run (and never reaches the store: PostgreSQL refuses NUL in a key)
-    if (!isSafeId(runId)) throw notFound('run not found');
-    const r = await this.runs.get(runId);
-    if (!r || r.tenant_id !== tenant.tenant_id) throw notFound(`run ${runId} not found`);
-    return r;
+    return this.owned(tenant, runId, (id) => this.runs.get(id));
   }
 
   /** The status body of a tenant's run, read without the run's steps and logs (the most polled route). */
   async status(tenant: Tenant, runId: string): Promise<ReturnType<typeof statusBody>> {
-    if (!isSafeId(runId)) throw notFound('run not found');
-    const r = await this.runs.pick(runId, STATUS_KEYS);
-    if (!r || r.tenant_id !== tenant.tenant_id) throw notFound(`run ${runId} not found`);
+    const r = await this.owned(tenant, runId, (id) => this.runs.pick(id, STATUS_KEYS));
     return statusBody(r as typeof r & Pick<RunRecord, 'status'>);
+  }
+
+  /** `read(runId)` when it names a run of this tenant, else 404. */
+  private async owned<R extends { tenant_id: string }>(tenant: Tenant, runId: string, read: (runId: string) => Promise<R | undefined>): Promise<R> {
+    // a run id is a safe id; anything else names no run (and never reaches the store: PostgreSQL refuses NUL in a key)
+    if (!isSafeId(runId)) throw notFound('run not found');
+    const r = await read(runId);
+    if (!r || r.tenant_id !== tenant.tenant_id) throw notFound(`run ${runId} not found`);
+    return r;
   }
 
   /** The tenant's runs, newest first, a page at a time. */
