@@ -7,6 +7,7 @@
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { BrowserContext, CDPSession } from 'puppeteer-core';
+import { abortable } from '../../shared/abort.ts';
 import { closeLaunched, type Launched } from '../core/chromium.ts';
 
 export interface WarmBrowser {
@@ -42,6 +43,19 @@ export async function freshContext(l: Launched, served: number): Promise<WarmBro
     throw err;
   }
   return { launched: l, context, served, downloads, cdp };
+}
+
+/**
+ * Whether the warm browser still answers. A browser SIGKILLed a moment ago still looks
+ * connected until its end of the pipe is read, and a session started on it would fail
+ * at its first step: one round trip (about a millisecond) tells.
+ */
+export async function answers(w: WarmBrowser): Promise<boolean> {
+  if (!w.launched.browser.connected) return false;
+  return abortable(w.launched.browser.version(), AbortSignal.timeout(2000)).then(
+    () => w.launched.browser.connected,
+    () => false,
+  );
 }
 
 /**

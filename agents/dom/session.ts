@@ -18,7 +18,7 @@ import { matchesPin } from './pin.ts';
 import { LostSignal } from '../core/lost.ts';
 import { geoFor, geoLaunch, sameGeo, type Geo } from '../core/geo.ts';
 import { stealthSwitches } from '../core/flags.ts';
-import { browserSessions, freshContext, renew, type WarmBrowser } from './reuse.ts';
+import { answers, browserSessions, freshContext, renew, type WarmBrowser } from './reuse.ts';
 
 const ROUTES = {
   screenshot: 'POST',
@@ -172,7 +172,7 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
   const lender = fits ? pool : undefined;
   let warm = lender?.borrow();
   // A pooled browser that died while it waited is retired.
-  if (warm && !warm.launched.browser.connected) {
+  if (warm && !(await answers(warm))) {
     await lender!.giveBack(closeLaunched(warm.launched).then(() => undefined));
     warm = undefined;
   }

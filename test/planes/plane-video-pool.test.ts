@@ -122,7 +122,7 @@ describe('plane agents: video and warm pool', function () {
           await waitFor(async () => ((await grpc.status()).pool_ready === 1 ? true : undefined), 30_000, 'the browser back in the pool');
           const itsProcesses = [dead, ...descendants(dead)];
           process.kill(dead, 'SIGKILL');
-          await new Promise((r) => setTimeout(r, 300));
+          // no pause: the agent may not have seen the death yet
           const fifth = await grpc.init({ tenant_id: 'acme', profile_id: 'e', run_id: 'run-e', enable_cdp: true, persist_profile: false });
           expect(fifth.chrome_pid).to.not.equal(dead);
           await load(grpc, `${site.url}/counter`);

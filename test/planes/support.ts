@@ -218,9 +218,13 @@ export function cmdline(pid: number): string {
   }
 }
 
-/** Pids that still exist, zombies included (a zombie counts as left behind). */
+/**
+ * Pids that still exist. A zombie whose parent is ours counts as left behind (nobody
+ * waited for it); one that init adopted has exited after its parent and is init's to
+ * reap, whenever init gets to it (tsx's esbuild outlives the agent by a few ms).
+ */
 export function stillPresent(pids: number[]): number[] {
-  return pids.filter((p) => statOf(p) !== undefined);
+  return pids.filter((p) => ((s) => s !== undefined && !(s.state === 'Z' && s.ppid === 1))(statOf(p)));
 }
 
 /** Processes anywhere whose command line mentions `needle` (e.g. a test's data dir). */

@@ -201,7 +201,7 @@ describe('runs stopped at any point (gateway process, two tenants, real agents)'
         backend,
       );
       await until('the wait step', async () => ((await events(id)).filter((t) => t === 'step.started').length >= 2 ? true : undefined), 60_000, 20);
-      // the only browsers in the gateway's tree are this run's: spare agents have none
+      // the run's browser, and the warm browsers of idle dom_plane agents with it: the next run that borrows one must find it dead and launch its own
       const browsers = descendants(gw.child.pid!).filter((p) => /chromium/.test(cmdline(p)) && !cmdline(p).includes('--type='));
       expect(browsers.length, 'the run has a browser').to.be.greaterThan(0);
       for (const p of browsers) process.kill(p, 'SIGKILL');
