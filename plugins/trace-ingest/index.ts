@@ -30,6 +30,11 @@ export function optionsFromEnv(env: Record<string, string | undefined>): IngestO
   };
   if (env.TRACE_INGEST_QUEUE_LIMIT) opts.queueLimit = Number(env.TRACE_INGEST_QUEUE_LIMIT);
   if (env.TRACE_LOGIN_MAX_FAILURES) opts.loginMaxFailures = Number(env.TRACE_LOGIN_MAX_FAILURES);
+  if (env.TRACE_LOGIN_MEMORY_KEYS) {
+    const n = Number(env.TRACE_LOGIN_MEMORY_KEYS);
+    if (!Number.isInteger(n) || n < 1 || n > 10_000_000) throw new Error(`TRACE_LOGIN_MEMORY_KEYS: "${env.TRACE_LOGIN_MEMORY_KEYS}" is not a whole number from 1 to 10000000`);
+    opts.loginMemoryKeys = n;
+  }
   if (env.TRACE_S3_ENDPOINT && env.TRACE_S3_BUCKET) {
     opts.objectStore = new ObjectStore({
       endpoint: env.TRACE_S3_ENDPOINT,

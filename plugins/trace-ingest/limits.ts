@@ -5,8 +5,9 @@
 // one each process counts alone. While Redis is unreachable a memory limiter
 // per process stands in (the library's insuranceLimiter): limits stay on,
 // per replica, rather than failing open or locking every login out.
+import { createHmac, randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { BurstyRateLimiter, RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import { BurstyRateLimiter, RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type IRateLimiterOptions, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { RECORD_CATEGORIES, RATE_LIMITS_HEADER, formatRateLimits, type RecordCategory } from '../../sdk/categories.ts';
 import { IngestError } from './http.ts';
 
@@ -48,9 +49,44 @@ export function parseCategoryLimits(text: string | undefined): Partial<Record<Re
   return out;
 }
 
+/**
+ * The login limiters' memory counts (the only ones without Redis, the stand-in while
+ * Redis is down) hold at most this many keys each: a flood of distinct e-mails or
+ * IPv6 addresses would otherwise grow the process for the 15 minutes each key lives.
+ */
+export const DEFAULT_LOGIN_MEMORY_KEYS = 65_536;
+
+/**
+ * A memory limiter that counts each key in one of `buckets` buckets, picked by a
+ * hash keyed with a secret of this process, so a client cannot aim its keys at
+ * another's bucket. Two keys may share a bucket and its count: in a flood, logins
+ * fail closed (429) rather than the process growing without bound.
+ */
+export class BucketedMemoryLimiter extends RateLimiterMemory {
+  private readonly secret = randomBytes(32);
+
+  constructor(
+    opts: IRateLimiterOptions,
+    private readonly buckets: number,
+  ) {
+    super(opts);
+  }
+
+  override getKey(key: string | number): string {
+    return super.getKey(createHmac('sha256', this.secret).update(String(key)).digest().readUInt32BE(0) % this.buckets);
+  }
+
+  /** keys held now (read from the library's memory storage, of the pinned version) */
+  get keyCount(): number {
+    return (this as unknown as { _memoryStorage: { _storage: Map<string, unknown> } })._memoryStorage._storage.size;
+  }
+}
+
 export interface LimitsOptions {
   redisUrl?: string;
   loginMaxFailures?: number;
+  /** keys each login limiter keeps in memory (TRACE_LOGIN_MEMORY_KEYS; default DEFAULT_LOGIN_MEMORY_KEYS) */
+  loginMemoryKeys?: number;
   rateLimits?: Partial<Record<RecordCategory, CategoryLimit>>;
   logger?: { warn(m: string, f?: Record<string, unknown>): void };
 }
@@ -74,14 +110,16 @@ export class IngestLimits {
       warned = true;
     });
     this.redis?.on('ready', () => (warned = false));
-    const make = (keyPrefix: string, points: number, duration: number): RateLimiterAbstract => {
-      const memory = new RateLimiterMemory({ keyPrefix, points, duration });
+    const make = (keyPrefix: string, points: number, duration: number, buckets?: number): RateLimiterAbstract => {
+      const memory = buckets ? new BucketedMemoryLimiter({ keyPrefix, points, duration }, buckets) : new RateLimiterMemory({ keyPrefix, points, duration });
       if (!this.redis) return memory;
       return new RateLimiterRedis({ storeClient: this.redis, keyPrefix: `trace:rl:${keyPrefix}`, points, duration, rejectIfRedisNotReady: true, insuranceLimiter: memory });
     };
-    this.loginEmail = make('login-email', this.loginMaxFailures, LOGIN_WINDOW_S);
+    // the category limiters' keys are tenant ids, as many as there are tenants; a login's are the client's to choose
+    const keys = opts.loginMemoryKeys ?? DEFAULT_LOGIN_MEMORY_KEYS;
+    this.loginEmail = make('login-email', this.loginMaxFailures, LOGIN_WINDOW_S, keys);
     // ten times as many per address, so one guesser behind a shared address does not lock out the rest
-    this.loginAddr = make('login-addr', this.loginMaxFailures * 10, LOGIN_WINDOW_S);
+    this.loginAddr = make('login-addr', this.loginMaxFailures * 10, LOGIN_WINDOW_S, keys);
     const limits = { ...DEFAULT_CATEGORY_LIMITS, ...opts.rateLimits };
     for (const c of RECORD_CATEGORIES) {
       const l = limits[c];

@@ -48,6 +48,8 @@ export interface IngestOptions {
   mountPrefix?: string;
   /** failed logins per email (ten times as many per address) in 15 minutes before 429 (default 10; TRACE_LOGIN_MAX_FAILURES) */
   loginMaxFailures?: number;
+  /** keys each login limiter keeps in memory (TRACE_LOGIN_MEMORY_KEYS, default 65536); past it, keys share buckets */
+  loginMemoryKeys?: number;
   /** Redis the rate limits of every replica count in (TRACE_REDIS_URL; mounted in the gateway, SERVICE_REDIS_URL); else per process */
   redisUrl?: string;
   /** records per tenant per category (limits.ts DEFAULT_CATEGORY_LIMITS; TRACE_RATE_LIMITS) */

@@ -9,7 +9,8 @@ import { expect } from 'chai';
 import { once } from 'node:events';
 import { metaDatabaseUrl, startIngest, type TestTenant } from '../support/ingest.ts';
 import { startIngestProcess, type IngestProcess } from '../support/ingest-process.ts';
-import { IngestLimits } from '../../plugins/trace-ingest/limits.ts';
+import { BucketedMemoryLimiter, DEFAULT_LOGIN_MEMORY_KEYS, IngestLimits } from '../../plugins/trace-ingest/limits.ts';
+import { optionsFromEnv } from '../../plugins/trace-ingest/index.ts';
 import { startRedis, type RedisHandle } from '../support/redis.ts';
 import { tempDir } from '../support/trace.ts';
 
@@ -132,5 +133,44 @@ describe('trace ingest limits: a hung Redis does not hold up shutdown', function
       process.kill(redis.pid, 'SIGCONT');
       await redis.stop();
     }
+  });
+});
+
+describe('trace ingest limits: the memory counts of logins are capped', function () {
+  this.timeout(60_000);
+
+  it('holds at most its cap of keys however many e-mails a flood names, and still counts each e-mail', async () => {
+    const cap = 1000;
+    const limiter = new BucketedMemoryLimiter({ keyPrefix: 'cap', points: 3, duration: 60 }, cap);
+    for (let i = 0; i < 50_000; i++) await limiter.consume(`flood-${i}@x.test`).catch(() => undefined);
+    expect(limiter.keyCount).to.be.greaterThan(cap * 0.9).and.at.most(cap);
+    // an e-mail's own failures still reach its limit (its bucket counts at least its own)
+    const fresh = new BucketedMemoryLimiter({ keyPrefix: 'cap2', points: 3, duration: 60 }, cap);
+    for (let i = 0; i < 3; i++) await fresh.consume('victim@x.test');
+    const refused = await fresh.consume('victim@x.test').then(() => false, () => true);
+    expect(refused).to.equal(true);
+    expect(fresh.keyCount).to.equal(1);
+  });
+
+  it('puts two keys in one bucket only by a hash a client cannot aim: another process picks other buckets', async () => {
+    const a = new BucketedMemoryLimiter({ keyPrefix: 'p', points: 1, duration: 60 }, 1 << 30);
+    const b = new BucketedMemoryLimiter({ keyPrefix: 'p', points: 1, duration: 60 }, 1 << 30);
+    const keys = ['a@x.test', 'b@x.test', 'c@x.test'];
+    expect(keys.map((k) => a.getKey(k))).to.not.deep.equal(keys.map((k) => b.getKey(k)));
+    expect(a.getKey('a@x.test')).to.equal(a.getKey('a@x.test'));
+  });
+
+  it('counts a flood of distinct e-mails in one ingest service within TRACE_LOGIN_MEMORY_KEYS; bad values refuse to start', async () => {
+    expect(optionsFromEnv({ TRACE_LOGIN_MEMORY_KEYS: '5000' }).loginMemoryKeys).to.equal(5000);
+    expect(optionsFromEnv({}).loginMemoryKeys).to.equal(undefined);
+    for (const bad of ['0', '-1', '1.5', 'many', '99999999999']) expect(() => optionsFromEnv({ TRACE_LOGIN_MEMORY_KEYS: bad }), bad).to.throw(/TRACE_LOGIN_MEMORY_KEYS/);
+    expect(DEFAULT_LOGIN_MEMORY_KEYS).to.be.greaterThan(1000);
+    const limits = new IngestLimits({ loginMemoryKeys: 200 });
+    for (let i = 0; i < 5000; i++) await limits.beginLogin(`spray-${i}@x.test`, `2001:db8::${i.toString(16)}`).catch(() => undefined);
+    const held = (l: unknown) => (l as BucketedMemoryLimiter).keyCount;
+    const inner = limits as unknown as { loginEmail: unknown; loginAddr: unknown };
+    expect(held(inner.loginEmail)).to.be.at.most(200);
+    expect(held(inner.loginAddr)).to.be.at.most(200);
+    await limits.close();
   });
 });
