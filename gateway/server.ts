@@ -221,6 +221,8 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
       // a wildcard address is reached on loopback from this process
       const reach = addr.address === '0.0.0.0' || addr.address === '::' ? (addr.family === 'IPv6' ? '[::1]' : '127.0.0.1') : host;
       selfUrl = `http://${reach}:${addr.port}`;
+      // what an earlier process's runs could not deliver to the trace ingest goes now (it needs selfUrl when the ingest is mounted)
+      void recorder.reconcilePending();
       return `http://${host}:${addr.port}`;
     },
     async close() {

@@ -140,6 +140,18 @@ async function inParallel<T>(items: T[], width: number, fn: (item: T) => Promise
 async function writeDropLedger(core: SessionCore): Promise<void> {
   const ledger = core.streamer?.ledger ?? [];
   if (!ledger.length) return;
+  // what is still not delivered keeps its record, so a later start can send it (reconcileBundle)
+  for (const { entry, body, image } of core.streamer!.unsent()) {
+    if (!image) {
+      entry.body = body;
+      continue;
+    }
+    const file = `diagnostics/stream_drops/${pad4(ledger.indexOf(entry))}.png`;
+    await writeBytes(core.id.store, file, image).then(
+      () => (entry.image_file = file),
+      (err: Error) => core.log.warn(`a dropped screenshot could not be kept for a later upload: ${err.message}`),
+    );
+  }
   await writeBytes(core.id.store, 'diagnostics/stream_drops.json', bundleJson({ run_id: core.id.runId, records: ledger })).catch((err: Error) =>
     core.log.warn(`the stream drop ledger could not be written: ${err.message}`),
   );

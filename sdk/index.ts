@@ -14,6 +14,7 @@ export type { Rule, Severity } from './diagnostics.ts';
 export { ModelApiAdapterBase } from './adapter.ts';
 export type { Adapter, ActionOverrideCoords, ToolCall } from './adapter.ts';
 export { parseDsn, parseRetryAfter, type DroppedRecord } from './stream.ts';
+export { reconcileBundle, LEDGER_FILE, type ReconcileOptions, type ReconcileResult } from './reconcile.ts';
 export { SDK_VERSION, ValueError, RuntimeError, shortId, sha256Hex } from './util.ts';
 export type { SdkLogger } from './util.ts';
 export type * from '../schemas/trace/types.gen.ts';

@@ -17,6 +17,8 @@ export interface StreamJob {
   image?: Buffer;
   /** a pending job with the same key is replaced (latest wins, position kept) */
   key?: string;
+  /** called once the ingest took it (2xx) */
+  onSent?: () => void;
 }
 
 export interface StreamerOptions {
@@ -39,6 +41,12 @@ export interface DroppedRecord {
   /** queue_full, 429, http_<status>, unreachable or deadline */
   reason: string;
   recovered: boolean;
+  /** when a later start delivered it (reconcileBundle) */
+  recovered_at?: string;
+  /** kept in the ledger file while not recovered, so a later start can re-send it: the JSON body as it is in the bundle */
+  body?: unknown;
+  /** kept while not recovered: the image's copy, bundle-relative (diagnostics/stream_drops/<n>.png) */
+  image_file?: string;
 }
 
 export interface StreamStats {

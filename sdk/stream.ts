@@ -30,6 +30,8 @@ export class Streamer {
   /** what the ingest did not take (see DroppedRecord) */
   readonly ledger: DroppedRecord[] = [];
   private readonly missed: Pending[] = [];
+  /** every record that went in the ledger, for what close() could not deliver (unsent) */
+  private readonly everMissed: Pending[] = [];
   /** set by a 403 on a model-io post: no more model-io goes out this session */
   modelioLatched = false;
   private readonly queue: Pending[] = [];
@@ -237,6 +239,7 @@ export class Streamer {
     if (status < 300) {
       this.stats.sent++;
       if (job.dropped) job.dropped.recovered = true;
+      job.onSent?.();
       return;
     }
     this.stats.failed++;
@@ -344,6 +347,7 @@ export class Streamer {
       j.dropped = { kind: j.kind, method: j.method, path: j.path, reason, recovered: false };
       this.ledger.push(j.dropped);
       this.missed.push(j);
+      this.everMissed.push(j);
     }
   }
 
@@ -365,6 +369,13 @@ export class Streamer {
     }
     this.kick();
     await this.flush(Math.max(1, until - Date.now()));
+  }
+
+  /** Records in the ledger not delivered yet, with their bodies read now (after close: what a later start must re-send). */
+  unsent(): Array<{ entry: DroppedRecord; body?: unknown; image?: Buffer }> {
+    return this.everMissed
+      .filter((j) => j.dropped && !j.dropped.recovered)
+      .map((j) => ({ entry: j.dropped!, ...(j.image ? { image: j.image } : { body: this.bodyOf(j) }) }));
   }
 
   /** A raw request with the DSN's credential (the command long-poll uses it). */

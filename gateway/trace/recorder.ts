@@ -3,9 +3,12 @@
 // streamed live to the ingest service when a DSN is configured. A recorder
 // failure is logged and never fails the run: the run's own record stays the
 // source of truth.
+import { createHash } from 'node:crypto';
+import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
-import { DebugSession, type CaptureMode, type SdkLogger } from '../../sdk/index.ts';
+import { DebugSession, reconcileBundle, type CaptureMode, type SdkLogger } from '../../sdk/index.ts';
+import { isSafeId } from '../../shared/ids.ts';
 import type { Logger } from '../log.ts';
 import { runDir, type RunRecord } from '../runs/records.ts';
 import type { RecordedKind, RecordedLayer, RecordedStep, RunRecorder, RunRecording } from '../runner/recording.ts';
@@ -23,6 +26,11 @@ export interface RecorderOptions {
 /** Where a run's bundle is written. */
 export const traceDir = (dataDir: string, run: Pick<RunRecord, 'tenant_id' | 'run_id'>): string => path.join(runDir(dataDir, run), 'trace');
 
+/** Runs whose trace the ingest did not wholly take by their close: one small file each, swept at the next start. */
+const pendingDir = (dataDir: string): string => path.join(dataDir, 'trace-pending');
+const pendingFile = (dataDir: string, run: Pick<RunRecord, 'tenant_id' | 'run_id'>): string =>
+  path.join(pendingDir(dataDir), `${createHash('sha256').update(`${run.tenant_id}\0${run.run_id}`).digest('hex').slice(0, 32)}.json`);
+
 const TRACE_STATUS: Record<string, 'passed' | 'failed' | 'halted' | 'cancelled'> = { succeeded: 'passed', failed: 'failed', cancelled: 'cancelled' };
 
 export class SdkRunRecorder implements RunRecorder {
@@ -39,6 +47,42 @@ export class SdkRunRecorder implements RunRecorder {
   private own(upload: Promise<void>): void {
     const p = upload.finally(() => this.uploads.delete(p));
     this.uploads.add(p);
+  }
+
+  /** After a run's upload: a run whose drop ledger still names records is noted for the next start's sweep. */
+  private async noteUndelivered(run: Pick<RunRecord, 'tenant_id' | 'run_id'>, s: DebugSession): Promise<void> {
+    if (!s.dropLedger.some((d) => !d.recovered)) return;
+    await mkdir(pendingDir(this.o.dataDir), { recursive: true });
+    await writeFile(pendingFile(this.o.dataDir, run), JSON.stringify({ tenant_id: run.tenant_id, run_id: run.run_id }));
+    this.o.log.warn({ run_id: run.run_id, tenant_id: run.tenant_id }, 'the trace ingest did not take all of this run by its close; it is sent again at the next start');
+  }
+
+  /**
+   * The next start's reconciliation: each run noted as not wholly delivered has what
+   * its drop ledger still holds sent again (reconcileBundle); its note goes once
+   * nothing is left. Owned like an upload, so shutdown waits for it.
+   */
+  reconcilePending(): Promise<void> {
+    const sweep = (async () => {
+      const names = await readdir(pendingDir(this.o.dataDir)).catch(() => [] as string[]);
+      for (const name of names.filter((n) => /^[0-9a-f]{32}\.json$/.test(n))) {
+        const file = path.join(pendingDir(this.o.dataDir), name);
+        try {
+          const run = JSON.parse(await readFile(file, 'utf8')) as { tenant_id?: unknown; run_id?: unknown };
+          if (typeof run.tenant_id !== 'string' || typeof run.run_id !== 'string' || !isSafeId(run.tenant_id) || !isSafeId(run.run_id)) throw new Error('not a pending-run note');
+          const ids = { tenant_id: run.tenant_id, run_id: run.run_id };
+          const dsn = await this.o.dsn(ids.tenant_id);
+          if (!dsn) continue;
+          const r = await reconcileBundle(traceDir(this.o.dataDir, ids), { dsn, logger: { debug: () => undefined, warn: (m) => this.o.log.warn({ ...ids }, m) } });
+          this.o.log.info({ ...ids, recovered: r.recovered, left: r.left, refused: r.refused.length }, 'trace reconciled at start');
+          if (r.left === 0) await rm(file, { force: true });
+        } catch (err) {
+          this.o.log.warn({ file: name, err: (err as Error).message }, 'a pending trace could not be reconciled; its note stays');
+        }
+      }
+    })();
+    this.own(sweep);
+    return sweep;
   }
 
   async begin(run: RunRecord): Promise<RunRecording | undefined> {
@@ -62,7 +106,7 @@ export class SdkRunRecorder implements RunRecorder {
         tags: { tenant_id: run.tenant_id, compute_backend: run.runtime.compute_backend, cua_model: run.cua_model },
         startedAt: run.created_at,
       });
-      return new SdkRecording(session, this.o.captureMode, log, (p) => this.own(p));
+      return new SdkRecording(session, this.o.captureMode, log, (p) => this.own(p.then(() => this.noteUndelivered(run, session)).catch((err: Error) => log.warn({ err: err.message }, 'trace: the undelivered note could not be written'))));
     } catch (err) {
       log.error({ err: (err as Error).message }, 'trace recording could not start');
       return undefined;
