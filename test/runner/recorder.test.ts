@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { mkdtemp, readdir, readFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
@@ -7,6 +7,11 @@ import { pino } from 'pino';
 import { SdkRunRecorder, traceDir } from '../../gateway/trace/recorder.ts';
 import type { RunRecord } from '../../gateway/runs/records.ts';
 import { validateBundle } from '../../sdk/index.ts';
+import { formatDsn } from '../../plugins/trace-ingest/auth.ts';
+import type { TestTenant } from '../support/ingest.ts';
+import { loginCookie, seededIngest, startIngestProcess, type IngestProcess } from '../support/ingest-process.ts';
+import { freePort } from '../support/redis.ts';
+import { png } from '../support/trace.ts';
 
 const blank = () => sharp({ create: { width: 64, height: 36, channels: 3, background: '#000' } }).png().toBuffer();
 const withSquare = async () =>
@@ -92,3 +97,55 @@ describe('run recorder (capture SDK)', () => {
   });
 });
 
+// Issue 13: a run whose trace the ingest could not take by the run's close (the
+// ingest down) is noted in <data dir>/trace-pending; the next start (a new
+// recorder: reconcilePending, which the gateway calls once it listens) sends what
+// the bundle's drop ledger holds, and the note goes. Real ingest process.
+describe('run recorder: traces the ingest did not take go at the next start', function () {
+  this.timeout(120_000);
+  let ing: IngestProcess | undefined;
+  let t: TestTenant;
+  let env: Record<string, string>;
+  let dsn: string;
+
+  before(async () => {
+    const port = await freePort();
+    ({ env, tenant: t } = await seededIngest('rec-pending', {}, port));
+    dsn = formatDsn(`http://127.0.0.1:${port}`, t.key);
+  });
+  after(() => ing?.stop());
+
+  it('notes the run while the ingest is down, then sends it and drops the note once the ingest is back', async () => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'runplane-rec-pending-'));
+    const recorder = () => new SdkRunRecorder({ dataDir, captureMode: 'screenshots', dsn: async () => dsn, log: pino({ level: 'silent' }), version: '0.0.0-test' });
+    const first = recorder();
+    const r = run('r-pending');
+    const rec = (await first.begin(r))!;
+    for (let i = 0; i < 3; i++) await rec.step(step(i), { pre: await png(i), post: await png(i + 1) });
+    await rec.close({ status: 'succeeded', summary: 'ok', cost_usd: 0 });
+    await first.drain();
+    const notes = await readdir(path.join(dataDir, 'trace-pending'));
+    expect(notes).to.have.length(1);
+    expect(JSON.parse(await readFile(path.join(dataDir, 'trace-pending', notes[0]!), 'utf8'))).to.deep.equal({ tenant_id: 'rec', run_id: 'r-pending' });
+
+    // a stray or hostile note is left alone and does not stop the sweep
+    await writeFile(path.join(dataDir, 'trace-pending', `${'0'.repeat(32)}.json`), JSON.stringify({ tenant_id: '../..', run_id: 'x' }));
+    await mkdir(path.join(dataDir, 'trace-pending', 'not-a-note'), { recursive: true });
+
+    // the next start with the ingest still down: the note stays
+    await recorder().reconcilePending();
+    expect(await readdir(path.join(dataDir, 'trace-pending'))).to.include(notes[0]);
+
+    ing = await startIngestProcess(env);
+    await recorder().reconcilePending();
+    expect((await readdir(path.join(dataDir, 'trace-pending'))).sort()).to.deep.equal([`${'0'.repeat(32)}.json`, 'not-a-note']);
+
+    const cookie = await loginCookie(ing.url, t);
+    const local = traceDir(dataDir, r);
+    for (const f of ['trace.json', 'manifest.json', 'steps/0002.json', 'screenshots/0000_pre.png', 'screenshots/0002_post.png']) {
+      const res = await fetch(`${ing.url}/api/v1/runs/r-pending/files/${f}`, { headers: { cookie } });
+      expect(res.status, f).to.equal(200);
+      expect(Buffer.from(await res.arrayBuffer()).equals(await readFile(path.join(local, f))), f).to.equal(true);
+    }
+  });
+});

@@ -4,6 +4,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import path from 'node:path';
+import { metaDatabaseUrl, startIngest, type TestTenant } from './ingest.ts';
+import { tempDir } from './trace.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -52,4 +54,25 @@ export async function startIngestProcess(env: Record<string, string>): Promise<I
       clearTimeout(t);
     },
   };
+}
+
+/**
+ * A data dir with one tenant, made by a short-lived in-test service (its DSN is to be
+ * re-pointed at the process), and the TRACE_* env of a process on it: `extra` added,
+ * the metadata database of the test store, a fixed port when asked for.
+ */
+export async function seededIngest(tenantId: string, extra: Record<string, string> = {}, port?: number): Promise<{ env: Record<string, string>; tenant: TestTenant }> {
+  const dir = await tempDir(`${tenantId}-`);
+  const seed = await startIngest({ dataDir: dir });
+  const tenant = await seed.tenant(tenantId);
+  await seed.close();
+  const db = await metaDatabaseUrl(dir);
+  return { env: { TRACE_DATA_DIR: dir, ...(db ? { TRACE_DATABASE_URL: db } : {}), ...(port ? { TRACE_INGEST_PORT: String(port) } : {}), ...extra }, tenant };
+}
+
+/** Logs `u` in on the ingest at `url`; the Cookie header value. */
+export async function loginCookie(url: string, u: { email: string; password: string }): Promise<string> {
+  const res = await fetch(`${url}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: u.email, password: u.password }) });
+  if (res.status !== 200) throw new Error(`login failed: ${res.status} ${await res.text()}`);
+  return res.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
 }

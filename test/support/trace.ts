@@ -1,6 +1,6 @@
 // Helpers of the trace SDK and ingest tests: PNG fixtures, temp dirs, a
 // collecting logger.
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
@@ -42,4 +42,15 @@ export function collectingLogger(): CollectingLogger {
     warn: (m) => void warnings.push(m),
     debug: (m, f) => void debugs.push(`${m} ${f ? JSON.stringify(f) : ''}`),
   };
+}
+
+/** Every file under `dir`, as `/`-separated paths relative to it (a bundle's files). */
+export async function filesUnder(dir: string, rel = ''): Promise<string[]> {
+  const out: string[] = [];
+  for (const e of await readdir(path.join(dir, rel), { withFileTypes: true })) {
+    const r = rel ? `${rel}/${e.name}` : e.name;
+    if (e.isDirectory()) out.push(...(await filesUnder(dir, r)));
+    else out.push(r);
+  }
+  return out;
 }

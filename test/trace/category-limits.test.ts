@@ -7,25 +7,15 @@
 // client of the tenant spent the budget, were dropped and re-sent at close),
 // and the drop ledger names only screenshots, all recovered.
 import { expect } from 'chai';
-import { readdir, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { formatDsn } from '../../plugins/trace-ingest/auth.ts';
 import { DebugSession, validateBundle } from '../../sdk/index.ts';
-import { metaDatabaseUrl, startIngest, type TestTenant } from '../support/ingest.ts';
-import { startIngestProcess, type IngestProcess } from '../support/ingest-process.ts';
-import { collectingLogger, png, tempDir } from '../support/trace.ts';
+import type { TestTenant } from '../support/ingest.ts';
+import { loginCookie, seededIngest, startIngestProcess, type IngestProcess } from '../support/ingest-process.ts';
+import { collectingLogger, filesUnder, png, tempDir } from '../support/trace.ts';
 
 const STEPS = 8;
-
-async function walk(dir: string, rel = ''): Promise<string[]> {
-  const out: string[] = [];
-  for (const e of await readdir(path.join(dir, rel), { withFileTypes: true })) {
-    const r = rel ? `${rel}/${e.name}` : e.name;
-    if (e.isDirectory()) out.push(...(await walk(dir, r)));
-    else out.push(r);
-  }
-  return out;
-}
 
 describe('trace ingest rate limits per record category, with a real SDK session', function () {
   this.timeout(120_000);
@@ -34,12 +24,9 @@ describe('trace ingest rate limits per record category, with a real SDK session'
 
   // the tenant is made by a short-lived in-test service on the same data dir: its DSN is re-pointed at the process
   before(async () => {
-    const dir = await tempDir('category-limits-');
-    const seed = await startIngest({ dataDir: dir });
-    t = await seed.tenant('cat-limits');
-    await seed.close();
-    const db = await metaDatabaseUrl(dir);
-    ing = await startIngestProcess({ TRACE_DATA_DIR: dir, TRACE_RATE_LIMITS: 'screenshot=1/1', ...(db ? { TRACE_DATABASE_URL: db } : {}) });
+    const seeded = await seededIngest('cat-limits', { TRACE_RATE_LIMITS: 'screenshot=1/1' });
+    t = seeded.tenant;
+    ing = await startIngestProcess(seeded.env);
   });
   after(() => ing?.stop());
 
@@ -123,7 +110,7 @@ describe('trace ingest rate limits per record category, with a real SDK session'
     expect(kept.records).to.deep.equal(ledger);
 
     // the server's bundle equals the local one: every streamed file, byte for byte
-    const local = (await walk(out)).filter((f) => /^(manifest\.json|trace\.json|steps\/|screenshots\/|events\/)/.test(f)).sort();
+    const local = (await filesUnder(out)).filter((f) => /^(manifest\.json|trace\.json|steps\/|screenshots\/|events\/)/.test(f)).sort();
     expect(local.filter((f) => f.startsWith('screenshots/'))).to.have.length(STEPS);
     const server = (((await (await fetch(`${ing.url}/api/v1/runs/${runId}/files`, { headers: { cookie } })).json()) as { files: string[] }).files)
       .filter((f) => /^(manifest\.json|trace\.json|steps\/|screenshots\/|events\/)/.test(f))
@@ -141,12 +128,8 @@ describe('trace ingest rate limits per record category inside a batch', function
   this.timeout(60_000);
 
   it('refuses the throttled category record by record (retry_after, rate_limits) and takes the rest', async () => {
-    const dir = await tempDir('category-batch-');
-    const seed = await startIngest({ dataDir: dir });
-    const t = await seed.tenant('cat-batch');
-    await seed.close();
-    const db = await metaDatabaseUrl(dir);
-    const ing = await startIngestProcess({ TRACE_DATA_DIR: dir, TRACE_RATE_LIMITS: 'event=1/1', ...(db ? { TRACE_DATABASE_URL: db } : {}) });
+    const { env, tenant: t } = await seededIngest('cat-batch', { TRACE_RATE_LIMITS: 'event=1/1' });
+    const ing = await startIngestProcess(env);
     try {
       const ev = (i: number) => ({ method: 'POST', path: '/runs/rb/events', body: { events: [{ event_id: `e${i}`, ts: new Date().toISOString(), layer: 'planner', kind: 'propose', step_index: 0, payload: {} }] } });
       const requests = [ev(0), ev(1), ev(2), { method: 'PUT', path: '/runs/rb/steps/0', body: { step_index: 0, step_id: 'st0', status: 'passed', action: { type: 'CLICK', params: { x: 1, y: 1 } } } }];
@@ -168,12 +151,8 @@ describe('trace SDK with throttled events', function () {
   this.timeout(120_000);
 
   it('step records and screenshots keep flowing; after close the bundles are equal', async () => {
-    const dir = await tempDir('category-events-');
-    const seed = await startIngest({ dataDir: dir });
-    const t = await seed.tenant('cat-events');
-    await seed.close();
-    const db = await metaDatabaseUrl(dir);
-    const ing = await startIngestProcess({ TRACE_DATA_DIR: dir, TRACE_RATE_LIMITS: 'event=2/2', ...(db ? { TRACE_DATABASE_URL: db } : {}) });
+    const { env, tenant: t } = await seededIngest('cat-events', { TRACE_RATE_LIMITS: 'event=2/2' });
+    const ing = await startIngestProcess(env);
     try {
       const runId = 'run-cat-events';
       const out = path.join(await tempDir(), 'bundle');
@@ -188,7 +167,7 @@ describe('trace SDK with throttled events', function () {
       expect(s.streamStats!.throttled).to.be.greaterThan(0);
       expect(s.dropLedger.every((d) => d.kind === 'events' && d.recovered), JSON.stringify(s.dropLedger)).to.equal(true);
       const cookie = await loginCookie(ing.url, t);
-      const local = (await walk(out)).filter((f) => /^(steps\/|screenshots\/|events\/)/.test(f)).sort();
+      const local = (await filesUnder(out)).filter((f) => /^(steps\/|screenshots\/|events\/)/.test(f)).sort();
       for (const f of local) {
         const res = await fetch(`${ing.url}/api/v1/runs/${runId}/files/${f}`, { headers: { cookie } });
         expect(res.status, f).to.equal(200);
@@ -202,9 +181,3 @@ describe('trace SDK with throttled events', function () {
     }
   });
 });
-
-async function loginCookie(url: string, u: { email: string; password: string }): Promise<string> {
-  const res = await fetch(`${url}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: u.email, password: u.password }) });
-  if (res.status !== 200) throw new Error(`login failed: ${res.status}`);
-  return res.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
-}

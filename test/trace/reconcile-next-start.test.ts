@@ -7,24 +7,14 @@
 // second call sends nothing; a ledger aimed at another run's routes or at files
 // outside it is refused entry by entry.
 import { expect } from 'chai';
-import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { formatDsn } from '../../plugins/trace-ingest/auth.ts';
 import { DebugSession, LEDGER_FILE, reconcileBundle, validateBundle, type DroppedRecord } from '../../sdk/index.ts';
-import { metaDatabaseUrl, startIngest, type TestTenant } from '../support/ingest.ts';
-import { startIngestProcess, type IngestProcess } from '../support/ingest-process.ts';
+import type { TestTenant } from '../support/ingest.ts';
+import { loginCookie, seededIngest, startIngestProcess, type IngestProcess } from '../support/ingest-process.ts';
 import { freePort } from '../support/redis.ts';
-import { collectingLogger, png, tempDir } from '../support/trace.ts';
-
-async function walk(dir: string, rel = ''): Promise<string[]> {
-  const out: string[] = [];
-  for (const e of await readdir(path.join(dir, rel), { withFileTypes: true })) {
-    const r = rel ? `${rel}/${e.name}` : e.name;
-    if (e.isDirectory()) out.push(...(await walk(dir, r)));
-    else out.push(r);
-  }
-  return out;
-}
+import { collectingLogger, filesUnder, png, tempDir } from '../support/trace.ts';
 
 const STREAMED = /^(manifest\.json|trace\.json|steps\/|screenshots\/|events\/)/;
 
@@ -36,23 +26,13 @@ describe('trace SDK reconciliation at the next start (ingest SIGKILLed through t
   let url: string;
 
   before(async () => {
-    const dir = await tempDir('reconcile-start-');
-    const seed = await startIngest({ dataDir: dir });
-    t = await seed.tenant('rc-start');
-    await seed.close();
-    const db = await metaDatabaseUrl(dir);
-    const port = await freePort();
-    env = { TRACE_DATA_DIR: dir, TRACE_INGEST_PORT: String(port), ...(db ? { TRACE_DATABASE_URL: db } : {}) };
+    ({ env, tenant: t } = await seededIngest('rc-start', {}, await freePort()));
     ing = await startIngestProcess(env);
     url = ing.url;
   });
   after(() => ing?.stop());
 
-  const login = async (): Promise<string> => {
-    const res = await fetch(`${url}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: t.email, password: t.password }) });
-    expect(res.status).to.equal(200);
-    return res.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
-  };
+  const login = (): Promise<string> => loginCookie(url, t);
 
   it('keeps what the close could not deliver, sends it once the ingest is back, and the copies are then equal', async () => {
     const runId = 'run-rc-start';
@@ -98,11 +78,11 @@ describe('trace SDK reconciliation at the next start (ingest SIGKILLed through t
     expect(after.records.filter((r) => !r.recovered)).to.deep.equal([]);
     expect(after.records.every((r) => r.body === undefined && r.image_file === undefined)).to.equal(true);
     expect(after.records.filter((r) => r.recovered_at)).to.have.length(pending.length);
-    expect((await walk(out)).filter((f) => f.startsWith('diagnostics/stream_drops/')), 'the copies are gone').to.deep.equal([]);
+    expect((await filesUnder(out)).filter((f) => f.startsWith('diagnostics/stream_drops/')), 'the copies are gone').to.deep.equal([]);
 
     // the server's copy equals the local bundle: every streamed file, byte for byte; events once each
     const cookie = await login();
-    const local = (await walk(out)).filter((f) => STREAMED.test(f)).sort();
+    const local = (await filesUnder(out)).filter((f) => STREAMED.test(f)).sort();
     expect(local.filter((f) => f.startsWith('screenshots/'))).to.have.length(5);
     const server = ((await (await fetch(`${url}/api/v1/runs/${runId}/files`, { headers: { cookie } })).json()) as { files: string[] }).files.filter((f) => STREAMED.test(f)).sort();
     expect(server).to.deep.equal(local);
