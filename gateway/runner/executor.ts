@@ -102,6 +102,7 @@ export class RunExecutor {
     st.topIndex = queued.start_step ?? 0;
     let lease: PlaneLease | undefined;
     let outcome: RunOutcome;
+    let walker: Walker | undefined;
     const recording = await this.d.recorder?.begin(run).catch((err: unknown) => {
       this.d.log.error({ run_id: runId, err: (err as Error)?.message }, 'the run could not start its trace; it runs unrecorded');
       return undefined;
@@ -122,7 +123,7 @@ export class RunExecutor {
       run = { ...run, status: 'running', phase: 'running', events: [...run.events, `${new Date().toISOString()} status running`] };
       await this.saveOrStop(run);
       await this.d.store.emit(run, 'run.status', { status: 'running', phase: 'running', backend: opened.plane.capabilities.backend });
-      const w = new Walker(this.d, run, opened.plane, st, abort.signal, (r) => (run = r), opened, recording);
+      const w = (walker = new Walker(this.d, run, opened.plane, st, abort.signal, (r) => (run = r), opened, recording));
       await w.walk(run.plan.steps, 'steps');
       // a stop that came during the last step (cancel, cap, a plane that died) is the run's ending
       w.check();
@@ -159,6 +160,8 @@ export class RunExecutor {
     // recorded, off its critical path; the video route waits for it. A run on a
     // persistent profile waits: its lock is released only once the browser has
     // let go of the profile.
+    // the last step's screenshot is taken (and handed to the trace) before its plane goes
+    await walker?.settled();
     const closing = lease ? this.closePlane(runId, lease) : undefined;
     if (run.profile_id) await closing;
     try {

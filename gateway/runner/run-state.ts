@@ -36,8 +36,11 @@ export class RunState {
   topIndex = 0;
   /** executed steps so far: the next step's index in the trace */
   traced = 0;
-  /** the last step's post screenshot: the next step's pre (nothing acts in between) */
-  lastShot: Buffer | undefined;
+  /**
+   * The last step's post screenshot, perhaps still being taken: the next step's pre.
+   * The next step waits for it before it acts, so it shows the page as that step left it.
+   */
+  lastShot: Promise<Buffer | undefined> | undefined;
   /** the halt class the last failed step would have halted with (a run whose steps all failed ends with it) */
   lastFailureHalt: string | undefined;
 

@@ -43,6 +43,8 @@ export class Walker {
   private readonly progress: RunProgress;
   /** the run's per-URL context budget, charged by every model call its steps make */
   private readonly urlBudget: UrlContextBudget;
+  /** trace records and live frames waiting for their step's post screenshot (see afterShot) */
+  private shotWork: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly d: RunnerDeps,
@@ -172,6 +174,23 @@ export class Walker {
       throw new Halt('no_schema_configured', `recipe '${step._recipe}' not found`);
     });
     return { ...step, extract: { ...(schema as Extract), ...(step.extract ?? {}) } };
+  }
+
+  /** Work that waits for a step's post screenshot, in step order; settled() waits for all of it. */
+  private afterShot(shot: Promise<Buffer | undefined>, then: (post: Buffer | undefined) => Promise<void>): void {
+    this.shotWork = this.shotWork
+      .then(() => shot)
+      .then(then)
+      .catch((err: unknown) => this.log(`trace record or live frame failed: ${(err as Error)?.message ?? String(err)}`));
+  }
+
+  /**
+   * Resolves once the last step's screenshot and what waits for it (its trace record,
+   * its live frame) are done, or after 5 s (a plane that hangs); never rejects. The
+   * run's plane closes and its trace is written only after this.
+   */
+  settled(): Promise<void> {
+    return Promise.race([this.shotWork, sleep(5000)]);
   }
 
   private async png(): Promise<Buffer | undefined> {
@@ -321,8 +340,8 @@ export class Walker {
     const ti = this.st.traced++;
     this.tracing = ti;
     const rec = this.rec;
-    // the pre observation of the first step; later steps reuse the previous step's post
-    const pre = rec?.wantsScreenshots ? (this.st.lastShot ?? (await this.png())) : undefined;
+    // the pre observation of the first step; later steps reuse the previous step's post (and wait for it before acting)
+    const pre = rec?.wantsScreenshots ? ((await this.st.lastShot) ?? (await this.png())) : undefined;
     rec?.decision(ti, 'planner', 'select', `${step.type}: ${step.intent}`.slice(0, 300), { path: p, type: step.type });
     const handler = this.d.handler(step.type);
     const effect = handler?.sideEffect && rec ? rec.declareSideEffect(ti, `${step.intent} (${p})`, handler.sideEffect) : '';
@@ -354,8 +373,10 @@ export class Walker {
       else if (checked.ruled) result = { ...result, data: [result.data, checked.note].filter(Boolean).join('; ') };
     }
 
-    // the post observation is taken beside the page info: one round trip less per step
-    const [info, post] = await Promise.all([this.pageInfo(), rec?.wantsScreenshots || !result.success ? this.png() : undefined]);
+    // the post observation is taken beside the page info. A failed step's entry carries it; otherwise only
+    // the trace, the live frame and the next step's pre need it, so the step's event and progress do not wait
+    const shot = rec?.wantsScreenshots || !result.success ? this.png() : Promise.resolve(undefined);
+    const [info, post] = await Promise.all([this.pageInfo(), result.success ? undefined : shot]);
     const entry: StepEntry = {
       path: p,
       type: step.type,
@@ -373,11 +394,11 @@ export class Walker {
     this.st.steps.push(entry);
     track.recorded = true;
     if (!result.success) this.st.lastFailureHalt = ((c) => (c === 'required_step_failed' ? undefined : c))(haltClassFor(handler?.haltClass, result.failure_class));
-    if (rec) {
-      await recordStep(rec, this.plane, ti, step, entry, result, { startedAt, costUsd: this.st.cost - costBefore, effect, pre, post });
-      this.st.lastShot = post;
-    }
-    await publishFrame(this.d.frames, this.plane, this.run.run_id, p, post);
+    if (rec) this.st.lastShot = shot;
+    this.afterShot(shot, async (post) => {
+      if (rec) await recordStep(rec, this.plane, ti, step, entry, result, { startedAt, costUsd: this.st.cost - costBefore, effect, pre, post });
+      await publishFrame(this.d.frames, this.plane, this.run.run_id, p, post);
+    });
     this.log(`${p} ${step.type} ${result.success ? 'ok' : `failed (${result.failure_class ?? 'unknown'})`}${result.data ? `: ${result.data.slice(0, 200)}` : ''}`);
     const { screenshot_b64: _shot, ...eventEntry } = entry;
     this.onRun(this.run);

@@ -236,6 +236,18 @@ describe('runs end to end on dom_plane (real agent, real Chromium)', function ()
     expect(waits.life.failure_help.summary).to.match(/Every step/);
   });
 
+  it("records each step's post screenshot as that step left the page, though the next step's writes do not wait for it", async () => {
+    const r = await runToEnd([{ intent: 'open the tally', type: 'navigate', url: `${site.url}/tally` }, ...Array.from({ length: 4 }, (_, i) => ({ intent: `hit ${i + 1}`, type: 'click', params: { selector: '#hit' } }))]);
+    expect(r.status, r.summary).to.equal('succeeded');
+    expect((await gw.req('GET', `/v1/runs/${r.run_id}/trace`, { token })).status, 'the bundle is written').to.equal(200);
+    const shot = async (i: number, kind: 'pre' | 'post') => readFile(path.join(gw.dir, 'runs', 'e2e', r.run_id, 'trace', 'screenshots', `${String(i).padStart(4, '0')}_${kind}.png`));
+    const posts = await Promise.all([1, 2, 3, 4].map((i) => shot(i, 'post')));
+    // each click moved the counter on by one: four different pictures, none taken after the next click
+    expect(new Set(posts.map((p) => p.toString('base64'))).size).to.equal(4);
+    for (let i = 1; i < 4; i++) expect((await shot(i + 1, 'pre')).equals(posts[i - 1]!), `pre of step ${i + 1} is the post of step ${i}`).to.equal(true);
+    expect((await shot(1, 'pre')).equals(posts[0]!)).to.equal(false);
+  });
+
   it('records the run as a trace bundle that validates and reads back with its screenshots, decisions and side effect', async () => {
     const r = await runToEnd([
       { intent: 'open the form', type: 'navigate', url: `${site.url}/form` },

@@ -8,6 +8,7 @@ import { RunState } from '../../gateway/runner/run-state.ts';
 import type { RunnerDeps, RunnerStore } from '../../gateway/runner/executor.ts';
 import type { Plane, Step, StepHandler, StepResult } from '../../gateway/plugins/contract.ts';
 import type { RunRecord } from '../../gateway/runs/records.ts';
+import type { RunRecording } from '../../gateway/runner/recording.ts';
 import { Halt } from '../../gateway/runner/outcome.ts';
 
 interface Write {
@@ -39,7 +40,7 @@ function fakeStore() {
   return { s, store };
 }
 
-function walker(store: Pick<RunnerStore, 'save' | 'emit' | 'saveAndEmit'>, run: (ctx: { path: string }) => Promise<StepResult>): { w: Walker; st: RunState } {
+function walker(store: Pick<RunnerStore, 'save' | 'emit' | 'saveAndEmit'>, run: (ctx: { path: string }) => Promise<StepResult>, o: { plane?: Partial<Plane>; rec?: RunRecording } = {}): { w: Walker; st: RunState } {
   const handler: StepHandler = { types: ['*'], description: 'test', run: (ctx) => run(ctx) };
   const deps = {
     store,
@@ -61,6 +62,7 @@ function walker(store: Pick<RunnerStore, 'save' | 'emit' | 'saveAndEmit'>, run: 
     screenshot: async () => ({ image: Buffer.alloc(0), format: 'png' }),
     act: async () => ({}),
     facts: async () => ({ url: 'http://fixture.test/', title: 'fixture' }),
+    ...o.plane,
   } as unknown as Plane;
   const record = {
     run_id: 'walk-1',
@@ -73,7 +75,7 @@ function walker(store: Pick<RunnerStore, 'save' | 'emit' | 'saveAndEmit'>, run: 
     start_step: 0,
   } as unknown as RunRecord;
   const st = new RunState();
-  const w = new Walker(deps, record, plane, st, new AbortController().signal, () => undefined, { isLost: () => undefined }, undefined);
+  const w = new Walker(deps, record, plane, st, new AbortController().signal, () => undefined, { isLost: () => undefined }, o.rec);
   return { w, st };
 }
 
@@ -138,5 +140,56 @@ describe('the walker writes a step in as few fenced writes as it can', () => {
     await w.walk(steps(3), 'steps').catch((e: unknown) => (err = e));
     expect((err as Halt).haltClass).to.equal('runner_lost');
     expect(s.writes.filter((x) => x.path === 'steps[1]').map((x) => x.type)).to.deep.equal(['step.started']);
+  });
+
+  it("takes a step's post screenshot while its writes go on, and lets the next step act only once it is taken", async () => {
+    const { s, store } = fakeStore();
+    const log: string[] = [];
+    let shots = 0;
+    const plane = {
+      // a slow frame: each screenshot takes 60 ms, and shows which screenshot it was
+      screenshot: async () => {
+        const n = shots++;
+        log.push(`shot ${n} asked`);
+        await new Promise((r) => setTimeout(r, 60));
+        log.push(`shot ${n} taken`);
+        return { image: Buffer.from(`shot ${n}`), format: 'png' as const, width: 1, height: 1, scroll_y: 0, captured_at_ms: Date.now() };
+      },
+    };
+    const recorded: Array<{ index: number; pre?: string; post?: string }> = [];
+    const rec = {
+      wantsScreenshots: true,
+      decision() {},
+      declareSideEffect: () => '',
+      settleSideEffect() {},
+      modelIo() {},
+      close: async () => undefined,
+      async step(st: { index: number }, shot: { pre?: Buffer; post?: Buffer }) {
+        recorded.push({ index: st.index, pre: shot.pre?.toString(), post: shot.post?.toString() });
+      },
+    } as unknown as RunRecording;
+    const origEmit = store.emit.bind(store);
+    store.emit = async (r, type, data) => {
+      log.push(`${type} ${String(data.path)}`);
+      return origEmit(r, type, data);
+    };
+    const { w } = walker(store, async (ctx) => {
+      log.push(`act ${ctx.path}`);
+      return { success: true };
+    }, { plane, rec });
+    await w.walk(steps(3), 'steps');
+    await w.settled();
+    // shot 0 is the first step's pre; shot k+1 the post of step k
+    for (const k of [0, 1]) {
+      expect(log.indexOf(`act steps[${k + 1}]`), `step ${k + 1} acts after the post of step ${k} was taken`).to.be.greaterThan(log.indexOf(`shot ${k + 1} taken`));
+    }
+    // the step's event did not wait for its screenshot
+    expect(log.indexOf('step.finished steps[1]')).to.be.lessThan(log.indexOf('shot 2 taken'));
+    expect(recorded).to.deep.equal([
+      { index: 0, pre: 'shot 0', post: 'shot 1' },
+      { index: 1, pre: 'shot 1', post: 'shot 2' },
+      { index: 2, pre: 'shot 2', post: 'shot 3' },
+    ]);
+    expect(s.writes.filter((x) => x.type === 'step.finished')).to.have.length(3);
   });
 });

@@ -50,6 +50,9 @@ export async function startSite(otherOrigin?: string): Promise<Site> {
         return html(200, page('Static', '<h1>Nothing ever changes here</h1>'));
       case '/counter':
         return html(200, page('Counter', `<button id="hit" style="position:absolute;left:0;top:0;width:600px;height:400px" onclick="fetch('/hit').then(()=>{document.getElementById('n').textContent=String(Number(document.getElementById('n').textContent)+1)})">hit</button><p id="n" style="position:absolute;top:420px">0</p>`));
+      case '/tally':
+        // a click shows at once (no round trip): a screenshot taken late shows the next click
+        return html(200, page('Tally', `<button id="hit" style="position:absolute;left:0;top:0;width:600px;height:400px;font-size:120px" onclick="this.textContent=String(Number(this.textContent)+1)">0</button>`));
       case '/hit':
         return res.writeHead(204).end();
       case '/later':
