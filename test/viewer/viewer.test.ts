@@ -255,7 +255,8 @@ describe('the viewer (/ui) in a real browser, on a real gateway with real runs',
 
     // a gateway run read back from the trace service: the same steps as the run view
     await page.goto(`${gw.url}/ui/#/traces/${ids.ok}`);
-    await page.waitForSelector('ol.steps li.step');
+    // a hash change re-renders in place: the previous trace's steps stay on screen until this one's arrive
+    await page.waitForFunction("document.querySelector('ol.steps li.step .path')?.textContent === 'steps[0]'", { timeout: 30_000 });
     expect(await page.$$eval('ol.steps li.step .path', (ps) => ps.map((p) => p.textContent))).to.deep.equal(['steps[0]', 'steps[1]', 'steps[2]', 'steps[3]', 'steps[4]']);
     await snapshot(page, 'trace');
   });
