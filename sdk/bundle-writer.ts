@@ -141,12 +141,13 @@ async function writeDropLedger(core: SessionCore): Promise<void> {
   const ledger = core.streamer?.ledger ?? [];
   if (!ledger.length) return;
   // what is still not delivered keeps its record, so a later start can send it (reconcileBundle)
+  const at = new Map(ledger.map((e, i) => [e, i]));
   for (const { entry, body, image } of core.streamer!.unsent()) {
     if (!image) {
       entry.body = body;
       continue;
     }
-    const file = `diagnostics/stream_drops/${pad4(ledger.indexOf(entry))}.png`;
+    const file = `diagnostics/stream_drops/${pad4(at.get(entry)!)}.png`;
     await writeBytes(core.id.store, file, image).then(
       () => (entry.image_file = file),
       (err: Error) => core.log.warn(`a dropped screenshot could not be kept for a later upload: ${err.message}`),
