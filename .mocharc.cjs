@@ -11,7 +11,7 @@ const named = process.argv.slice(2).filter((a) => /\.test\.ts$/.test(a));
 // left out below already run on both stores themselves.
 const PG_SPEC = [
   'test/gateway/**/*.test.ts',
-  ...['abort-safety', 'cli', 'lifecycle', 'queue', 'recorder', 'runs-computer', 'runs-dom'].map((f) => `test/runner/${f}.test.ts`),
+  ...['abort-safety', 'cli', 'lifecycle', 'queue', 'recorder', 'runs-computer', 'runs-dom', 'trace-crash'].map((f) => `test/runner/${f}.test.ts`),
   'test/brains/routes.test.ts',
   'test/trace/ids-hostile.test.ts',
   'test/trace/meta-db.test.ts',

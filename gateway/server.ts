@@ -145,7 +145,9 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
   };
   const routes = [...ALL_ROUTES, ...pluginRouteSpecs(plugins, namedLogger(log, 'gateway.plugins'))];
   const planes = planeProvider(config, { log: namedLogger(log, 'gateway.planes'), proxies, atomic: state.atomic, metrics });
+  const owner = runnerOwner();
   const recorder = new SdkRunRecorder({
+    owner,
     dataDir: config.dataDir,
     captureMode: config.traceCaptureMode,
     dsn: async (tenantId) => {
@@ -166,7 +168,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     metrics,
     log: namedLogger(log, 'gateway.runner'),
     dataDir: config.dataDir,
-    owner: runnerOwner(),
+    owner,
     leaseMs: config.runLeaseMs,
     maxLoopIterations: config.maxLoopIterations,
     maxRunSteps: config.maxRunSteps,
@@ -223,6 +225,8 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
       selfUrl = `http://${reach}:${addr.port}`;
       // what an earlier process's runs could not deliver to the trace ingest goes now (it needs selfUrl when the ingest is mounted)
       void recorder.reconcilePending();
+      // bundles an earlier process staged for runs that ended and never committed are committed from what they hold
+      void recorder.finishStagedAtStart((id) => runs.load(id));
       return `http://${host}:${addr.port}`;
     },
     async close() {

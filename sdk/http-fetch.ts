@@ -16,13 +16,30 @@ const agents = {
   'https:': new https.Agent({ keepAlive: true }),
 };
 
+/** One part of a multipart/form-data body: a file when it has a filename. */
+export interface FormPart {
+  field: string;
+  filename?: string;
+  type: string;
+  data: Uint8Array;
+}
+
+/** A multipart/form-data body built as one buffer. */
+export function multipartBody(parts: FormPart[]): { body: Buffer; contentType: string } {
+  const boundary = `----runplane${randomBytes(12).toString('hex')}`;
+  const clean = (v: string) => v.replace(/["\r\n\\]/g, '_');
+  const chunks: Uint8Array[] = [];
+  for (const p of parts) {
+    const file = p.filename === undefined ? '' : `; filename="${clean(p.filename)}"`;
+    chunks.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${clean(p.field)}"${file}\r\nContent-Type: ${p.type}\r\n\r\n`, 'latin1'), p.data, Buffer.from('\r\n', 'latin1'));
+  }
+  chunks.push(Buffer.from(`--${boundary}--\r\n`, 'latin1'));
+  return { body: Buffer.concat(chunks), contentType: `multipart/form-data; boundary=${boundary}` };
+}
+
 /** A multipart/form-data body with one file part: the bytes and its content type. */
 export function multipartFile(field: string, filename: string, type: string, data: Uint8Array): { body: Buffer; contentType: string } {
-  const boundary = `----runplane${randomBytes(12).toString('hex')}`;
-  const safeName = filename.replace(/["\r\n\\]/g, '_');
-  const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${field}"; filename="${safeName}"\r\nContent-Type: ${type}\r\n\r\n`, 'latin1');
-  const tail = Buffer.from(`\r\n--${boundary}--\r\n`, 'latin1');
-  return { body: Buffer.concat([head, data, tail]), contentType: `multipart/form-data; boundary=${boundary}` };
+  return multipartBody([{ field, filename, type, data }]);
 }
 
 /**
@@ -75,7 +92,7 @@ export function nodeFetch(input: string | URL | Request, init: RequestInit = {})
   });
 }
 
-/** Requests to one ingest service with the session's credential headers: a JSON body, a PNG as multipart, or none. */
+/** Requests to one ingest service with the session's credential headers: a JSON body, a PNG as multipart, several parts, or none. */
 export class IngestTransport {
   private readonly fetchImpl: typeof fetch;
 
@@ -87,10 +104,14 @@ export class IngestTransport {
     this.fetchImpl = fetchImpl ?? nodeFetch;
   }
 
-  async send(method: string, path: string, init: { json?: unknown; image?: Buffer; name?: string }, parent: AbortSignal): Promise<Response> {
+  async send(method: string, path: string, init: { json?: unknown; image?: Buffer; name?: string; parts?: FormPart[] }, parent: AbortSignal): Promise<Response> {
     const headers: Record<string, string> = { ...this.headers };
     let body: string | Buffer | undefined;
-    if (init.image) {
+    if (init.parts) {
+      const form = multipartBody(init.parts);
+      headers['content-type'] = form.contentType;
+      body = form.body;
+    } else if (init.image) {
       const part = multipartFile('image', init.name ?? 'image.png', 'image/png', init.image);
       headers['content-type'] = part.contentType;
       body = part.body;

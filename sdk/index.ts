@@ -5,7 +5,8 @@ export type { DebugSessionOptions, StepInput, BranchFromOptions, OrchestratorOpt
 export { CAPTURE_MODES, captures, compareCaptureModes, isCaptureMode, resolveCaptureMode } from './capture.ts';
 export { RedactionPolicy, MASK, DEFAULT_REDACTORS } from './redaction.ts';
 export type { Redactor, Dropper, RedactionPolicyOptions } from './redaction.ts';
-export { FileStore, ObjectStore, atomicWriteFile, checkRelpath, writeBytes } from './store.ts';
+export { FileStore, ObjectStore, atomicWriteFile, checkRelpath, commitStagedDir, writeBytes } from './store.ts';
+export { recoverStagedBundle, stagedBundles, type RecoverStagedOptions, type RecoverStagedResult } from './recover.ts';
 export type { Store, StoreWriter, StagedStore, ObjectStoreOptions } from './store.ts';
 export { validateBundle, isPng } from './validate.ts';
 export type { BundleIssue } from './validate.ts';

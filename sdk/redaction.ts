@@ -19,7 +19,11 @@ export interface RedactionPolicyOptions {
 const DEFAULT_DROP_KEYS = ['authorization', 'proxy-authorization', 'cookie', 'set-cookie', 'password', 'passwd', 'api_key', 'apikey', 'x-api-key', 'secret', 'client_secret', 'private_key'];
 const DEFAULT_MASK_KEYS = ['email', 'phone', 'phone_number', 'token', 'access_token', 'refresh_token', 'id_token', 'session_id', 'ssn', 'card_number', 'credit_card', 'cvv', 'iban', 'address'];
 
-const EMAIL = /[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}/g;
+// The local part starts where a run of its characters starts (the lookbehind): without it a
+// long run with no address in it (base64, a token, a data URL in a model request) was scanned
+// again from each of its characters, quadratic (50 KB: 6.8 s; 1 MB: about 45 min). The
+// leftmost match is the same either way: any later start in a run can start at its first character.
+const EMAIL = /(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}/g;
 const BEARER = /\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}/g;
 const CARD = /\b(?:\d[ -]?){13,19}\b/g;
 

@@ -70,6 +70,8 @@ export function recordEvent(core: SessionCore, event: Partial<DecisionEvent> & P
   return e;
 }
 
+const laterTurn = (): Promise<void> => new Promise((r) => setImmediate(r));
+
 export async function attachObservation(core: SessionCore, stepIndex: number, kind: 'pre' | 'post' | 'target' | 'diff', png: Uint8Array): Promise<string> {
   core.assertOpen();
   core.refuseOnOrchestrator('attachObservation');
@@ -78,15 +80,19 @@ export async function attachObservation(core: SessionCore, stepIndex: number, ki
   if (!isPng(png)) throw new ValueError('attachObservation: the bytes are not a PNG image');
   const rel = `screenshots/${pad4(stepIndex)}_${kind}.png`;
   const bytes = Buffer.from(png);
-  // the file write and the perceptual hash run in the background (close waits for them)
-  core.track(core.putFile(rel, bytes)).catch(() => undefined);
+  // the file write (and its signature) and the perceptual hash run in the background, from a
+  // later turn (close waits for them): the caller pays for neither. The bundle's staging
+  // directory is made now, so a process killed before that turn leaves it (with what it holds)
+  core.stagedStore().catch(() => undefined);
+  core.track(laterTurn().then(() => core.putFile(rel, bytes))).catch(() => undefined);
   core.patchStep(stepIndex, (s) => {
     s.observation = { ...(s.observation ?? {}), [kind]: rel };
   });
   if (kind === 'post') {
-    // observation.hashes.phash_64 describes the state after the step (decoding costs a few ms, so only the post image)
+    // observation.hashes.phash_64 describes the state after the step (decoding costs a few ms, so only the post image;
+    // even handing the image to libvips cost the caller 0.4 ms)
     core.track(
-      phash64(bytes).then((hash) =>
+      laterTurn().then(() => phash64(bytes)).then((hash) =>
         core.patchStep(stepIndex, (s) => {
           s.observation = { ...(s.observation ?? {}), hashes: { ...(s.observation?.hashes ?? {}), phash_64: hash } };
         }),

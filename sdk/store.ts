@@ -4,11 +4,19 @@
 // shared/ids.ts: a resolved file stays inside the store's root, a key under its prefix.
 import { randomBytes } from 'node:crypto';
 import { AwsClient } from 'aws4fetch';
-import { appendFile, mkdir, readFile, readdir, rename, rm, stat, writeFile, open } from 'node:fs/promises';
+import fs from 'node:fs';
+import { mkdir, readFile, readdir, rename, rm, stat, open } from 'node:fs/promises';
+import { promisify } from 'node:util';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { checkBundlePath, checkKeyPrefix, keyInside, resolveInside } from '../shared/ids.ts';
 import { sha256Hex } from './util.ts';
+
+// The callback forms, not fs/promises': a FileHandle per write costs about 60% more
+// CPU and twice the event-loop time (6,000 6 KB files, 8 in flight: 37-56 against
+// 62-92 us of CPU a file; bench/trace's ingest writes about six files a step)
+const writeFileCb = promisify(fs.writeFile);
+const appendFileCb = promisify(fs.appendFile);
 
 export interface StoreWriter {
   write(chunk: string | Uint8Array): void;
@@ -122,7 +130,7 @@ export class FileStore implements Store {
       await mkdir(dir, { recursive: true });
       this.made.add(dir);
     }
-    await writeFile(file, data);
+    await writeFileCb(file, data);
   }
 
   /**
@@ -141,7 +149,7 @@ export class FileStore implements Store {
       const size = await stat(file).then((st) => st.size, () => 0);
       if (size + data.length > limit) return false;
     }
-    await appendFile(file, data);
+    await appendFileCb(file, data);
     return true;
   }
 
@@ -193,23 +201,32 @@ export class FileStore implements Store {
     const fsync = this.fsync;
     return {
       store: staged,
-      async commit() {
-        if (fsync) await syncTree(dir);
-        // a previous bundle at the final path is replaced whole: move it aside first
-        const old = `${root}.old-${randomBytes(6).toString('hex')}`;
-        const hadOld = await rename(root, old).then(
-          () => true,
-          () => false,
-        );
-        await rename(dir, root);
-        await syncDir(path.dirname(root));
-        if (hadOld) await rm(old, { recursive: true, force: true });
-      },
+      commit: () => commitStagedDir(dir, root, { fsync }),
       async discard() {
         await rm(dir, { recursive: true, force: true });
       },
     };
   }
+}
+
+/** The name FileStore.stage() gives the staging directory of the bundle at root: `.<name>.partial-<12 hex>`, beside it. */
+export const STAGING_DIR_RE = /^\.(.+)\.partial-[0-9a-f]{12}$/;
+
+/**
+ * Renames a staging directory onto root (a previous bundle there is replaced
+ * whole: moved aside first, removed after); what FileStore's commit does, and
+ * what recoverStagedBundle does with a staging directory a killed process left.
+ */
+export async function commitStagedDir(dir: string, root: string, opts: { fsync?: boolean } = {}): Promise<void> {
+  if (opts.fsync) await syncTree(dir);
+  const old = `${root}.old-${randomBytes(6).toString('hex')}`;
+  const hadOld = await rename(root, old).then(
+    () => true,
+    () => false,
+  );
+  await rename(dir, root);
+  await syncDir(path.dirname(root));
+  if (hadOld) await rm(old, { recursive: true, force: true });
 }
 
 async function syncDir(dir: string): Promise<void> {

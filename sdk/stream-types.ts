@@ -13,7 +13,7 @@ export interface StreamJob {
   path: string;
   /** JSON body, or a function building it at send time */
   body?: unknown | (() => unknown);
-  /** multipart image (screenshots); never batched */
+  /** multipart image (screenshots); batched only with other images */
   image?: Buffer;
   /** a pending job with the same key is replaced (latest wins, position kept) */
   key?: string;

@@ -1,7 +1,8 @@
 // Live streaming to the ingest service: a bounded background queue drained by
 // one worker. Enqueueing never blocks and never throws; a full queue drops the
 // new record (the local bundle stays authoritative). Records that queue up go
-// out together through the batch route. 429: sleep Retry-After, reissue once,
+// out together through the batch route (screenshots in multipart batches of
+// their own). 429: sleep Retry-After, reissue once,
 // then drop with a warning. A 429 naming categories (X-Trace-Rate-Limits)
 // holds back only those categories until Retry-After (stream-throttle.ts):
 // their records are retried then, and dropped if refused again; the others
@@ -12,7 +13,8 @@
 // gets the whole run. An ingest without the batch route (404/405: only the spec's routes) gets
 // the same records one by one, and the session stops trying the batch route.
 import { parseDsn, parseRetryAfter, type ParsedDsn } from './dsn.ts';
-import { IngestTransport } from './http-fetch.ts';
+import { IngestTransport, type FormPart } from './http-fetch.ts';
+import { batchOf } from './stream-batch.ts';
 import { CategoryThrottle, namesCategories, refusedLimits } from './stream-throttle.ts';
 import { categoryOf, type RateLimit, type RecordCategory } from './categories.ts';
 import { sleep, type DroppedRecord, type Pending, type StreamJob, type StreamStats, type StreamerOptions } from './stream-types.ts';
@@ -21,6 +23,10 @@ import { SDK_VERSION, type SdkLogger } from './util.ts';
 export { parseDsn, parseRetryAfter, type ParsedDsn } from './dsn.ts';
 
 export type { DroppedRecord, StreamJob, StreamKind, StreamStats, StreamerOptions } from './stream-types.ts';
+
+/** Screenshots per multipart batch, and their bytes together (a full-page capture can be megabytes; the ingest takes 20 MB a request) */
+const IMAGE_BATCH_MAX = 8;
+const IMAGE_BATCH_BYTES = 8 * 1024 * 1024;
 
 export class Streamer {
   readonly dsn: ParsedDsn;
@@ -46,6 +52,8 @@ export class Streamer {
   private closed = false;
   /** the ingest answered the batch route 404/405: per-record routes only, for the rest of the session */
   private batchUnsupported = false;
+  /** the ingest's batch route takes JSON only (415 on a multipart batch): screenshots go one per request */
+  private imageBatchUnsupported = false;
   /** wakes a lane napping until a held-back category opens, when a record arrives */
   private wake: (() => void) | null = null;
   private readonly warnedThrottled = new Set<string>();
@@ -101,15 +109,18 @@ export class Streamer {
     });
   }
 
-  /** Takes up to `max` queued jobs of one lane (images or JSON records), keeping their order. */
+  /** Takes up to `max` queued jobs of one lane (images or JSON records), keeping their order; images up to IMAGE_BATCH_BYTES together. */
   private take(images: boolean, max: number): Pending[] {
     const jobs: Pending[] = [];
+    let bytes = 0;
     // records per category in this request, up to a throttled category's cap
     const per = new Map<RecordCategory | null, number>();
     const room = (j: Pending) => !this.throttle.blocked(j.kind) && (per.get(categoryOf(j.kind)) ?? 0) < this.throttle.capOf(j.kind);
     for (let i = 0; i < this.queue.length && jobs.length < max; ) {
       const j = this.queue[i]!;
+      if (images && jobs.length && j.image && bytes + j.image.length > IMAGE_BATCH_BYTES) break;
       if (Boolean(j.image) === images && !(j.kind === 'modelio' && this.modelioLatched) && room(j)) {
+        bytes += j.image?.length ?? 0;
         per.set(categoryOf(j.kind), (per.get(categoryOf(j.kind)) ?? 0) + 1);
         this.queue.splice(i, 1);
         if (j.key && this.byKey.get(j.key) === j) this.byKey.delete(j.key);
@@ -127,13 +138,15 @@ export class Streamer {
 
   /**
    * Two lanes drain side by side: JSON records (in order, together through the
-   * batch route when more than one waits) and screenshots (independent files,
-   * up to four uploads at a time). Order matters only among JSON records.
+   * batch route when more than one waits) and screenshots (independent files:
+   * together through a multipart batch, or up to four uploads at a time where
+   * the ingest has no such route). Order matters only among JSON records.
    */
   private async drain(): Promise<void> {
     const lane = async (images: boolean) => {
       while (!this.abort.signal.aborted) {
-        const jobs = this.take(images, images ? 4 : this.batchUnsupported ? 1 : this.batchMax);
+        const one = this.batchUnsupported || (images && this.imageBatchUnsupported);
+        const jobs = this.take(images, images ? (one ? 4 : IMAGE_BATCH_MAX) : one ? 1 : this.batchMax);
         if (!jobs.length) {
           // only held-back records of this lane wait: nap until their category opens (or a record arrives)
           const wait = this.throttle.nextOpen();
@@ -142,7 +155,8 @@ export class Streamer {
           continue;
         }
         try {
-          if (images) await Promise.all(jobs.map((j) => this.sendOne(j).catch((err: Error) => this.fail([j], err))));
+          if (images && (jobs.length === 1 || one || !(await this.sendBatch(jobs)))) await Promise.all(jobs.map((j) => this.sendOne(j).catch((err: Error) => this.fail([j], err))));
+          else if (images) continue;
           else if (jobs.length === 1) await this.sendOne(jobs[0]!);
           else if (!(await this.sendBatch(jobs))) await this.sendEach(jobs);
         } catch (err) {
@@ -201,7 +215,7 @@ export class Streamer {
   }
 
   /** One request on the session's abort signal (shutdown and the flush deadline abort it). */
-  private http(method: string, path: string, init: { json?: unknown; image?: Buffer; name?: string }): Promise<Response> {
+  private http(method: string, path: string, init: { json?: unknown; image?: Buffer; name?: string; parts?: FormPart[] }): Promise<Response> {
     return this.transport.send(method, path, init, this.abort.signal);
   }
 
@@ -263,11 +277,15 @@ export class Streamer {
     }
   }
 
-  /** false when the ingest has no batch route (the jobs were not sent); true when they were settled. */
+  /**
+   * false when the ingest has no batch route, or no multipart one for images
+   * (the jobs were not sent); true when they were settled. Images go as a
+   * multipart batch: a `requests` part naming each image's part (stream-batch.ts).
+   */
   private async sendBatch(jobs: Pending[]): Promise<boolean> {
-    const requests = jobs.map((j) => ({ method: j.method, path: j.path, body: this.bodyOf(j) }));
+    const { requests, owners, parts } = batchOf(jobs, (j) => this.bodyOf(j));
     this.stats.batches++;
-    const res = await this.withRetry(`a batch of ${jobs.length} records`, () => this.http('POST', '/batch', { json: { requests } }));
+    const res = await this.withRetry(`a batch of ${jobs.length} records`, () => this.http('POST', '/batch', parts ? { parts } : { json: { requests } }));
     if (!res) {
       this.stats.dropped += jobs.length - 1; // withRetry counted one
       if (!this.abort.signal.aborted) this.miss(jobs, '429');
@@ -286,6 +304,12 @@ export class Streamer {
       this.log.debug('trace ingest has no batch route; sending records one by one', { status: res.status });
       return false;
     }
+    if (res.status === 415 && parts) {
+      // an ingest whose batch route predates multipart batches: screenshots one per request
+      this.stats.batches--;
+      this.imageBatchUnsupported = true;
+      return false;
+    }
     if (res.status !== 207) {
       for (const j of jobs) this.settle(j, res.status, text);
       return true;
@@ -295,13 +319,14 @@ export class Streamer {
     const accepted: Pending[] = [];
     let limits: RateLimit[] = [];
     for (const r of parsed.results ?? []) {
-      const j = jobs[r.index];
-      if (j && r.status === 429) {
-        refused.push(j);
-        limits = [...limits, ...refusedLimits(res.headers, j.kind, r)];
-      } else if (j) {
-        if (r.status < 300) accepted.push(j);
-        this.settle(j, r.status, r.detail ?? '');
+      for (const j of owners[r.index] ?? []) {
+        if (r.status === 429) {
+          refused.push(j);
+          limits = [...limits, ...refusedLimits(res.headers, j.kind, r)];
+        } else {
+          if (r.status < 300) accepted.push(j);
+          this.settle(j, r.status, r.detail ?? '');
+        }
       }
     }
     if (refused.length) this.refused(refused, limits, accepted);

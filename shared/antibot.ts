@@ -39,7 +39,7 @@ export const MARKER_PROBE = `(() => {
   const m = ${JSON.stringify(MARKERS)};
   const found = Object.keys(m).filter((k) => { try { return !!document.querySelector(m[k]); } catch { return false; } });
   const nav = performance.getEntriesByType('navigation')[0];
-  return { markers: found, text: document.body ? document.body.innerText.slice(0, 2000) : '', title: document.title, status: nav && nav.responseStatus ? nav.responseStatus : null };
+  return { markers: found, text: document.body ? document.body.innerText.slice(0, 2000) : '', title: document.title, status: nav && nav.responseStatus ? nav.responseStatus : null, ready: document.readyState };
 })()`;
 
 const has = (e: PageEvidence, h: string) => e.headers[h] !== undefined;

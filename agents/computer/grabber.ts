@@ -3,6 +3,11 @@
 // last input (so it shows the effect of that input; with no input since, the latest
 // frame) and encodes it with sharp; an unchanged frame reuses its encoding. Spawning
 // ffmpeg per screenshot costs ~170 ms instead.
+//
+// A frame's capture instant is x11grab's own wall-clock timestamp, printed per frame on
+// ffmpeg's stderr, never its arrival here: a busy agent drains the pipe late, and a frame
+// then arrived 0.3-0.6 s after it was grabbed, so an arrival stamp took a frame of the
+// page before an input for one after it (docs/decisions.md; npm run bench:grab).
 import { spawn, type ChildProcess } from 'node:child_process';
 import sharp from 'sharp';
 import { stopChild } from '../core/procs.ts';
@@ -14,12 +19,22 @@ interface Frame {
   at: number;
 }
 
+/** The metadata filter's line for each frame: `frame:12 pts:1795724721922768 pts_time:...` */
+const STAMP = /\bframe:(\d+)\s+pts:(\d+)/;
+/** Frames held for their stamp at most: past that, a frame is stamped when it arrived (late, never early, so no wrong frame is taken). */
+const MAX_UNSTAMPED = 8;
+
 export class Grabber {
   private child: ChildProcess | undefined;
   private latest: Frame | undefined;
   private chunks: Buffer[] = [];
   private have = 0;
+  /** frames read (their index in ffmpeg's count) and stamps read, by frame index */
+  private framesRead = 0;
+  private unstamped = new Map<number, { data: Buffer; arrived: number }>();
+  private stamps = new Map<number, number>();
   private waiters: { after: number; resolve: (f: Frame) => void }[] = [];
+  private readonly listeners = new Set<(f: Frame, arrived: number) => void>();
   private readonly frameBytes: number;
   private encoded: { data: Buffer; format: ImageFormat; quality: number; out: Buffer } | undefined;
 
@@ -37,29 +52,65 @@ export class Grabber {
   start(): void {
     const child = spawn(
       'ffmpeg',
-      ['-hide_banner', '-loglevel', 'error', '-nostdin', '-f', 'x11grab', '-draw_mouse', '0', '-framerate', String(this.fps),
-        '-video_size', `${this.width}x${this.height}`, '-i', `${this.display}.0+0,0`, '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:1'],
-      { stdio: ['ignore', 'pipe', 'ignore'], env: { ...process.env, ...this.env } },
+      // info level for the metadata filter's per-frame lines; passthrough so that ffmpeg never
+      // repeats an old frame to keep a constant rate (a repeat would be stamped as new); one
+      // encoder thread, as frame threads hold each frame back until the next is grabbed (+67 ms)
+      ['-hide_banner', '-nostats', '-loglevel', 'info', '-nostdin', '-f', 'x11grab', '-draw_mouse', '0', '-framerate', String(this.fps),
+        '-video_size', `${this.width}x${this.height}`, '-i', `${this.display}.0+0,0`, '-copyts', '-fps_mode', 'passthrough',
+        '-vf', 'metadata=mode=add:key=grab:value=1,metadata=mode=print', '-threads', '1', '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:1'],
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...this.env } },
     );
-    // x11grab grabs on its tick and writes at once: the capture instant is the arrival
-    // minus the grab and pipe time (a few ms at 1280x720), never a whole interval.
-    const lag = Math.min(1000 / this.fps, 10);
     child.stdout?.on('data', (d: Buffer) => {
       this.chunks.push(d);
       this.have += d.length;
       while (this.have >= this.frameBytes) {
         const all = Buffer.concat(this.chunks);
-        const frame: Frame = { data: all.subarray(0, this.frameBytes), at: Math.round(Date.now() - lag) };
         const rest = all.subarray(this.frameBytes);
         this.chunks = rest.length ? [rest] : [];
         this.have = rest.length;
-        this.latest = frame;
-        const ready = this.waiters.filter((w) => frame.at >= w.after);
-        this.waiters = this.waiters.filter((w) => frame.at < w.after);
-        for (const w of ready) w.resolve(frame);
+        this.unstamped.set(this.framesRead++, { data: all.subarray(0, this.frameBytes), arrived: Date.now() });
+        this.publish();
       }
     });
+    let line = '';
+    child.stderr?.setEncoding('utf8');
+    child.stderr?.on('data', (d: string) => {
+      line += d;
+      for (let i = line.indexOf('\n'); i >= 0; i = line.indexOf('\n')) {
+        const m = STAMP.exec(line.slice(0, i));
+        line = line.slice(i + 1);
+        // x11grab's pts: microseconds of the wall clock when it grabbed the frame
+        if (m) this.stamps.set(Number(m[1]), Math.round(Number(m[2]) / 1000));
+      }
+      if (line.length > 4096) line = '';
+      this.publish();
+    });
     this.child = child;
+  }
+
+  /** Pairs frames with their capture stamps by ffmpeg's frame index (either may arrive first), in order. */
+  private publish(): void {
+    for (const [n, f] of this.unstamped) {
+      let at = this.stamps.get(n);
+      // a stamp not come (another ffmpeg's log format): the arrival is later than the capture, which only waits longer
+      if (at === undefined && this.unstamped.size > MAX_UNSTAMPED) at = f.arrived;
+      if (at === undefined) break;
+      this.unstamped.delete(n);
+      this.stamps.delete(n);
+      const frame: Frame = { data: f.data, at };
+      this.latest = frame;
+      for (const l of this.listeners) l(frame, f.arrived);
+      const ready = this.waiters.filter((w) => frame.at >= w.after);
+      this.waiters = this.waiters.filter((w) => frame.at < w.after);
+      for (const w of ready) w.resolve(frame);
+    }
+    for (const n of this.stamps.keys()) if (n < this.framesRead - MAX_UNSTAMPED) this.stamps.delete(n);
+  }
+
+  /** Calls `fn` with each frame as it is published, and when it arrived here (bench/planes/grab-lag); returns the unsubscribe. */
+  onFrame(fn: (f: Frame, arrived: number) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
   }
 
   /** A frame begun after `after` (unix ms), or the latest one if none comes in time. */

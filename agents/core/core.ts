@@ -26,6 +26,8 @@ export interface Health {
   uptime_ms: number;
   /** Warm items ready (PLANE_WARM_POOL). */
   pool_ready: number;
+  /** dom_plane: warm browsers ready per geo other than the pool's ("Europe/Berlin|de-DE": 1), PLANE_GEO_POOLS. */
+  geo_pools_ready?: Record<string, number>;
   /** Why the bound session is lost (its browser or display is gone); null otherwise. ok is false while set. */
   session_lost: string | null;
   [extra: string]: unknown;
@@ -122,6 +124,7 @@ export class PlaneCore {
       last_action_ms: this.lastActionMs,
       uptime_ms: Date.now() - this.startedAt,
       pool_ready: this.factory.poolReady?.() ?? 0,
+      ...(this.factory.geoPoolsReady ? { geo_pools_ready: this.factory.geoPoolsReady() } : {}),
       session_lost: lost ?? null,
     };
   }

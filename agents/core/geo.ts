@@ -84,5 +84,7 @@ export function sameGeo(a: Geo | undefined, b: Geo | undefined): boolean {
 /** The browser environment and flags of a geo. */
 export function geoLaunch(geo: Geo | undefined): { env: Record<string, string>; flags: string[] } {
   if (!geo) return { env: {}, flags: [] };
-  return { env: { TZ: geo.tz, LANG: `${geo.locale.replace('-', '_')}.UTF-8`, LANGUAGE: geo.locale }, flags: [`--lang=${geo.locale}`] };
+  // headless Chromium ignores --lang for navigator.languages and Accept-Language: --accept-lang sets them on both planes
+  const accept = [geo.locale, geo.locale.split('-')[0]].filter((l, i, all) => all.indexOf(l) === i).join(',');
+  return { env: { TZ: geo.tz, LANG: `${geo.locale.replace('-', '_')}.UTF-8`, LANGUAGE: geo.locale }, flags: [`--lang=${geo.locale}`, `--accept-lang=${accept}`] };
 }

@@ -20,6 +20,11 @@ export class WarmPool<T> {
     return this.ready.length;
   }
 
+  /** Items out with a session or being made ready (a given back one too): the pool is in use while any is. */
+  get busyCount(): number {
+    return this.lent + this.making;
+  }
+
   /** Starts making items until `size` are ready or being made. */
   fill(): void {
     while (!this.closed && this.ready.length + this.making + this.lent < this.size) {
@@ -51,6 +56,11 @@ export class WarmPool<T> {
     const item = this.ready.shift();
     if (item !== undefined) this.lent += 1;
     return item;
+  }
+
+  /** Counts an item the pool did not make as borrowed, so that the session's giveBack brings it into the pool. */
+  adopt(): void {
+    this.lent += 1;
   }
 
   /**

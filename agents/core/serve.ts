@@ -26,6 +26,8 @@ export interface AgentConfig {
   tlsKey: string | undefined;
   /** PLANE_WARM_POOL: warm items kept ready (0: none). */
   warmPool: number;
+  /** PLANE_GEO_POOLS, PLANE_GEO_POOL_IDLE_SECONDS: dom_plane's warm pools for geos other than the default, while the warm pool is on */
+  geoPools: { max: number; idleSeconds: number };
   /** PLANE_CAPACITY: sessions this agent serves at once, each on its own pair of ports (the spec's one session per endpoint) with its own display and browser. */
   capacity: number;
   /** PLANE_REGISTER_URL and friends: announce the agent to a gateway's fleet */
@@ -56,12 +58,15 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): AgentConfig
     tlsCert: env.PLANE_TLS_CERT || undefined,
     tlsKey: env.PLANE_TLS_KEY || undefined,
     warmPool: Number(env.PLANE_WARM_POOL || 0),
+    geoPools: { max: Number(env.PLANE_GEO_POOLS || 2), idleSeconds: Number(env.PLANE_GEO_POOL_IDLE_SECONDS || 300) },
     capacity: Number(env.PLANE_CAPACITY || 1),
     register: undefined,
     orphanSeconds: Number(env.PLANE_SESSION_ORPHAN_SECONDS ?? 60),
   };
   if (!Number.isFinite(cfg.orphanSeconds) || cfg.orphanSeconds < 0 || cfg.orphanSeconds > 86_400) throw new Error('PLANE_SESSION_ORPHAN_SECONDS must be in [0, 86400]');
   if (!Number.isInteger(cfg.warmPool) || cfg.warmPool < 0 || cfg.warmPool > 8) throw new Error('PLANE_WARM_POOL must be an integer in [0, 8]');
+  if (!Number.isInteger(cfg.geoPools.max) || cfg.geoPools.max < 0 || cfg.geoPools.max > 8) throw new Error('PLANE_GEO_POOLS must be an integer in [0, 8]');
+  if (!Number.isFinite(cfg.geoPools.idleSeconds) || cfg.geoPools.idleSeconds < 1 || cfg.geoPools.idleSeconds > 86_400) throw new Error('PLANE_GEO_POOL_IDLE_SECONDS must be in [1, 86400]');
   if (!Number.isInteger(cfg.capacity) || cfg.capacity < 1 || cfg.capacity > 16) throw new Error('PLANE_CAPACITY must be an integer in [1, 16]');
   cfg.register = registerSettingsFromEnv(env, cfg.host, cfg.secret);
   if (!cfg.secret && !isLoopback(cfg.host)) {
@@ -101,7 +106,7 @@ export async function startAgent(factory: PlaneFactory, cfg: AgentConfig): Promi
   const swept = sweepStaleTempDirs();
   if (swept.removed.length > 0 || swept.killed > 0) logFn('removed temp dirs of agents no longer running', { dirs: swept.removed, killed_processes: swept.killed });
   if (swept.failed.length > 0) logFn('could not remove temp dirs of agents no longer running (tried again at the next start)', { dirs: swept.failed });
-  if (cfg.warmPool > 0) factory.startPool?.(cfg.warmPool, logFn);
+  if (cfg.warmPool > 0) factory.startPool?.(cfg.warmPool, logFn, { geoPools: cfg.geoPools });
   const tls = cfg.tlsCert && cfg.tlsKey ? { cert: readFileSync(cfg.tlsCert), key: readFileSync(cfg.tlsKey) } : undefined;
   const hostPart = cfg.host.includes(':') ? `[${cfg.host}]` : cfg.host;
 

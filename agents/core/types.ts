@@ -81,8 +81,10 @@ export interface PlaneFactory {
   readonly routes: Readonly<Record<string, 'GET' | 'POST'>>;
   start(init: SessionInitRequest, dataDir: string): Promise<PlaneSessionImpl>;
   /** Keeps `size` warm items (PLANE_WARM_POOL) from now on; stopPool disposes of them. */
-  startPool?(size: number, log: (msg: string, fields?: Record<string, unknown>) => void): void;
+  startPool?(size: number, log: (msg: string, fields?: Record<string, unknown>) => void, opts: { geoPools: { max: number; idleSeconds: number } }): void;
   stopPool?(): Promise<void>;
   /** Ready warm items, for GET /health. */
   poolReady?(): number;
+  /** Ready items of the pools kept per geo, by geo key. */
+  geoPoolsReady?(): Record<string, number>;
 }

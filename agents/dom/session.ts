@@ -6,6 +6,7 @@ import { closeLaunched, launchChromium, recordingPath, withEgress, type Launched
 import { badRequest, forbidden, notFound, unprocessable } from '../core/errors.ts';
 import { EGRESS_HEADER, sessionEgress, type EgressProxy } from '../core/egress-proxy.ts';
 import { WarmPool } from '../core/pool.ts';
+import { KeyedPools } from '../core/keyed-pools.ts';
 import { recordingEnabled, recordingFps } from '../core/recording.ts';
 import { ScreencastRecorder } from './screencast.ts';
 import { cdpEvaluate, scrollY } from '../core/pages.ts';
@@ -137,6 +138,26 @@ function egressBlocked(host: string): Error {
 // fresh context of their own, and given back after it (reuse.ts).
 const POOL_VIEWPORT: [number, number] = [1280, 720];
 let pool: WarmPool<WarmBrowser> | undefined;
+/**
+ * A browser's time zone and locale are set at its start (geo.ts): a session whose proxy exit
+ * has another geo than the pool's runs on a browser of that geo, which then stays warm in
+ * that geo's pool for the next such session (keyed-pools.ts), while the warm pool is on.
+ */
+let geoPools: KeyedPools<WarmBrowser> | undefined;
+const geoKey = (g: Geo | undefined): string => (g ? `${g.tz}|${g.locale}` : '');
+const geoOfKey = (key: string): Geo | undefined => {
+  const [tz, locale] = key.split('|');
+  return tz && locale ? { tz, locale } : undefined;
+};
+
+/** A browser for a pool: throwaway profile, POOL_VIEWPORT, `geo`, and the next session's context made ahead. */
+async function pooledBrowser(geo: Geo | undefined, init?: SessionInitRequest): Promise<WarmBrowser> {
+  const l = await withEgress(init, undefined, (dir, egress, home) => launchHeadless(dir, egress, home, POOL_VIEWPORT, [], geo));
+  return freshContext(l, 0).catch(async (err: unknown) => {
+    await closeLaunched(l);
+    throw err;
+  });
+}
 
 function launchHeadless(dir: string, egress: Launched['egress'], home: string, viewport: [number, number], flags: string[], geo: Geo | undefined) {
   const g = geoLaunch(geo);
@@ -166,28 +187,34 @@ async function settled(p: Page): Promise<void> {
 
 async function startDom(init: SessionInitRequest, dataDir: string): Promise<PlaneSessionImpl> {
   const geo = geoOf(init);
-  // a pooled browser was started with the default geo: it fits a session whose exit has the same time zone and locale
-  // (its viewport is set per tab of the session's context, see sized)
-  const fits = !init.persist_profile && init.chrome_flags.length === 0 && sameGeo(geo, geoOf({ proxy_server: null }));
-  const lender = fits ? pool : undefined;
+  // a pooled browser fits a session with its time zone and locale (its viewport is set per tab of the session's context, see sized)
+  const reusable = !init.persist_profile && init.chrome_flags.length === 0;
+  const lender = !reusable || !pool ? undefined : sameGeo(geo, geoOf({ proxy_server: null })) ? pool : geoPools?.poolFor(geoKey(geo));
   let warm = lender?.borrow();
   // A pooled browser that died while it waited is retired.
   if (warm && !(await answers(warm))) {
     await lender!.giveBack(closeLaunched(warm.launched).then(() => undefined));
     warm = undefined;
   }
+  const pooled = warm !== undefined;
   let launched: Launched | undefined = warm?.launched;
   let context: BrowserContext | undefined = warm?.context;
   let tabs: Tabs;
   let recorder: ScreencastRecorder | undefined;
-  /** ends what the session used: the warm browser goes back to the pool, a browser of its own is closed */
+  /** ends what the session used: a pooled browser goes back to its pool, a browser of its own is closed */
   const release = async (): Promise<void> => {
     if (warm && lender) await lender.giveBack(renew(warm, browserSessions()));
     else await closeLaunched(launched);
   };
   try {
     if (launched) launched.egress.configure(sessionEgress(init));
-    else {
+    else if (lender && lender !== pool) {
+      // the geo's pool had none ready: this session's browser is made as a pooled one, and the pool takes it after the session
+      warm = await pooledBrowser(geo, init);
+      launched = warm.launched;
+      context = warm.context;
+      lender.adopt();
+    } else {
       const userDataDir = init.persist_profile ? profileDir(dataDir, init.tenant_id, init.profile_id) : undefined;
       launched = await withEgress(init, userDataDir, (dir, egress, home) => launchHeadless(dir, egress, home, init.viewport, init.chrome_flags, geo));
     }
@@ -340,7 +367,7 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
     display: '',
     capabilities: { dom_aware: true, stealth: false, supports_cdp: true, backend: 'dom_plane' },
     ops,
-    warm: warm !== undefined,
+    warm: pooled,
     recordingFile: recorder?.file,
     setProxy: (proxyServer) => l.egress.configure(sessionEgress({ ...init, proxy_server: proxyServer })),
     health: () => ({ egress: l.egress.status(), recording: recorder !== undefined }),
@@ -358,20 +385,18 @@ export const domPlane: PlaneFactory = {
   domAware: true,
   routes: ROUTES,
   start: startDom,
-  startPool(size, log) {
-    const make = async (): Promise<WarmBrowser> => {
-      const l = await withEgress(undefined, undefined, (dir, egress, home) => launchHeadless(dir, egress, home, POOL_VIEWPORT, [], geoOf({ proxy_server: null })));
-      return freshContext(l, 0).catch(async (err: unknown) => {
-        await closeLaunched(l);
-        throw err;
-      });
-    };
-    pool ??= new WarmPool(size, make, (w) => closeLaunched(w.launched), log);
+  startPool(size, log, opts) {
+    const dispose = (w: WarmBrowser) => closeLaunched(w.launched);
+    pool ??= new WarmPool(size, () => pooledBrowser(geoOf({ proxy_server: null })), dispose, log);
     pool.fill();
+    const g = opts.geoPools;
+    geoPools ??= new KeyedPools(g.max, g.idleSeconds * 1000, (key) => pooledBrowser(geoOfKey(key)), dispose, log);
   },
   async stopPool() {
-    await pool?.close();
+    await Promise.all([pool?.close(), geoPools?.close()]);
     pool = undefined;
+    geoPools = undefined;
   },
   poolReady: () => pool?.readyCount ?? 0,
+  geoPoolsReady: () => geoPools?.readyByKey() ?? {},
 };

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { connectPlane, type PlaneSession } from '../../gateway/planes/index.ts';
+import { startXvfb } from '../../agents/computer/xvfb.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const SCALE = Number(process.env.BENCH_N || 1);
@@ -168,13 +169,24 @@ async function benchPlane(plane: Plane): Promise<void> {
       }
       row(plane, 'screenshot 1280x720 png', name, await sample(40 * SCALE, () => s.screenshot('png')));
       row(plane, 'screenshot 1280x720 jpeg', name, await sample(40 * SCALE, () => s.screenshot('jpeg')));
+      // what a step pays: the screenshot after an input shows a frame captured after it (computer_plane waits for the next grab)
+      if (plane === 'computer') row(plane, 'mousemove, then screenshot png', name, await sample(40 * SCALE, async (i) => {
+        await s.xdotool(['mousemove', String(1100 + (i % 2) * 50), '700']);
+        await s.screenshot('png');
+      }));
     }
     if (plane === 'computer') {
-      // The baseline: a process per command on the same display (Xvfb -noreset).
-      const env = { ...process.env, DISPLAY: init.xvfb_display };
-      row(plane, 'click, spawn xdotool per call', 'baseline', await sample(50 * SCALE, () => run('xdotool', ['click', '--delay', '0', '1'], env)));
-      row(plane, 'screenshot, spawn ffmpeg per call', 'baseline', await sample(10 * SCALE, () =>
-        run('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-f', 'x11grab', '-video_size', '1280x720', '-i', `${init.xvfb_display}.0+0,0`, '-frames:v', '1', '-f', 'image2', '-c:v', 'png', '-y', '/dev/null'], env)));
+      // The baseline: a process per command on a display of its own (the session's display
+      // takes only clients with its X cookie, which the agent keeps to itself)
+      const own = await startXvfb(1280, 720, undefined);
+      try {
+        const env = { ...process.env, ...own.env };
+        row(plane, 'click, spawn xdotool per call', 'baseline', await sample(50 * SCALE, () => run('xdotool', ['click', '--delay', '0', '1'], env)));
+        row(plane, 'screenshot, spawn ffmpeg per call', 'baseline', await sample(10 * SCALE, () =>
+          run('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-f', 'x11grab', '-video_size', '1280x720', '-i', `${own.name}.0+0,0`, '-frames:v', '1', '-f', 'image2', '-c:v', 'png', '-y', '/dev/null'], env)));
+      } finally {
+        await own.stop();
+      }
     }
     rows.push({ plane, what: 'idle session PSS (browser, display, grabber, recorder, guard)', transport: '-', p50_ms: null, p99_ms: null, n: 1, mib: +idleMiB.toFixed(0) });
     await g.close();

@@ -19,6 +19,8 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { pino } from 'pino';
 import { LocalAgentPlanes } from '../../gateway/runner/agent-planes.ts';
 import type { RunRecord } from '../../gateway/runs/records.ts';
@@ -146,6 +148,8 @@ for (const c of [1, 2, 4]) {
 // ---- soak: memory and open files, start and end
 interface Usage {
   gwRssMb: number;
+  /** the gateway's live heap after a full collection: what a leak grows (RSS also moves with the allocator) */
+  gwHeapMb: number;
   gwFds: number;
   agents: number;
   agentRssMb: number;
@@ -153,6 +157,12 @@ interface Usage {
   /** what the agents started (Chromium, ffmpeg): process count and proportional set size */
   children: number;
   childPssMb: number;
+}
+/** The heap in use after a full collection (gc exposed at run time: the bench needs no node flag). */
+function liveHeapMb(): number {
+  setFlagsFromString('--expose-gc');
+  (runInNewContext('gc') as () => void)();
+  return process.memoryUsage().heapUsed / 1024 / 1024;
 }
 async function usage(): Promise<Usage> {
   const rss = async (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, 'utf8').catch(() => ''))?.[1] ?? 0) / 1024;
@@ -183,7 +193,7 @@ async function usage(): Promise<Usage> {
   }
   let childPss = 0;
   for (const k of below) childPss += await pss(k);
-  return { gwRssMb: await rss(process.pid), gwFds: await fds(process.pid), agents: agents.length, agentRssMb: agentRss, agentFds, children: below.length, childPssMb: childPss };
+  return { gwRssMb: await rss(process.pid), gwHeapMb: liveHeapMb(), gwFds: await fds(process.pid), agents: agents.length, agentRssMb: agentRss, agentFds, children: below.length, childPssMb: childPss };
 }
 let soak: { start: Usage; end: Usage; wall: number[] } | undefined;
 if (SOAK > 0) {
@@ -214,7 +224,7 @@ for (const l of levels) {
 console.log(`per step ms (p50, one at a time)   | ${f(plainPerStep).padStart(12)} | ${f(gwPerStep).padStart(7)} | ${r(gwPerStep, plainPerStep)}   (straight on an agent session, same handlers: ${f(directPerStep)} ms)`);
 console.log(`plane acquisition from the warm pool: p50 ${f(pct(acquire, 50))} ms, p99 ${f(pct(acquire, 99))} ms (${acquire.length} opens)`);
 if (soak) {
-  const u = (x: Usage) => `gateway process ${f(x.gwRssMb)} MB RSS, ${x.gwFds} fds; ${x.agents} agents ${f(x.agentRssMb)} MB RSS, ${x.agentFds} fds; their ${x.children} browser and recorder processes ${f(x.childPssMb)} MB PSS`;
+  const u = (x: Usage) => `gateway process ${f(x.gwRssMb)} MB RSS, ${f(x.gwHeapMb)} MB heap after a full GC, ${x.gwFds} fds; ${x.agents} agents ${f(x.agentRssMb)} MB RSS, ${x.agentFds} fds; their ${x.children} browser and recorder processes ${f(x.childPssMb)} MB PSS`;
   console.log(`soak of ${SOAK} sequential runs (wall p50 ${f(pct(soak.wall, 50), 0)} ms, p99 ${f(pct(soak.wall, 99), 0)} ms):`);
   console.log(`  start: ${u(soak.start)}`);
   console.log(`  end:   ${u(soak.end)}`);

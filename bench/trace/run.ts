@@ -3,7 +3,10 @@
 //       concurrent SDK sessions streaming (each step: a step record, a pre and
 //       a post screenshot, two decision events, step costs), counted from
 //       session start until every session closed and flushed;
-//   (b) SDK overhead per recorded step (the same calls, close excluded) with
+//   (b) the ingest's own capacity, driven by a client that replays the SDK's
+//       batches from bodies built up front (capacity.ts), so the client's
+//       CPU is not what limits the figure;
+//   (c) SDK overhead per recorded step (the same calls, close excluded) with
 //       streaming off and on, side by side.
 // Usage: npm run bench:trace [-- --steps 200 --width 640 --height 400]
 import { spawn } from 'node:child_process';
@@ -12,16 +15,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { DebugSession } from '../../sdk/index.ts';
-import { cpuSeconds } from '../stats.ts';
+import { cpuSeconds, numArg } from '../stats.ts';
+import { ingestCapacity } from './capacity.ts';
 
-const args = process.argv.slice(2);
-const opt = (name: string, dflt: number) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? Number(args[i + 1]) : dflt;
-};
-const STEPS = opt('steps', 200);
-const W = opt('width', 640);
-const H = opt('height', 400);
+const STEPS = numArg('steps', 200);
+const W = numArg('width', 640);
+const H = numArg('height', 400);
+const CAPACITY_STEPS = numArg('capacity-steps', 500);
 
 async function screenshot(seed: number): Promise<Buffer> {
   // a page-like image: flat bands with some text-like noise, so PNG sizes are realistic
@@ -76,7 +76,7 @@ async function recordSession(runId: string, dsn: string | null, shots: Buffer[],
 }
 
 const server = spawn(process.execPath, [...(process.env.BENCH_SERVER_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_SERVER_PROF] : []), '--import', 'tsx', path.join(import.meta.dirname, 'server.ts')], { stdio: ['ignore', 'pipe', 'inherit'] });
-const [url, dsn] = await new Promise<string[]>((resolve, reject) => {
+const [url, dsn, key] = await new Promise<string[]>((resolve, reject) => {
   server.stdout.once('data', (d: Buffer) => resolve(d.toString().trim().split(' ')));
   server.once('exit', (c) => reject(new Error(`ingest server exited ${c}`)));
 });
@@ -101,6 +101,15 @@ try {
     const steps = n * STEPS;
     const dropped = results.reduce((a, r) => a + r.dropped, 0);
     process.stdout.write(`| ${n} | ${steps} | ${(steps / sec).toFixed(0)} | ${((2 * steps) / sec).toFixed(0)} | ${dropped} | ${((c.user + c.system) / 1000 / steps).toFixed(2)} | ${(serverMs / steps).toFixed(2)} |\n`);
+  }
+
+  process.stdout.write(`\ningest capacity: a client replaying the SDK's batches (${CAPACITY_STEPS} steps per session; per step a step record and its 2 events in one record, the costs once a batch, in JSON batches of 10 steps, 2 screenshots in multipart batches of 8)\n`);
+  process.stdout.write('| sessions | steps | step records/s | screenshots/s | refused | client CPU ms/step | ingest CPU ms/step |\n|---:|---:|---:|---:|---:|---:|---:|\n');
+  // the ingest's JIT and heap settle over the first few thousand records: one unreported round first
+  await ingestCapacity({ url: url!, key: key!, serverPid: server.pid!, sessions: 8, steps: CAPACITY_STEPS, batchSteps: 10, shots, tag: 'warmup' });
+  for (const n of [1, 8, 8]) {
+    const r = await ingestCapacity({ url: url!, key: key!, serverPid: server.pid!, sessions: n, steps: CAPACITY_STEPS, batchSteps: 10, shots, tag: `${n}-${Math.random().toString(36).slice(2, 8)}` });
+    process.stdout.write(`| ${n} | ${r.steps} | ${r.stepsPerSec.toFixed(0)} | ${(2 * r.stepsPerSec).toFixed(0)} | ${r.refused} | ${r.clientCpuMsPerStep.toFixed(2)} | ${r.ingestCpuMsPerStep.toFixed(2)} |\n`);
   }
 
   process.stdout.write('\nSDK overhead per recorded step (record_step + 2 screenshots + 2 events + step costs; close separate)\n');

@@ -1,5 +1,5 @@
 // The gateway's client of plane agents.
-export { connectPlane, PlaneSession, transportFor, type ConnectOptions, type StepOptions } from './session.ts';
+export { connectPlane, PlaneSession, probePlane, transportFor, type ConnectOptions, type StepOptions } from './session.ts';
 export { GrpcTransport } from './grpc-client.ts';
 export { HttpTransport } from './http-client.ts';
 export * from './types.ts';

@@ -14,6 +14,8 @@ export interface SessionInitRequest {
   profile_id: string;
   run_id: string;
   proxy_server?: string | null;
+  /** Our extension: the exit the proxy was asked for; the agent's browser takes its time zone and locale (geo consistency). */
+  proxy_exit?: { country: string; state?: string; city?: string } | null;
   chrome_flags?: string[];
   enable_cdp?: boolean;
   viewport?: [number, number];
@@ -140,6 +142,8 @@ export interface PlaneHealth {
   uptime_ms: number;
   /** Warm items ready on the agent (PlaneSession.status(); the unary gRPC Health carries the base fields). */
   pool_ready?: number;
+  /** dom_plane: warm browsers ready per geo other than the pool's, by "time zone|locale" (PlaneSession.status()). */
+  geo_pools_ready?: Record<string, number>;
   /** The run the bound session serves (PlaneSession.status()). */
   run_id?: string | null;
   /** Why the bound session is lost (its browser or display is gone); ok is false then (PlaneSession.status()). */

@@ -6,7 +6,7 @@
 //    fleet.ts (RemoteAgentPlanes) with slot claims in the shared store.
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { connectPlane, type PlaneSession } from '../planes/index.ts';
+import { connectPlane, probePlane, type PlaneSession } from '../planes/index.ts';
 import type { Backend } from '../plugins/contract.ts';
 import type { Logger } from '../log.ts';
 import { runDir, type RunRecord } from '../runs/records.ts';
@@ -152,7 +152,7 @@ export class LocalAgentPlanes implements PlaneProvider {
       recycleAfter: opts.recycleAfter ?? 25,
       idleMs: opts.idleMs ?? 120_000,
       healthy: async (a) => {
-        const h = await connectPlane({ url: a.url, secret: a.secret }).health({ deadlineMs: 2000 });
+        const h = await probePlane({ url: a.url, secret: a.secret }, 2000);
         return h.ok !== false && !h.session_bound;
       },
     });
@@ -160,7 +160,11 @@ export class LocalAgentPlanes implements PlaneProvider {
 
   async open(run: RunRecord, signal?: AbortSignal): Promise<PlaneLease> {
     const backend = run.runtime.compute_backend;
-    const agent = await this.pool.take(backend);
+    // a run through a proxy exit goes to the agent that served that exit last: its browser of that geo is warm
+    const exit = this.proxies?.exitFor(run);
+    const affinity = exit ? [exit.country, exit.state ?? '', exit.city ?? ''].join('|') : '';
+    const agent = await this.pool.take(backend, affinity);
+    this.pool.served(agent, affinity);
     let given = false;
     const give = async (clean: boolean) => {
       if (given) return;

@@ -33,6 +33,8 @@ export interface Agent {
   sessions: number;
   /** when it last became idle */
   idleSince: number;
+  /** the proxy exits its latest sessions went out through (at most 4, the latest last): dom_plane keeps browsers of their geos warm (PLANE_GEO_POOLS) */
+  affinities?: string[];
 }
 
 export interface AgentPoolOptions {
@@ -70,13 +72,17 @@ export class AgentPool {
     return { idle: [...this.idle.values()].reduce((n, l) => n + l.length, 0), starting: this.starting.size, total: this.all.size };
   }
 
-  /** A healthy idle agent, else the one starting, else a new one; keeps the next one coming. */
-  async take(backend: Backend): Promise<Agent> {
+  /**
+   * A healthy idle agent (the latest idle one that served this `affinity` lately, else the
+   * latest idle one), else the one starting, else a new one; keeps the next one coming.
+   */
+  async take(backend: Backend, affinity = ''): Promise<Agent> {
     if (this.closed) throw new PlaneUnavailable('the gateway is shutting down');
     try {
       const list = this.idle.get(backend) ?? [];
       while (list.length > 0) {
-        const a = list.pop()!;
+        const i = affinity ? list.findLastIndex((x) => x.affinities?.includes(affinity)) : -1;
+        const a = i >= 0 ? list.splice(i, 1)[0]! : list.pop()!;
         if (alive(a) && (await this.o.healthy(a).catch(() => false))) return a;
         this.o.log.warn({ backend, pid: a.child.pid }, 'idle plane agent failed its health check; retired');
         void this.stop(a);
@@ -93,10 +99,21 @@ export class AgentPool {
     }
   }
 
+  /** Notes that `a` serves a session through this proxy exit ('' for none). */
+  served(a: Agent, affinity: string): void {
+    if (!affinity) return;
+    a.affinities = [...(a.affinities ?? []).filter((x) => x !== affinity), affinity].slice(-4);
+  }
+
   /** An agent whose session ended: back to the pool when it closed cleanly and has runs left, else stopped. */
   async give(a: Agent, clean: boolean): Promise<void> {
     a.sessions += 1;
     const list = this.idle.get(a.backend) ?? [];
+    // a full pool keeps the agent that served last (its warm browsers are of the latest exits) and stops the one idle longest
+    if (list.length >= this.o.size && list.length > 0 && !this.closed && clean && alive(a) && a.sessions < this.o.recycleAfter) {
+      list.sort((x, y) => x.idleSince - y.idleSince);
+      void this.stop(list.shift()!);
+    }
     if (this.closed || !clean || !alive(a) || a.sessions >= this.o.recycleAfter || list.length >= this.o.size) {
       await this.stop(a);
       this.fill(a.backend);

@@ -12,7 +12,7 @@
 // once when its plane has no agent at all.
 import { readFileSync } from 'node:fs';
 import { sleep } from '../../shared/abort.ts';
-import { connectPlane } from '../planes/index.ts';
+import { connectPlane, probePlane } from '../planes/index.ts';
 import type { Backend } from '../plugins/contract.ts';
 import type { Logger } from '../log.ts';
 import type { RunRecord } from '../runs/records.ts';
@@ -211,7 +211,7 @@ export class RemoteAgentPlanes implements PlaneProvider {
           a.slots.map(async (url, index): Promise<SlotStatus> => {
             const [holder, health] = await Promise.all([
               this.atomic.get(slotKey(a, index)),
-              connectPlane({ url, secret: this.o.secret, ca: this.ca }).health({ deadlineMs: 1500 }).catch(() => undefined),
+              probePlane({ url, secret: this.o.secret, ca: this.ca }, 1500).catch(() => undefined),
             ]);
             return { index, address: new URL(url).host, run_id: holder, reachable: health !== undefined && health.ok !== false, session_bound: health?.session_bound === true };
           }),

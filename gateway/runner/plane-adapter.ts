@@ -4,6 +4,7 @@
 // with input dispatch on dom_plane, plus the DOM surface where there is one.
 import { PlaneCallError, type PlaneSession } from '../planes/index.ts';
 import type { Action, ActResult, Capabilities, DomSurface, NavError, PageFacts, Plane, Screenshot } from '../plugins/contract.ts';
+import { frameDigest, pageArea } from './fingerprint.ts';
 
 const wait = (s: number) => new Promise((r) => setTimeout(r, Math.max(0, s) * 1000));
 const px = (n: number) => String(Math.round(n));
@@ -201,6 +202,7 @@ export function adaptPlane(session: PlaneSession, capabilities: Capabilities): P
         await typed();
         return {};
       }
+      const shownBefore = await shownPage(session);
       // keys typed into the address bar can be lost on a loaded display: a navigation that
       // asked for another origin than the step's is typed again once, then told as it is
       for (let attempt = 1; ; attempt++) {
@@ -209,7 +211,10 @@ export function adaptPlane(session: PlaneSession, capabilities: Capabilities): P
         const landed = await awaitNavigation(facts, before.nav_seq);
         // the navigation typed, not a later one the browser started on its own (a search after an error)
         const started = landed.f?.navs?.find((n) => n.seq === before.nav_seq + 1);
-        if (!started || sameOrigin(started.url, a.url)) return navigationOutcome(landed, started);
+        if (!started || sameOrigin(started.url, a.url)) {
+          if (!landed.timedOut) await repainted(session, shownBefore);
+          return navigationOutcome(landed, started);
+        }
         if (attempt === 2) return { url: landed.f!.url, nav_error: { code: 'TYPED_URL_MISMATCH', message: `the address bar sent the browser to ${started.url.slice(0, 300)}, not to the step's URL` } };
       }
     },
@@ -221,6 +226,31 @@ function sameOrigin(a: string, b: string): boolean {
     return new URL(a).origin === new URL(b).origin;
   } catch {
     return true;
+  }
+}
+
+/** The digest of the page's area on screen now (undefined when the plane cannot say). */
+async function shownPage(session: PlaneSession): Promise<string | undefined> {
+  const shot = await session.screenshot('png').catch(() => undefined);
+  return shot ? frameDigest(shot.image, pageArea(shot)) : undefined;
+}
+
+/** How long the screen may lag a loaded navigation before the step goes on anyway (the same page again never repaints differently). */
+const REPAINT_BUDGET_MS = 2_000;
+
+/**
+ * Waits until the page's area on screen differs from `before`. The page facts say a
+ * navigation loaded before the window shows it: on a loaded host the display kept the
+ * previous page for a second or more, so the step's screenshot, the next step's "before"
+ * and what a vision brain saw were of the page the navigation left.
+ */
+async function repainted(session: PlaneSession, before: string | undefined): Promise<void> {
+  if (before === undefined) return;
+  const deadline = Date.now() + REPAINT_BUDGET_MS;
+  while (Date.now() < deadline) {
+    const now = await shownPage(session);
+    if (now === undefined || now !== before) return;
+    await wait(0.1);
   }
 }
 

@@ -83,6 +83,14 @@ export class ProxyProviders {
     return this.providers.has(id);
   }
 
+  /** The exit a run's proxy would go out through: null without a proxy or with a provider not configured here (choose then says why). */
+  exitFor(run: Pick<RunRecord, 'runtime'>): ProxyExit | null {
+    const rt = run.runtime;
+    if (rt.proxy_disabled === true) return null;
+    const entry = this.providers.get(typeof rt.proxy_provider === 'string' ? rt.proxy_provider : this.defaultProvider);
+    return entry ? exitOf(rt, entry.provider) : null;
+  }
+
   /**
    * The proxy of a run's session: none when the run asked proxy_disabled; else the
    * provider the run's runtime names (the tenant's pinned provider was applied at
@@ -96,16 +104,20 @@ export class ProxyProviders {
     const entry = this.providers.get(id);
     if (!entry) throw new Error(`proxy provider '${id}' is not configured on this deployment`);
     const { provider, password } = entry;
-    const state = typeof rt.proxy_state === 'string' && STATE.test(rt.proxy_state) ? rt.proxy_state.toLowerCase() : undefined;
-    const city = typeof rt.proxy_city === 'string' && rt.proxy_city.trim() ? rt.proxy_city.trim().slice(0, 64) : undefined;
-    // a US state narrows a US exit; a city alone keeps the provider's country
-    const exit: ProxyExit = { country: (state ? 'us' : (provider.default_country ?? 'us')).toLowerCase(), ...(state ? { state } : {}), ...(city ? { city } : {}) };
+    const exit = exitOf(rt, provider);
     const session = createHash('sha256').update(`${run.run_id}:${rotation}`).digest('hex').slice(0, 16);
     const user = proxyUsername(provider, exit, session);
     const auth = `${encodeURIComponent(user)}${password ? `:${encodeURIComponent(password)}` : ''}@`;
     const host = provider.host.includes(':') ? `[${provider.host}]` : provider.host;
     return { provider: id, server: `http://${auth}${host}:${provider.port}`, exit, session };
   }
+}
+
+/** A run's exit: its US state and city; a US state narrows a US exit, a city alone keeps the provider's country. */
+function exitOf(rt: RunRecord['runtime'], provider: ProxyProvider): ProxyExit {
+  const state = typeof rt.proxy_state === 'string' && STATE.test(rt.proxy_state) ? rt.proxy_state.toLowerCase() : undefined;
+  const city = typeof rt.proxy_city === 'string' && rt.proxy_city.trim() ? rt.proxy_city.trim().slice(0, 64) : undefined;
+  return { country: (state ? 'us' : (provider.default_country ?? 'us')).toLowerCase(), ...(state ? { state } : {}), ...(city ? { city } : {}) };
 }
 
 /** A proxy choice as logs, events and traces may show it: never the password. */

@@ -2,6 +2,7 @@
 // screenshots, verdicts and halts; how they become a trace bundle (the capture
 // SDK, a DSN to stream to) is the recorder's business, behind this interface.
 import type { RunRecord } from '../runs/records.ts';
+import type { StepEntry } from './run-state.ts';
 
 export type RecordedLayer = 'planner' | 'grounding' | 'verifier' | 'recovery';
 /** the trace's decision kinds */
@@ -44,6 +45,32 @@ export interface RunRecording {
 export interface RunRecorder {
   /** a recording for this run, or undefined when runs are not recorded */
   begin(run: RunRecord): Promise<RunRecording | undefined>;
+  /**
+   * Commits the bundle a dead process staged for this ended run and never
+   * committed (its screenshots, the run record's steps, the record's status,
+   * `note` as a recovery decision); false when there is none to finish here.
+   */
+  finishStaged?(run: RunRecord, note: string): Promise<boolean>;
   /** waits for work the recordings left running after their runs ended (live uploads); called on shutdown */
   drain?(): Promise<void>;
+}
+
+/** A step as the run record keeps it (no per-step times: both are `at`), as the recorder takes it. */
+export function recordedFromEntry(st: StepEntry, index: number, at: string): RecordedStep {
+  return {
+    index,
+    path: st.path,
+    type: st.type,
+    intent: st.intent,
+    success: st.success,
+    ...(st.failure_class ? { failure_class: st.failure_class } : {}),
+    final_url: st.final_url ?? '',
+    page_title: st.page_title ?? '',
+    ...(st.last_action ? { action: st.last_action } : {}),
+    attempts: st.attempts ?? 1,
+    started_at: at,
+    ended_at: at,
+    cost_usd: 0,
+    ...(st.data ? { data: st.data } : {}),
+  };
 }

@@ -10,7 +10,8 @@ import { readFileSync, readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 import type { Logger } from '../log.ts';
 import type { AtomicOps } from '../state/atomic.ts';
-import type { RecordedStep, RunRecorder } from '../runner/recording.ts';
+import type { RunRecorder } from '../runner/recording.ts';
+import { recordedFromEntry } from '../runner/recording.ts';
 import type { StepEntry } from '../runner/run-state.ts';
 import type { RunRecord } from './records.ts';
 import type { RunsService } from './runs-service.ts';
@@ -144,9 +145,12 @@ export class RunRecovery {
    * the halt. Never throws: the run's record is the truth.
    */
   private async trace(run: RunRecord, holder: string | null, resumeStep: number): Promise<void> {
+    const note = `run recovered: its runner went away; ended ${RUNNER_LOST}, resumable from top-level step ${resumeStep}`;
+    // the dead runner's own staged bundle (its screenshots) is committed when there is one
+    if (await this.o.recorder?.finishStaged?.(run, note).catch(() => false)) return;
     const rec = await this.o.recorder?.begin(run).catch(() => undefined);
     if (!rec) return;
-    rec.decision(null, 'recovery', 'note', `run recovered: its runner went away; ended ${RUNNER_LOST}, resumable from top-level step ${resumeStep}`, {
+    rec.decision(null, 'recovery', 'note', note, {
       rule: 'ended',
       halt_class: RUNNER_LOST,
       resume_step: resumeStep,
@@ -155,23 +159,7 @@ export class RunRecovery {
     // the record keeps no per-step times: each step is stamped with the run's start
     const at = run.created_at;
     for (const [index, st] of (run.steps as StepEntry[]).entries()) {
-      const step: RecordedStep = {
-        index,
-        path: st.path,
-        type: st.type,
-        intent: st.intent,
-        success: st.success,
-        ...(st.failure_class ? { failure_class: st.failure_class } : {}),
-        final_url: st.final_url ?? '',
-        page_title: st.page_title ?? '',
-        ...(st.last_action ? { action: st.last_action } : {}),
-        attempts: st.attempts ?? 1,
-        started_at: at,
-        ended_at: at,
-        cost_usd: 0,
-        ...(st.data ? { data: st.data } : {}),
-      };
-      await rec.step(step, st.screenshot_b64 && rec.wantsScreenshots ? { post: Buffer.from(st.screenshot_b64, 'base64') } : {});
+      await rec.step(recordedFromEntry(st, index, at), st.screenshot_b64 && rec.wantsScreenshots ? { post: Buffer.from(st.screenshot_b64, 'base64') } : {});
     }
     await rec.close({ status: run.status, halt_class: run.halt_class, summary: run.summary, cost_usd: 0 });
   }

@@ -7,10 +7,12 @@ import { createHash } from 'node:crypto';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
-import { DebugSession, reconcileBundle, type CaptureMode, type SdkLogger } from '../../sdk/index.ts';
+import { DebugSession, reconcileBundle, type CaptureMode, type SdkLogger, type StepInput } from '../../sdk/index.ts';
 import { isSafeId } from '../../shared/ids.ts';
 import type { Logger } from '../log.ts';
 import { runDir, type RunRecord } from '../runs/records.ts';
+import { runnerOwner } from '../runs/recovery.ts';
+import { StagedTraces, clearStagingNote, noteStaging } from './staged.ts';
 import type { RecordedKind, RecordedLayer, RecordedStep, RunRecorder, RunRecording } from '../runner/recording.ts';
 
 export interface RecorderOptions {
@@ -21,7 +23,17 @@ export interface RecorderOptions {
   log: Logger;
   /** the gateway's version, stamped on each bundle */
   version: string | null;
+  /** this process's runner owner id (gateway/runs/recovery.ts), written in each staging note */
+  owner?: string;
 }
+
+/**
+ * Test-only: RUNPLANE_TEST_TRACE_CLOSE_DELAY_MS holds each trace's close this long
+ * after its screenshots are staged and before the bundle is written, so a test can
+ * SIGKILL the gateway between the run's recorded end and its bundle's commit
+ * (test/runner/trace-crash.test.ts). Unset in any deployment.
+ */
+const TEST_CLOSE_DELAY_MS = Number(process.env.RUNPLANE_TEST_TRACE_CLOSE_DELAY_MS ?? 0) || 0;
 
 /** Where a run's bundle is written. */
 export const traceDir = (dataDir: string, run: Pick<RunRecord, 'tenant_id' | 'run_id'>): string => path.join(runDir(dataDir, run), 'trace');
@@ -33,11 +45,64 @@ const pendingFile = (dataDir: string, run: Pick<RunRecord, 'tenant_id' | 'run_id
 
 const TRACE_STATUS: Record<string, 'passed' | 'failed' | 'halted' | 'cancelled'> = { succeeded: 'passed', failed: 'failed', cancelled: 'cancelled' };
 
+/** A run's status in its trace: a failed run with a halt class is halted; anything not succeeded is never passed. */
+export const traceStatus = (status: string, haltClass?: string | null): 'passed' | 'failed' | 'halted' | 'cancelled' =>
+  haltClass && status === 'failed' ? 'halted' : (TRACE_STATUS[status] ?? 'failed');
+
+/** The tags every bundle of a run carries. */
+export const traceTags = (run: RunRecord): Record<string, string> => ({ tenant_id: run.tenant_id, compute_backend: run.runtime.compute_backend, cua_model: run.cua_model });
+
+/** A recorded step as the SDK takes it. */
+export function stepInput(st: RecordedStep): StepInput {
+  return {
+    step_index: st.index,
+    status: st.success ? 'passed' : 'failed',
+    failure_class: st.failure_class ?? null,
+    ...(st.action ? { action: { type: st.action.type, params: st.action.params } } : {}),
+    ...(st.verdict ? { verdict: { status: st.verdict.status, reason: st.verdict.reason, comparator: 'verifier' as const } } : {}),
+    costs: { total_usd: st.cost_usd },
+    latency: { total_ms: Date.parse(st.ended_at) - Date.parse(st.started_at) },
+    started_at: st.started_at,
+    ended_at: st.ended_at,
+    // our additions (extra keys are tolerated by the schema): where the step sits in the plan and where it left the page
+    plan_path: st.path,
+    step_type: st.type,
+    intent: st.intent,
+    final_url: st.final_url,
+    page_title: st.page_title,
+    attempts: st.attempts,
+    ...(st.data ? { detail: st.data.slice(0, 1000) } : {}),
+  };
+}
+
 export class SdkRunRecorder implements RunRecorder {
   /** live uploads still draining after their run ended: a run does not wait for them, shutdown does */
   private readonly uploads = new Set<Promise<void>>();
 
-  constructor(private readonly o: RecorderOptions) {}
+  private readonly owner: string;
+  private readonly staged: StagedTraces;
+
+  constructor(private readonly o: RecorderOptions) {
+    this.owner = o.owner ?? runnerOwner();
+    this.staged = new StagedTraces({ dataDir: o.dataDir, owner: this.owner, log: o.log, version: o.version });
+  }
+
+  /**
+   * The next start's sweep of bundles an earlier process staged and never committed
+   * (gateway/trace/staged.ts): each ended run's is committed from what it holds.
+   * Owned like an upload, so shutdown waits for it.
+   */
+  finishStagedAtStart(load: (runId: string) => Promise<RunRecord | undefined>): Promise<void> {
+    const sweep = this.staged.sweep(load);
+    this.own(sweep);
+    return sweep;
+  }
+
+  finishStaged(run: RunRecord, note: string): Promise<boolean> {
+    const p = this.staged.finish(run, note);
+    this.own(p.then(() => undefined, () => undefined));
+    return p;
+  }
 
   /** Resolves when every run's live upload finished (or hit the SDK's flush deadline); for shutdown. */
   async drain(): Promise<void> {
@@ -94,6 +159,8 @@ export class SdkRunRecorder implements RunRecorder {
         log.warn({ err: err.message }, 'no DSN for this run: its trace stays local');
         return undefined;
       });
+      // the note goes once the bundle is committed; a process killed before that leaves it for the next start
+      await noteStaging(this.o.dataDir, run, this.owner).catch((err: Error) => log.warn({ err: err.message }, 'trace: the staging note could not be written'));
       const session = new DebugSession({
         runId: run.run_id,
         clientName: 'runplane-gateway',
@@ -103,10 +170,11 @@ export class SdkRunRecorder implements RunRecorder {
         dsn: dsn ?? null,
         env: {},
         logger: sdkLog,
-        tags: { tenant_id: run.tenant_id, compute_backend: run.runtime.compute_backend, cua_model: run.cua_model },
+        tags: traceTags(run),
         startedAt: run.created_at,
       });
-      return new SdkRecording(session, this.o.captureMode, log, (p) => this.own(p.then(() => this.noteUndelivered(run, session)).catch((err: Error) => log.warn({ err: err.message }, 'trace: the undelivered note could not be written'))));
+      const committed = () => clearStagingNote(this.o.dataDir, run, this.owner).catch((err: Error) => log.warn({ err: err.message }, 'trace: the staging note could not be removed'));
+      return new SdkRecording(session, this.o.captureMode, log, (p) => this.own(p.then(() => this.noteUndelivered(run, session)).catch((err: Error) => log.warn({ err: err.message }, 'trace: the undelivered note could not be written'))), committed);
     } catch (err) {
       log.error({ err: (err as Error).message }, 'trace recording could not start');
       return undefined;
@@ -124,6 +192,7 @@ class SdkRecording implements RunRecording {
     mode: CaptureMode,
     private readonly log: Logger,
     private readonly own: (upload: Promise<void>) => void,
+    private readonly committed: () => Promise<void>,
   ) {
     this.wantsScreenshots = s.captures('screenshots') && mode !== 'metadata';
     // a pre/post difference image per step costs two decodes and an encode: only in capture mode full
@@ -154,27 +223,7 @@ class SdkRecording implements RunRecording {
   }
 
   async step(st: RecordedStep, shots: { pre?: Buffer; post?: Buffer }): Promise<void> {
-    const rec = this.safely('step', () =>
-      this.s.recordStep({
-        step_index: st.index,
-        status: st.success ? 'passed' : 'failed',
-        failure_class: st.failure_class ?? null,
-        ...(st.action ? { action: { type: st.action.type, params: st.action.params } } : {}),
-        ...(st.verdict ? { verdict: { status: st.verdict.status, reason: st.verdict.reason, comparator: 'verifier' as const } } : {}),
-        costs: { total_usd: st.cost_usd },
-        latency: { total_ms: Date.parse(st.ended_at) - Date.parse(st.started_at) },
-        started_at: st.started_at,
-        ended_at: st.ended_at,
-        // our additions (extra keys are tolerated by the schema): where the step sits in the plan and where it left the page
-        plan_path: st.path,
-        step_type: st.type,
-        intent: st.intent,
-        final_url: st.final_url,
-        page_title: st.page_title,
-        attempts: st.attempts,
-        ...(st.data ? { detail: st.data.slice(0, 1000) } : {}),
-      }),
-    );
+    const rec = this.safely('step', () => this.s.recordStep(stepInput(st)));
     if (!rec) return;
     // hashing, writing and streaming the screenshots happen off the step's path (close waits for them)
     for (const kind of ['pre', 'post'] as const) {
@@ -213,16 +262,18 @@ class SdkRecording implements RunRecording {
   async close(outcome: { status: string; halt_class?: string | null; summary: string; cost_usd: number }): Promise<void> {
     try {
       await Promise.all([...this.pending]);
+      if (TEST_CLOSE_DELAY_MS) await new Promise((r) => setTimeout(r, TEST_CLOSE_DELAY_MS));
       this.safely('costs', () => this.s.setCosts({ total_usd: outcome.cost_usd }));
       const passed = outcome.status === 'succeeded';
       this.safely('outcome', () =>
         this.s.finalizeOutcome({ scope: 'session', verdict: { status: passed ? 'passed' : 'failed', reason: outcome.summary.slice(0, 1000) } }),
       );
-      const status = outcome.halt_class && outcome.status === 'failed' ? 'halted' : (TRACE_STATUS[outcome.status] ?? 'failed');
+      const status = traceStatus(outcome.status, outcome.halt_class);
       // the local bundle is written before the run ends (GET /v1/runs/{id}/trace reads
       // it); the live upload drains afterwards, owned by the recorder, so a run does
       // not pay for a slow or unreachable ingest
       await this.s.close(status, { upload: 'background' });
+      await this.committed();
       this.own(this.s.uploaded());
     } catch (err) {
       this.log.error({ err: (err as Error).message }, 'trace bundle could not be written');

@@ -20,11 +20,31 @@ interface Probe {
   text: string;
   title: string;
   status: number | null;
+  ready: string;
 }
 
-async function evidence(plane: Plane, act: ActResult | undefined): Promise<PageEvidence | null> {
+/** Reads of a page that is between documents (a challenge reloads itself every second or so) before the probe gives up. */
+const PROBE_TRIES = 8;
+
+/**
+ * What the page says of itself. A challenge page reloads itself: a probe can land
+ * while the old document is gone (the evaluate fails) or the new one is still
+ * parsing (no title yet), and a page judged then looks like a plain 403. Such a
+ * probe is taken again, 150 ms apart, so a challenge is not reported as http_4xx.
+ */
+async function domProbe(plane: Plane, signal: AbortSignal): Promise<Probe | null> {
+  let p: Probe | null = null;
+  for (let i = 0; i < PROBE_TRIES && !signal.aborted; i++) {
+    p = await plane.dom!.evaluate<Probe>(MARKER_PROBE).catch(() => null);
+    if (p && p.ready !== 'loading') return p;
+    await sleep(150, signal);
+  }
+  return p;
+}
+
+async function evidence(plane: Plane, act: ActResult | undefined, signal: AbortSignal): Promise<PageEvidence | null> {
   if (plane.dom) {
-    const p = await plane.dom.evaluate<Probe>(MARKER_PROBE).catch(() => null);
+    const p = await domProbe(plane, signal);
     if (!p) return null;
     return { status: p.status ?? act?.http_status ?? null, headers: {}, title: String(p.title ?? ''), markers: p.markers, text: p.text };
   }
@@ -37,14 +57,14 @@ export type AntiBotOutcome = { verdict: null } | { verdict: AntiBotVerdict; clea
 
 /** Looks at the page a navigation left; waits out a challenge; says what the step must do. */
 export async function checkAntiBot(plane: Plane, act: ActResult | undefined, signal: AbortSignal, maxWaitMs = prewarmMaxMs()): Promise<AntiBotOutcome> {
-  const first = await evidence(plane, act);
+  const first = await evidence(plane, act, signal);
   const verdict = first && antiBotVerdict(first);
   if (!verdict) return { verdict: null };
   const t0 = Date.now();
   if (waitsOut(verdict)) {
     while (Date.now() - t0 < maxWaitMs) {
       await sleep(500, signal);
-      const now = await evidence(plane, undefined);
+      const now = await evidence(plane, undefined, signal);
       if (now && !antiBotVerdict(now)) return { verdict, cleared_after_ms: Date.now() - t0, status: now.status };
     }
   }

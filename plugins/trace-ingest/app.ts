@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { idProblem } from '../../shared/ids.ts';
 import { newSessionId, signCookie, verifyCookie } from './auth.ts';
 import { RATE_LIMITS_HEADER } from '../../sdk/categories.ts';
-import { IngestError, readJson, readMultipart } from './http.ts';
+import { IngestError, parseJson, readJson, readMultipart, type FilePart } from './http.ts';
 import { UNMATCHED, createIngestMetrics } from './metrics.ts';
 import { buildOpenApi } from './openapi.ts';
 import { isDbUnavailable } from './meta/db.ts';
@@ -158,7 +158,19 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
     return def.category ? writeCategory.run(def.category, () => def.handler(service, rc)) : def.handler(service, rc);
   }
 
-  async function batch(ctx: Koa.Context, rc: RouteCtx): Promise<void> {
+  /**
+   * The records of a batch: a JSON body, or a multipart body whose `requests`
+   * part (JSON) names, for each screenshot, the part holding its image.
+   */
+  async function batchBody(ctx: Koa.Context): Promise<{ body: unknown; files?: Map<string, FilePart> }> {
+    if (!/^multipart\/form-data\s*;/i.test(ctx.get('content-type'))) return { body: await readJson(ctx.req, maxBody) };
+    const parts = await readMultipart(ctx.req, maxImage);
+    const requests = parts.find((p) => p.name === 'requests');
+    if (!requests) throw new IngestError(422, 'a multipart batch needs a part named requests ({requests: [{method, path, body | image}]})');
+    return { body: parseJson(requests.data, 128, 'the requests part'), files: new Map(parts.filter((p) => p !== requests).map((p) => [p.name, p])) };
+  }
+
+  async function batch(ctx: Koa.Context, rc: RouteCtx, files?: Map<string, FilePart>): Promise<void> {
     const body = rc.body as { requests?: unknown };
     if (!body || typeof body !== 'object' || !Array.isArray(body.requests)) throw new IngestError(422, 'requests: must be an array of {method, path, body}');
     if (body.requests.length > 1000) throw new IngestError(422, 'requests: at most 1000 per batch');
@@ -170,12 +182,18 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
     const limited: string[] = [];
     let retryAfter = 0;
     for (const [index, raw] of body.requests.entries()) {
-      const r = (raw ?? {}) as { method?: unknown; path?: unknown; body?: unknown };
+      const r = (raw ?? {}) as { method?: unknown; path?: unknown; body?: unknown; image?: unknown };
       try {
         if (typeof r.method !== 'string' || typeof r.path !== 'string') throw new IngestError(422, 'each request needs method and path');
         const found = match(r.method.toUpperCase(), r.path.split('?')[0]!);
         if (found === null || found === 'method' || !found.route.def.batchable) throw new IngestError(404, `no batchable route for ${r.method} ${r.path.slice(0, 200)}`);
-        const sub = { ...rc, params: found.params, query: {}, body: r.body };
+        const sub: RouteCtx = { ...rc, params: found.params, query: {}, body: r.body };
+        if (r.image !== undefined) {
+          // a screenshot: its image is the part the request names, as the per-record route's part image
+          const part = typeof r.image === 'string' ? files?.get(r.image) : undefined;
+          if (!part) throw new IngestError(422, `image: no part named ${JSON.stringify(String(r.image).slice(0, 60))} in this multipart batch`);
+          sub.parts = [{ ...part, name: 'image' }];
+        }
         await limit(found.route.def, sub);
         const reply = await run(found.route.def, sub);
         results.push({ index, status: reply.status ?? 200, body: reply.body });
@@ -279,7 +297,8 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
     }
 
     const abort = new AbortController();
-    ctx.req.on('close', () => abort.abort());
+    // a request whose answer went out needs no abort (an abort builds a DOMException, a stack trace included, per request)
+    ctx.req.on('close', () => void (ctx.res.writableFinished || abort.abort()));
     const rc: RouteCtx = {
       params: {},
       query: Object.fromEntries(Object.entries(ctx.query).map(([k, v]) => [k, Array.isArray(v) ? v[0] ?? '' : (v ?? '')])),
@@ -293,8 +312,9 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
       ctx.state.route = '/batch';
       if (ctx.method !== 'POST') throw new IngestError(405, 'use POST');
       rc.principal = await principal(ctx);
-      rc.body = await readJson(ctx.req, maxBody);
-      await batch(ctx, rc);
+      const { body, files } = await batchBody(ctx);
+      rc.body = body;
+      await batch(ctx, rc, files);
       return;
     }
     const found = match(ctx.method, sub);

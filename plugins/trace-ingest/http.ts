@@ -53,15 +53,19 @@ export async function readJson(req: IncomingMessage, limit: number, maxDepth = 1
   if (!/^application\/([a-z0-9.+-]*\+)?json\s*(;|$)/i.test(type)) throw new IngestError(415, 'Content-Type must be application/json');
   const charset = /charset=([^;]+)/i.exec(type)?.[1]?.trim().replace(/"/g, '').toLowerCase();
   if (charset && charset !== 'utf-8' && charset !== 'utf8') throw new IngestError(415, 'only the utf-8 charset is accepted');
-  const raw = await readRaw(req, limit);
+  return parseJson(await readRaw(req, limit), maxDepth);
+}
+
+/** A JSON document from bytes: strict UTF-8, bounded nesting, no prototype keys. */
+export function parseJson(raw: Uint8Array, maxDepth = 128, what = 'request body'): unknown {
   let text: string;
   try {
     text = utf8.decode(raw);
   } catch {
-    throw new IngestError(400, 'request body is not valid UTF-8');
+    throw new IngestError(400, `${what} is not valid UTF-8`);
   }
-  if (!text.trim()) throw new IngestError(400, 'request body is empty; a JSON document is required');
-  if (depthOver(text, maxDepth)) throw new IngestError(400, `request body nests deeper than ${maxDepth} levels`);
+  if (!text.trim()) throw new IngestError(400, `${what} is empty; a JSON document is required`);
+  if (depthOver(text, maxDepth)) throw new IngestError(400, `${what} nests deeper than ${maxDepth} levels`);
   try {
     return sjson.parse(text, null, { protoAction: 'error', constructorAction: 'error' });
   } catch (err) {

@@ -73,7 +73,7 @@ export function buildOpenApi(prefix = ''): Json {
   };
   const all = [
     ...ROUTES,
-    { method: 'POST', path: '/batch', auth: 'dsn', body: 'json', summary: 'Many ingest records of mixed kinds in one request ({requests: [{method, path, body}]}); answered 207 with one result per record (our addition)' },
+    { method: 'POST', path: '/batch', auth: 'dsn', body: 'json', summary: 'Many ingest records of mixed kinds in one request ({requests: [{method, path, body}]}); screenshots in a multipart/form-data batch whose part `requests` names each image\'s part ({method, path, image: <part name>}); answered 207 with one result per record (our addition)' },
     { method: 'GET', path: '/healthz', auth: 'none', summary: 'Liveness' },
     { method: 'GET', path: '/metrics', auth: 'none', summary: 'Prometheus metrics (ingest queue depth ...)' },
   ] as Array<{ method: string; path: string; auth: string; body?: string; schema?: string; summary: string; accepted?: boolean; ok?: number[] }>;
@@ -99,6 +99,11 @@ export function buildOpenApi(prefix = ''): Json {
       },
     };
     if (r.body === 'json') op.requestBody = { required: true, content: { 'application/json': { schema: r.schema ? { $ref: `#/components/schemas/${titleOf(`${r.schema}.schema.json`)}` } : { type: 'object' } } } };
+    if (r.path === '/batch') {
+      const item = { type: 'object', required: ['method', 'path'], properties: { method: { type: 'string' }, path: { type: 'string' }, body: {}, image: { type: 'string', description: 'multipart only: the name of the part holding this screenshot' } } };
+      const requests = { type: 'object', required: ['requests'], properties: { requests: { type: 'array', maxItems: 1000, items: item } } };
+      op.requestBody = { required: true, content: { 'application/json': { schema: requests }, 'multipart/form-data': { schema: { type: 'object', required: ['requests'], properties: { requests: requests }, additionalProperties: { type: 'string', contentMediaType: 'image/png' } }, encoding: { requests: { contentType: 'application/json' } } } } };
+    }
     if (r.body === 'multipart') op.requestBody = { required: true, content: { 'multipart/form-data': { schema: { type: 'object', required: ['image'], properties: { image: { type: 'string', contentMediaType: 'image/png' } } } } } };
     ((paths[p] ??= {}) as Json)[r.method.toLowerCase()] = op;
   }

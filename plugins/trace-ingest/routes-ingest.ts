@@ -113,7 +113,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     },
   },
   {
-    method: 'POST', path: '/runs/:run_id/screenshots/:step_index/:kind', auth: 'dsn', category: 'screenshot', body: 'multipart', accepted: true,
+    method: 'POST', path: '/runs/:run_id/screenshots/:step_index/:kind', auth: 'dsn', category: 'screenshot', body: 'multipart', accepted: true, batchable: true,
     summary: 'Store a screenshot (multipart part image, image/png; the bytes must be a PNG)',
     async handler(svc, rc) {
       const idx = intParam(rc.params.step_index, 'step_index');

@@ -3,6 +3,7 @@
 // page and to find where an element sits on screen.
 import { expect } from 'chai';
 import { once } from 'node:events';
+import sharp from 'sharp';
 import { connectPlane, type PlaneSession } from '../../gateway/planes/index.ts';
 import { descendants, expectPlaneError, processesMentioning, startAgentProcess, startFixture, stillPresent, type AgentProc, type Fixture, waitFor } from './support.ts';
 
@@ -31,6 +32,25 @@ async function screenPoint(s: PlaneSession, selector: string): Promise<[string, 
       return { x: Math.round(left + r.x + r.width / 2), y: Math.round(top + r.y + r.height / 2) }; })()`,
   );
   return [String(p.x), String(p.y)];
+}
+
+const CLOCK_WRAP_MS = 32 * 2 ** 16;
+
+/** The time the fixture's /clock page painted, as shown on a screenshot, modulo CLOCK_WRAP_MS. */
+async function clockOf(shot: { image: Buffer; page?: { content?: { x: number; y: number } } | null }): Promise<number> {
+  const origin = shot.page?.content ?? { x: 0, y: 0 };
+  let t = 0;
+  for (let i = 0; i < 16; i++) {
+    const px = await sharp(shot.image).extract({ left: origin.x + i * 40 + 10, top: origin.y + 10, width: 20, height: 20 }).greyscale().raw().toBuffer();
+    if (px.reduce((a, b) => a + b, 0) / px.length < 128) t |= 1 << i;
+  }
+  return t * 32;
+}
+
+/** `later - earlier` on the clock page's wrapping clock, in (-wrap/2, wrap/2]. */
+function sinceOnClock(later: number, earlier: number): number {
+  const d = (((later - earlier) % CLOCK_WRAP_MS) + CLOCK_WRAP_MS) % CLOCK_WRAP_MS;
+  return d > CLOCK_WRAP_MS / 2 ? d - CLOCK_WRAP_MS : d;
 }
 
 describe('computer_plane agent', function () {
@@ -164,6 +184,25 @@ describe('computer_plane agent', function () {
           expect(fp.ua).to.match(/X11; Linux/);
           expect(fp.ua).to.not.match(/Headless/);
         });
+
+        if (transport === 'grpc') {
+          it('stamps a screenshot with the instant its frame was grabbed, and shows the screen after the last input', async () => {
+            await navigate(s, `${site.url}/clock`);
+            // a stopped agent drains the capture pipe seconds late: the frame it reads first was grabbed before the stop
+            process.kill(agent.pid, 'SIGSTOP');
+            await new Promise((r) => setTimeout(r, 2000));
+            process.kill(agent.pid, 'SIGCONT');
+            const shot = await s.screenshot();
+            // how long before the stamp the page painted what the frame shows: the paint's lag, whatever the agent's
+            const age = sinceOnClock(shot.captured_at_ms, await clockOf(shot));
+            expect(age, `captured_at_ms ${shot.captured_at_ms}`).to.be.within(0, 800);
+            const input = Date.now();
+            await s.xdotool(['mousemove', '600', '400']);
+            const after = await s.screenshot();
+            expect(after.captured_at_ms).to.be.at.least(input);
+            expect(sinceOnClock(input, await clockOf(after)), 'the page as painted before the input').to.be.below(800);
+          });
+        }
       });
     }
 

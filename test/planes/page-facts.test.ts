@@ -46,7 +46,8 @@ describe('computer_plane page facts (real agent, Xvfb, Chromium)', function () {
 
       it(facts === '1' ? 'reports URL, title, status, headers and load state on xdotool replies' : 'adds nothing to the replies', async () => {
         if (facts === '1') {
-          const ok = await waitFor(async () => (await s.xdotool(['getmouselocation'])).page?.load_state === 'complete', 15_000);
+          // about:blank is 'complete' too: on a loaded host the typed navigation may not have begun yet
+          const ok = await waitFor(async () => ((p) => p?.url === url && p.load_state === 'complete')((await s.xdotool(['getmouselocation'])).page), 15_000);
           expect(ok, 'the page loaded').to.equal(true);
           const f = (await s.xdotool(['getmouselocation'])).page!;
           expect(f.url).to.equal(url);

@@ -7,7 +7,7 @@ import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectPlane, PlaneCallError, type PlaneSession } from '../../gateway/planes/index.ts';
-import { descendants, startAgentProcess, startFixture, stillPresent, waitFor, type Fixture } from './support.ts';
+import { cmdline, descendants, startAgentProcess, startFixture, stillPresent, waitFor, type Fixture } from './support.ts';
 
 interface Probe {
   streams: { codec_name: string; width: number; height: number }[];
@@ -148,4 +148,69 @@ describe('plane agents: video and warm pool', function () {
       }
     });
   }
+
+  it('dom_plane: a session with another geo leaves its browser warm for the next session of that geo, until it idles', async () => {
+    const agent = await startAgentProcess('dom', { PLANE_WARM_POOL: '1', PLANE_GEO_POOL_IDLE_SECONDS: '3', SERVICE_GEO_CONSISTENCY: '1' });
+    const s = connectPlane({ url: `grpc://127.0.0.1:${agent.grpcPort}`, deadlineMs: 20_000 });
+    const geoOfPage = () => evalJson<[string, string]>(s, '[Intl.DateTimeFormat().resolvedOptions().timeZone, navigator.language]');
+    const berlin = { enable_cdp: true, persist_profile: false, proxy_exit: { country: 'de', city: 'Berlin' } };
+    try {
+      await waitFor(async () => ((await s.status()).pool_ready === 1 ? true : undefined), 30_000, 'a warm item');
+      const first = await s.init({ tenant_id: 'acme', profile_id: 'a', run_id: 'geo-a', ...berlin });
+      expect(first.warm, 'no browser of this geo yet').to.equal(false);
+      await load(s, `${site.url}/counter`);
+      expect(await geoOfPage()).to.deep.equal(['Europe/Berlin', 'de-DE']);
+      await evalJson(s, `(document.cookie = 'tenant=acme; max-age=3600', localStorage.setItem('k', 'acme-secret'), true)`);
+      await s.close();
+      await waitFor(async () => ((await s.status()).geo_pools_ready?.['Europe/Berlin|de-DE'] === 1 ? true : undefined), 20_000, 'the browser in its geo pool');
+
+      // the same geo: the same browser, warm, in a fresh context of its own
+      const second = await s.init({ tenant_id: 'other', profile_id: 'b', run_id: 'geo-b', ...berlin, viewport: [1024, 600] });
+      expect(second.warm).to.equal(true);
+      expect(second.chrome_pid).to.equal(first.chrome_pid);
+      await load(s, `${site.url}/counter`);
+      expect(await geoOfPage()).to.deep.equal(['Europe/Berlin', 'de-DE']);
+      expect(await evalJson<string>(s, 'document.cookie')).to.equal('');
+      expect(await evalJson<string | null>(s, `localStorage.getItem('k')`)).to.equal(null);
+      expect(await evalJson<number[]>(s, '[innerWidth, innerHeight]')).to.deep.equal([1024, 600]);
+      await s.close();
+
+      // the geo's browser SIGKILLed while it waits in its pool: the next session of that geo gets a working one,
+      // and nothing of the dead one stays
+      await waitFor(async () => ((await s.status()).geo_pools_ready?.['Europe/Berlin|de-DE'] === 1 ? true : undefined), 20_000, 'the browser back in its geo pool');
+      const dead = [first.chrome_pid!, ...descendants(first.chrome_pid!)];
+      process.kill(first.chrome_pid!, 'SIGKILL');
+      const revived = await s.init({ tenant_id: 'acme', profile_id: 'k', run_id: 'geo-k', ...berlin });
+      expect(revived.chrome_pid).to.not.equal(first.chrome_pid);
+      await load(s, `${site.url}/counter`);
+      expect(await geoOfPage()).to.deep.equal(['Europe/Berlin', 'de-DE']);
+      await waitFor(async () => (stillPresent(dead).length === 0 ? true : undefined), 10_000, 'the killed geo browser reaped');
+      await s.close();
+
+      // the default geo still comes from the main pool
+      const third = await s.init({ tenant_id: 'acme', profile_id: 'c', run_id: 'geo-c', enable_cdp: true, persist_profile: false });
+      expect(third.warm).to.equal(true);
+      expect(third.chrome_pid).to.not.equal(first.chrome_pid);
+      await load(s, `${site.url}/counter`);
+      expect(await geoOfPage()).to.deep.equal(['America/New_York', 'en-US']);
+      await s.close();
+
+      // nobody asked for Berlin for PLANE_GEO_POOL_IDLE_SECONDS: its pool is closed, browsers and all; the main pool keeps its own
+      await waitFor(async () => ((await s.status()).geo_pools_ready?.['Europe/Berlin|de-DE'] === undefined ? true : undefined), 20_000, 'the idle geo pool closed');
+      const browsers = () => descendants(agent.pid).filter((p) => /chrom/.test(cmdline(p)) && !cmdline(p).includes('--type='));
+      await waitFor(async () => (browsers().length === 1 ? true : undefined), 10_000, 'one browser left');
+      expect(browsers()).to.deep.equal([third.chrome_pid]);
+
+      // a geo browser warm when the agent stops goes with it
+      await s.init({ tenant_id: 'acme', profile_id: 'l', run_id: 'geo-l', ...berlin });
+      await s.close();
+      await waitFor(async () => ((await s.status()).geo_pools_ready?.['Europe/Berlin|de-DE'] === 1 ? true : undefined), 20_000, 'a warm geo browser');
+      const kids = descendants(agent.pid);
+      await agent.stop();
+      expect(stillPresent(kids), 'nothing of the agent left running').to.deep.equal([]);
+    } finally {
+      s.disconnect();
+      await agent.stop();
+    }
+  });
 });

@@ -102,6 +102,13 @@ export async function startFixture(): Promise<Fixture> {
       '/start': PAGE('Start', '<h1>start</h1>'),
       // A full-width magenta band from the page's very top: whatever the browser puts
       // between its toolbar and the page (an infobar) shows as rows of another colour.
+      // The page tells the time it was painted: 16 blocks 40 px square along the top, black for a
+      // 1 bit of Date.now() / 32 (65 s before it wraps); black and white survive any colour management.
+      '/clock': PAGE('Clock', `<div id="bits" style="position:fixed;top:0;left:0;display:flex"></div><script>
+const bits = document.getElementById('bits');
+for (let i = 0; i < 16; i++) { const b = document.createElement('div'); b.style.cssText = 'width:40px;height:40px'; bits.appendChild(b); }
+(function paint() { const t = Math.floor(Date.now() / 32); for (let i = 0; i < 16; i++) bits.children[i].style.background = (t >> i) & 1 ? '#000' : '#fff'; requestAnimationFrame(paint); })();
+</script>`),
       '/band': PAGE('Band', '<div style="position:fixed;top:0;left:0;width:100%;height:240px;background:#ff00ff"></div>'),
     };
     if (path === '/slow') {

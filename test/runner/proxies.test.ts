@@ -143,6 +143,31 @@ for (const plane of ['dom_plane', 'computer_plane'] as const) {
     });
 
     if (plane === 'dom_plane') {
+      it('gives a run through an exit of another geo the browser that geo had, warm, after a run elsewhere in between', async () => {
+        const opened = (runId: string) => {
+          const line = gw.logs.find((l) => l.includes('"plane session opened"') && l.includes(`"run_id":"${runId}"`));
+          expect(line, `the session of ${runId} opened`).to.not.equal(undefined);
+          return JSON.parse(line!) as { warm: boolean; chrome_pid: number; agent_pid: number };
+        };
+        // a run's plane closes after its result is recorded: the next run starts once the agent is back
+        const atRest = async (runId: unknown) => await gw.gateway.services.planeClosing(String(runId));
+        const reportsFrom = reports.length;
+        const { run: first } = await run([open('open the page')], { proxy_state: 'AZ' });
+        expect(first.status).to.equal('succeeded');
+        await atRest(first.run_id);
+        const { run: between } = await run([open('open the page')], { proxy_disabled: true });
+        expect(between.status).to.equal('succeeded');
+        await atRest(between.run_id);
+        const { run: again } = await run([open('open the page')], { proxy_state: 'AZ' });
+        expect(again.status).to.equal('succeeded');
+        const [a, b] = [opened(String(first.run_id)), opened(String(again.run_id))];
+        expect(b.agent_pid, 'the agent that served the exit').to.equal(a.agent_pid);
+        expect(b.warm, 'its browser of that geo kept warm').to.equal(true);
+        expect(b.chrome_pid).to.equal(a.chrome_pid);
+        expect(reports.slice(reportsFrom).map((x) => x.tz)).to.include.members(['America/Phoenix', 'America/New_York']);
+        expect(reports.at(-1)).to.include({ tz: 'America/Phoenix' });
+      });
+
       it("passes the fingerprint page's timezone check for the exit it asked for", async () => {
         // the gateway's own check page, reached through the proxy; its rows are read with selectors on dom_plane
         const page = `${gw.url}/v1/diagnose/fingerprint/page?expect_tz=${encodeURIComponent('America/Denver')}`;

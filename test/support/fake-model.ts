@@ -6,7 +6,7 @@
 // request and can be told to fail (5xx, malformed, hang, 401) or be scripted.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { once } from 'node:events';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import sharp from 'sharp';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -145,14 +145,23 @@ export async function startFakeModel(): Promise<FakeModel> {
   return model;
 }
 
-/** A base_url where nothing listens (a port that was just freed). */
+/**
+ * A base_url where nothing listens. A port just freed is not one: the kernel hands it
+ * to the next server that asks for port 0 (a gateway, an agent, Chromium), and the
+ * "dead" upstream then answers (CI once got an HTTP answer there). Ports below 1024 are
+ * never handed out that way; the first one that refuses a connection now is used.
+ */
 export async function deadUrl(): Promise<string> {
-  const s = createServer();
-  s.listen(0, '127.0.0.1');
-  await once(s, 'listening');
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return `http://127.0.0.1:${port}/v1`;
+  // (none of these is on fetch's list of bad ports, which undici refuses before connecting)
+  for (const port of [2, 3, 4, 5, 6, 8, 10, 12]) {
+    const refused = await new Promise<boolean>((resolve) => {
+      const s = connect({ host: '127.0.0.1', port });
+      s.once('connect', () => (s.destroy(), resolve(false)));
+      s.once('error', (e: NodeJS.ErrnoException) => resolve(e.code === 'ECONNREFUSED'));
+    });
+    if (refused) return `http://127.0.0.1:${port}/v1`;
+  }
+  throw new Error('deadUrl: every low port tried has a listener on 127.0.0.1');
 }
 
 /**

@@ -1,6 +1,7 @@
 // Helpers of the trace SDK and ingest tests: PNG fixtures, temp dirs, a
-// collecting logger.
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+// collecting logger, a bundle's files and the ingest's copy of them.
+import { expect } from 'chai';
+import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
@@ -53,4 +54,40 @@ export async function filesUnder(dir: string, rel = ''): Promise<string[]> {
     else out.push(r);
   }
   return out;
+}
+
+/** The bundle files a session streams live (the rest are local only). */
+export const STREAMED = /^(manifest\.json|trace\.json|steps\/|screenshots\/|events\/)/;
+
+/**
+ * Asserts that the ingest's copy of a run holds exactly the streamed files of
+ * the local bundle at `dir`, byte for byte; answers their names.
+ */
+export async function expectServerCopyEqual(ingestUrl: string, runId: string, cookie: string, dir: string): Promise<string[]> {
+  const local = (await filesUnder(dir)).filter((f) => STREAMED.test(f)).sort();
+  const listed = (await (await fetch(`${ingestUrl}/api/v1/runs/${runId}/files`, { headers: { cookie } })).json()) as { files: string[] };
+  expect(listed.files.filter((f) => STREAMED.test(f)).sort()).to.deep.equal(local);
+  for (const f of local) {
+    const res = await fetch(`${ingestUrl}/api/v1/runs/${runId}/files/${f}`, { headers: { cookie } });
+    expect(res.status, f).to.equal(200);
+    expect(Buffer.from(await res.arrayBuffer()).equals(await readFile(path.join(dir, f))), f).to.equal(true);
+  }
+  return local;
+}
+
+/** A fetch whose first request waits until `release()`: records queue up behind it, so the SDK batches them. */
+export function firstHeld(): { fetch: typeof fetch; release: () => void } {
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  let first = true;
+  return {
+    release,
+    fetch: async (input, init) => {
+      if (first) {
+        first = false;
+        await gate;
+      }
+      return fetch(input, init);
+    },
+  };
 }

@@ -13,7 +13,7 @@ import { formatDsn } from '../../plugins/trace-ingest/auth.ts';
 import { DebugSession, validateBundle } from '../../sdk/index.ts';
 import type { TestTenant } from '../support/ingest.ts';
 import { loginCookie, seededIngest, startIngestProcess, type IngestProcess } from '../support/ingest-process.ts';
-import { collectingLogger, filesUnder, png, tempDir } from '../support/trace.ts';
+import { collectingLogger, expectServerCopyEqual, filesUnder, png, tempDir } from '../support/trace.ts';
 
 const STEPS = 8;
 
@@ -110,17 +110,8 @@ describe('trace ingest rate limits per record category, with a real SDK session'
     expect(kept.records).to.deep.equal(ledger);
 
     // the server's bundle equals the local one: every streamed file, byte for byte
-    const local = (await filesUnder(out)).filter((f) => /^(manifest\.json|trace\.json|steps\/|screenshots\/|events\/)/.test(f)).sort();
+    const local = await expectServerCopyEqual(ing.url, runId, cookie, out);
     expect(local.filter((f) => f.startsWith('screenshots/'))).to.have.length(STEPS);
-    const server = (((await (await fetch(`${ing.url}/api/v1/runs/${runId}/files`, { headers: { cookie } })).json()) as { files: string[] }).files)
-      .filter((f) => /^(manifest\.json|trace\.json|steps\/|screenshots\/|events\/)/.test(f))
-      .sort();
-    expect(server).to.deep.equal(local);
-    for (const f of local) {
-      const res = await fetch(`${ing.url}/api/v1/runs/${runId}/files/${f}`, { headers: { cookie } });
-      expect(res.status, f).to.equal(200);
-      expect(Buffer.from(await res.arrayBuffer()).equals(await readFile(path.join(out, f))), f).to.equal(true);
-    }
   });
 });
 

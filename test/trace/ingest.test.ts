@@ -1,8 +1,10 @@
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
+import http from 'node:http';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { DebugSession } from '../../sdk/index.ts';
+import { sleep } from '../../shared/abort.ts';
 import { body, startIngest, type TestIngest, type TestTenant } from '../support/ingest.ts';
 import { collectingLogger, png, tempDir } from '../support/trace.ts';
 
@@ -258,6 +260,27 @@ describe('trace ingest service', () => {
 });
 
 describe('trace ingest service: queue, restart, CLI', () => {
+  it('a command poll ends when its client hangs up, and a poll answered in full is not aborted after', async () => {
+    const ing = await startIngest();
+    try {
+      const t = await ing.tenant('poll');
+      const waiting = () => (ing.ingest.service as unknown as { waiters: Map<string, Set<unknown>> }).waiters.size;
+      const req = http.request(`${ing.url}/api/v1/runs/poll-run/commands?cursor=0&timeout=30`, { headers: { authorization: `Bearer ${t.key}` }, agent: false });
+      req.on('error', () => undefined);
+      req.end();
+      for (let i = 0; i < 100 && waiting() === 0; i++) await sleep(20);
+      expect(waiting(), 'the poll waits').to.equal(1);
+      req.destroy();
+      for (let i = 0; i < 100 && waiting() > 0; i++) await sleep(20);
+      expect(waiting(), 'the hang-up ended the wait').to.equal(0);
+      const quick = await fetch(`${ing.url}/api/v1/runs/poll-run/commands?cursor=0&timeout=0`, { headers: { authorization: `Bearer ${t.key}` } });
+      expect(quick.status).to.equal(200);
+      expect(await body(quick)).to.deep.equal({ commands: [], cursor: 0 });
+    } finally {
+      await ing.close();
+    }
+  });
+
   it('a saturated ingest queue answers 429 with Retry-After and counts the rejection', async () => {
     const ing = await startIngest({ queueLimit: 0 });
     try {

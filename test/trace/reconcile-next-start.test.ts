@@ -14,9 +14,8 @@ import { DebugSession, LEDGER_FILE, reconcileBundle, validateBundle, type Droppe
 import type { TestTenant } from '../support/ingest.ts';
 import { loginCookie, seededIngest, startIngestProcess, type IngestProcess } from '../support/ingest-process.ts';
 import { freePort } from '../support/redis.ts';
-import { collectingLogger, filesUnder, png, tempDir } from '../support/trace.ts';
+import { collectingLogger, expectServerCopyEqual, filesUnder, png, tempDir } from '../support/trace.ts';
 
-const STREAMED = /^(manifest\.json|trace\.json|steps\/|screenshots\/|events\/)/;
 
 describe('trace SDK reconciliation at the next start (ingest SIGKILLed through the close)', function () {
   this.timeout(120_000);
@@ -82,15 +81,8 @@ describe('trace SDK reconciliation at the next start (ingest SIGKILLed through t
 
     // the server's copy equals the local bundle: every streamed file, byte for byte; events once each
     const cookie = await login();
-    const local = (await filesUnder(out)).filter((f) => STREAMED.test(f)).sort();
+    const local = await expectServerCopyEqual(url, runId, cookie, out);
     expect(local.filter((f) => f.startsWith('screenshots/'))).to.have.length(5);
-    const server = ((await (await fetch(`${url}/api/v1/runs/${runId}/files`, { headers: { cookie } })).json()) as { files: string[] }).files.filter((f) => STREAMED.test(f)).sort();
-    expect(server).to.deep.equal(local);
-    for (const f of local) {
-      const res = await fetch(`${url}/api/v1/runs/${runId}/files/${f}`, { headers: { cookie } });
-      expect(res.status, f).to.equal(200);
-      expect(Buffer.from(await res.arrayBuffer()).equals(await readFile(path.join(out, f))), f).to.equal(true);
-    }
 
     // a second start has nothing to send
     expect(await reconcileBundle(out, { dsn })).to.deep.include({ pending: 0, recovered: 0, left: 0 });

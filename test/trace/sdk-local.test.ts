@@ -43,6 +43,21 @@ describe('trace SDK, local bundle', () => {
     expect(p.applyReasoning('my secret plan')).to.equal('my [plan]');
   });
 
+  it('redacts long token-like strings in one pass: a data URL or a long token is no hang, and an address inside it is still found', function () {
+    // the e-mail redactor once rescanned such a run from each of its characters: about 15 s here, longer than the timeout
+    // (mocha fails a synchronous test that overran it once it returns), quadratic beyond (1 MB: about 45 min)
+    this.timeout(5_000);
+    const blob = Buffer.alloc(48 * 1024, 'runplane').toString('base64');
+    const p = RedactionPolicy.default();
+    const out = p.apply({ messages: [{ content: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${blob}` } }, { type: 'text', text: `${'x'.repeat(60_000)} mail ops@example.com or ${'7'.repeat(60_000)}@` }] }] }) as {
+      messages: Array<{ content: [{ image_url: { url: string } }, { text: string }] }>;
+    };
+    expect(out.messages[0]!.content[0].image_url.url).to.equal(`data:image/png;base64,${blob}`);
+    expect(out.messages[0]!.content[1].text).to.equal(`${'x'.repeat(60_000)} mail ***REDACTED:email*** or ${'7'.repeat(60_000)}@`);
+    // the same addresses as before: each found from the first character of its run
+    expect(p.apply('to: a.b+c@mail.example.org,x_y@z.io;not@x and (joe@ex.com)')).to.equal('to: ***REDACTED:email***,***REDACTED:email***;not@x and (***REDACTED:email***)');
+  });
+
   it('writes the layout of the spec, embeds byte-identical schemas and validates', async () => {
     const dir = path.join(await tempDir(), 'bundle');
     const log = collectingLogger();

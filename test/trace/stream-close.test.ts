@@ -9,7 +9,7 @@ import { SdkRunRecorder, traceDir } from '../../gateway/trace/recorder.ts';
 import type { RunRecord } from '../../gateway/runs/records.ts';
 import { pino } from 'pino';
 import { startIngest, type TestIngest } from '../support/ingest.ts';
-import { collectingLogger, png, tempDir } from '../support/trace.ts';
+import { collectingLogger, firstHeld, png, tempDir } from '../support/trace.ts';
 
 /** An ingest whose batch route is missing: `status` for it, every other request served as usual. */
 const withoutBatch = (status: 404 | 405, seen: string[]) => (inner: http.RequestListener): http.RequestListener => (req, res) => {
@@ -45,19 +45,10 @@ describe('trace SDK: batch fallback and closing with the upload in the backgroun
         const a = await ing.tenant('nobatch');
         const dir = path.join(await tempDir(), 'bundle');
         // a stalled first request lets records queue up, so the SDK reaches for the batch route
-        let release!: () => void;
-        const gate = new Promise<void>((r) => (release = r));
-        let first = true;
-        const slowFirst: typeof fetch = async (input, init) => {
-          if (first) {
-            first = false;
-            await gate;
-          }
-          return fetch(input, init);
-        };
-        const s = new DebugSession({ runId: `run-nobatch-${status}`, clientName: 'runner', outDir: dir, dsn: a.dsn, logger: collectingLogger(), stream: { fetch: slowFirst } });
+        const held = firstHeld();
+        const s = new DebugSession({ runId: `run-nobatch-${status}`, clientName: 'runner', outDir: dir, dsn: a.dsn, logger: collectingLogger(), stream: { fetch: held.fetch } });
         await record(s, 5);
-        release();
+        held.release();
         await record2(s);
         await s.close('passed');
         expect(await validateBundle(dir)).to.deep.equal([]);

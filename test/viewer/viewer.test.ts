@@ -253,9 +253,13 @@ describe('the viewer (/ui) in a real browser, on a real gateway with real runs',
     await page.waitForSelector('#step-0 .pair img');
     expect(await page.$$eval('#step-0 .pair figcaption', (fs) => fs.map((f) => f.textContent))).to.deep.equal(['Before: none', 'After']);
 
-    // a gateway run read back from the trace service: the same steps as the run view
-    await page.goto(`${gw.url}/ui/#/traces/${ids.ok}`);
-    // a hash change re-renders in place: the previous trace's steps stay on screen until this one's arrive
+    // a gateway run read back from the trace service: the same steps as the run view. The moment the
+    // hash changes the previous trace's steps leave the screen (they stayed until this one's arrived)
+    const onChange = await page.evaluate(`new Promise((resolve) => {
+      window.addEventListener('hashchange', () => resolve({ steps: document.querySelectorAll('ol.steps li.step').length, loading: Boolean(document.querySelector('#main .loading')) }), { once: true });
+      location.hash = ${JSON.stringify(`#/traces/${ids.ok}`)};
+    })`);
+    expect(onChange).to.deep.equal({ steps: 0, loading: true });
     await page.waitForFunction("document.querySelector('ol.steps li.step .path')?.textContent === 'steps[0]'", { timeout: 30_000 });
     expect(await page.$$eval('ol.steps li.step .path', (ps) => ps.map((p) => p.textContent))).to.deep.equal(['steps[0]', 'steps[1]', 'steps[2]', 'steps[3]', 'steps[4]']);
     await snapshot(page, 'trace');

@@ -44,14 +44,22 @@ const VERSIONS = 'CREATE TABLE IF NOT EXISTS trace_schema_migrations (version IN
 /** any constant other than the gateway's: the advisory lock trace migrations take */
 const MIGRATION_LOCK = 7_013_512;
 
+/** The `?` text of each `$n` statement and the argument each `?` takes (a statement's text is one of a few constants). */
+const converted = new Map<string, { text: string; order: number[] }>();
+
 /** `$1 ... $n` to positional `?`, the arguments reordered to match (a `$n` may repeat). */
 function positional(sql: string, args: unknown[]): [string, unknown[]] {
-  const out: unknown[] = [];
-  const text = sql.replace(/\$(\d+)/g, (_m, n: string) => {
-    out.push(args[Number(n) - 1]);
-    return '?';
-  });
-  return [text, out];
+  let c = converted.get(sql);
+  if (!c) {
+    const order: number[] = [];
+    const text = sql.replace(/\$(\d+)/g, (_m, n: string) => {
+      order.push(Number(n) - 1);
+      return '?';
+    });
+    c = { text, order };
+    if (converted.size < 1000) converted.set(sql, c);
+  }
+  return [c.text, c.order.map((i) => args[i])];
 }
 
 interface Queued {

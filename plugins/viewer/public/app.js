@@ -3,7 +3,7 @@
 // two runs compared, in the browser, on the gateway's own API. Everything
 // shown is built as DOM nodes with textContent (never HTML from data), and the
 // token lives in this tab's sessionStorage, sent as X-Service-Token.
-import { ApiError, TOKEN_KEY, api, badge, duration, fmtTime, h, token } from './dom.js';
+import { ApiError, TOKEN_KEY, api, badge, duration, fmtTime, h, newPage, token } from './dom.js';
 import { leaveRun, runView } from './run.js';
 import { traceView, tracesView } from './traces.js';
 
@@ -89,8 +89,9 @@ async function runsList() {
   await load();
 }
 
-async function compareView(a, b) {
+async function compareView(a, b, current) {
   const [ra, rb] = await Promise.all([a, b].map((id) => api(`/v1/runs/${encodeURIComponent(id)}/result`)));
+  if (!current()) return;
   const paths = [];
   for (const s of [...(ra.steps ?? []), ...(rb.steps ?? [])]) if (!paths.includes(s.path)) paths.push(s.path);
   const byPath = (r) => new Map((r.steps ?? []).map((s) => [s.path, s]));
@@ -110,15 +111,18 @@ async function compareView(a, b) {
 
 function route() {
   leaveRun();
+  const current = newPage();
+  // an earlier page's late failure is not this page's
+  const failHere = (err) => (current() ? fail(err) : undefined);
   // traces have their own sign-in (the trace service's), no gateway token needed
   const t = /^#\/traces(?:\/([^/?]+))?/.exec(location.hash);
-  if (t) return void (t[1] ? traceView(decodeURIComponent(t[1]), fail) : tracesView(fail));
+  if (t) return void (t[1] ? traceView(decodeURIComponent(t[1]), failHere, current) : tracesView(failHere, current));
   if (!token()) return signIn();
   signout.hidden = false;
   who.textContent = 'signed in';
   const m = /^#\/runs\/([^/?]+)/.exec(location.hash);
   const c = /^#\/compare\/([^/?]+)\/([^/?]+)/.exec(location.hash);
-  (c ? compareView(decodeURIComponent(c[1]), decodeURIComponent(c[2])) : m ? runView(decodeURIComponent(m[1]), { fail, refresh: route }) : runsList()).catch(fail);
+  (c ? compareView(decodeURIComponent(c[1]), decodeURIComponent(c[2]), current) : m ? runView(decodeURIComponent(m[1]), { fail: failHere, refresh: route, current }) : runsList()).catch(failHere);
 }
 
 signout.addEventListener('click', () => {

@@ -54,3 +54,16 @@ export function download(name, blob) {
   a.click();
   a.remove();
 }
+
+let shownPage = 0;
+
+/**
+ * A new page is being shown: #main says so at once (the page before stays on
+ * screen no longer), and a view of an earlier page that answers late draws
+ * nothing. Answers this page's `current()`.
+ */
+export function newPage() {
+  const mine = ++shownPage;
+  document.getElementById('main').replaceChildren(h('p.muted.loading', { role: 'status' }, 'Loading…'));
+  return () => mine === shownPage;
+}

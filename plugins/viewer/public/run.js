@@ -109,13 +109,15 @@ async function exportRun(id, life, result) {
   download(`run-${id}.zip`, zip(files));
 }
 
-export async function runView(id, { fail, refresh }) {
+export async function runView(id, { fail, refresh, current }) {
   const [life, result, trace] = await Promise.all([api(`/v1/runs/${encodeURIComponent(id)}`), api(`/v1/runs/${encodeURIComponent(id)}/result`), api(`/v1/runs/${encodeURIComponent(id)}/trace`).catch(() => null)]);
   const enc = encodeURIComponent(id);
   const src = { files: (trace?.files ?? []).map((f) => f.path), blob: (p) => blobOf(`/v1/runs/${enc}/trace/${p}`), json: (p) => api(`/v1/runs/${enc}/trace/${p}`) };
   const steps = result.steps ?? [];
   // duration, cost and verdict of each step come from its trace record
   const traced = src.files.includes('trace.json') ? ((await src.json('trace.json').catch(() => null))?.steps ?? []) : [];
+  // another page was asked for meanwhile: this one draws nothing and opens no live feed
+  if (!current()) return;
   const list = h('ol.steps', {}, steps.map((s, i) => stepRow({ ...s, ...traceFacts(traced[i]) }, i, src)));
   const firstFailure = steps.findIndex((s) => s.success === false);
   const jump = h('button#jump', {

@@ -35,18 +35,19 @@ function signIn(then, message) {
 }
 
 /** Renders `view`, asking for the trace service's sign-in first when its cookie is missing or expired. */
-async function signedIn(view, fail) {
+async function signedIn(view, fail, current) {
   try {
     await view();
   } catch (err) {
-    if (err instanceof SignInNeeded) return signIn(() => signedIn(view, fail));
+    if (err instanceof SignInNeeded) return current() ? signIn(() => signedIn(view, fail, current)) : undefined;
     fail(err);
   }
 }
 
-async function list() {
+async function list(current) {
   const { runs } = await (await ingest('/runs?limit=200')).json();
   const me = await (await ingest('/auth/me')).json();
+  if (!current()) return;
   const body = h('tbody', {}, runs.length === 0
     ? h('tr.empty', {}, h('td', { colspan: 4 }, 'No traces yet.'))
     : runs.map((r) => h('tr', {}, h('td', {}, fmtTime(r.updated_at ?? r.created_at)), h('td', {}, h('a', { href: `#/traces/${encodeURIComponent(r.run_id)}` }, r.run_id)), h('td', {}, r.status ? badge(r.status) : ''), h('td', {}, r.client_name ?? r.client ?? ''))));
@@ -82,9 +83,10 @@ function toStep(t, i) {
   };
 }
 
-async function view(id) {
+async function view(id, current) {
   const enc = encodeURIComponent(id);
   const [trace, files] = await Promise.all([ingest(`/runs/${enc}/trace.json`).then((r) => r.json()), ingest(`/runs/${enc}/files`).then((r) => r.json())]);
+  if (!current()) return;
   const file = (p) => ingest(`/runs/${enc}/files/${p.split('/').map(encodeURIComponent).join('/')}`);
   const src = {
     files: files.files ?? [],
@@ -101,5 +103,5 @@ async function view(id) {
     h('ol.steps', {}, steps.map((st, i) => stepRow(st, trace.steps[i].step_index ?? i, src)))));
 }
 
-export const tracesView = (fail) => signedIn(list, fail);
-export const traceView = (id, fail) => signedIn(() => view(id), fail);
+export const tracesView = (fail, current) => signedIn(() => list(current), fail, current);
+export const traceView = (id, fail, current) => signedIn(() => view(id, current), fail, current);
