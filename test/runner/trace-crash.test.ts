@@ -122,7 +122,7 @@ describe('a gateway SIGKILLed before a run’s trace bundle is committed', funct
     expect(trace.status, trace.text).to.equal(200);
     expect(trace.body.manifest).to.include({ status: 'halted', step_count: 1 });
     expect(trace.body.manifest.recovery.reason).to.match(/runner went away/);
-    expect((trace.body.files as Body[]).map((f) => f.path)).to.include.members(['steps/0000.json', 'screenshots/0000_pre.png', 'screenshots/0000_post.png']);
+    expect((trace.body.files as Body[]).map((f) => f.path), JSON.stringify(trace.body.manifest)).to.include.members(['steps/0000.json', 'screenshots/0000_pre.png', 'screenshots/0000_post.png']);
     expect((await req('GET', `/v1/runs/${runId}/trace/steps/0000.json`)).body).to.include({ intent: 'open the listings' });
     expect(await staging(runId), 'no staging dir is left').to.deep.equal([]);
   });
