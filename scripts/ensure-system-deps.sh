@@ -38,6 +38,9 @@ for bin in "${!NEEDS[@]}"; do
 done
 # fonts make screenshots of text legible; checked by file, not by binary
 [ -d /usr/share/fonts/truetype/liberation ] || missing+=(fonts-liberation)
+# Chromium's locales: without them its UI locale, and so Intl's default locale in pages and
+# workers, is en-US whatever --lang and LANG say (a Berlin exit showed en-US number formats)
+[ -f /usr/lib/chromium/locales/de.pak ] || missing+=(chromium-l10n)
 # the tests start throwaway PostgreSQL clusters (the store of record at scale); Debian keeps its binaries off PATH
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
 

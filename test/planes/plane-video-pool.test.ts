@@ -152,14 +152,20 @@ describe('plane agents: video and warm pool', function () {
   it('dom_plane: a session with another geo leaves its browser warm for the next session of that geo, until it idles', async () => {
     const agent = await startAgentProcess('dom', { PLANE_WARM_POOL: '1', PLANE_GEO_POOL_IDLE_SECONDS: '3', SERVICE_GEO_CONSISTENCY: '1' });
     const s = connectPlane({ url: `grpc://127.0.0.1:${agent.grpcPort}`, deadlineMs: 20_000 });
-    const geoOfPage = () => evalJson<[string, string]>(s, '[Intl.DateTimeFormat().resolvedOptions().timeZone, navigator.language]');
+    // the zone, navigator.language, and Intl's default locale in the page and in a worker it starts: Chromium's UI
+    // locale, the language of the geo's ('de' for de-DE, as a German Chrome says), en-US without chromium-l10n
+    const geoOfPage = async (): Promise<string[]> => {
+      const worker = `new Promise((res) => { const w = new Worker(URL.createObjectURL(new Blob(['postMessage(Intl.DateTimeFormat().resolvedOptions().locale)'], { type: 'text/javascript' }))); w.onmessage = (e) => res(e.data); })`;
+      const r = await s.cdp(`(async () => JSON.stringify([Intl.DateTimeFormat().resolvedOptions().timeZone, navigator.language, new Intl.NumberFormat().resolvedOptions().locale, await ${worker}]))()`, { awaitPromise: true });
+      return JSON.parse(JSON.parse(r.result_json) as string) as string[];
+    };
     const berlin = { enable_cdp: true, persist_profile: false, proxy_exit: { country: 'de', city: 'Berlin' } };
     try {
       await waitFor(async () => ((await s.status()).pool_ready === 1 ? true : undefined), 30_000, 'a warm item');
       const first = await s.init({ tenant_id: 'acme', profile_id: 'a', run_id: 'geo-a', ...berlin });
       expect(first.warm, 'no browser of this geo yet').to.equal(false);
       await load(s, `${site.url}/counter`);
-      expect(await geoOfPage()).to.deep.equal(['Europe/Berlin', 'de-DE']);
+      expect(await geoOfPage()).to.deep.equal(['Europe/Berlin', 'de-DE', 'de', 'de']);
       await evalJson(s, `(document.cookie = 'tenant=acme; max-age=3600', localStorage.setItem('k', 'acme-secret'), true)`);
       await s.close();
       await waitFor(async () => ((await s.status()).geo_pools_ready?.['Europe/Berlin|de-DE'] === 1 ? true : undefined), 20_000, 'the browser in its geo pool');
@@ -169,7 +175,7 @@ describe('plane agents: video and warm pool', function () {
       expect(second.warm).to.equal(true);
       expect(second.chrome_pid).to.equal(first.chrome_pid);
       await load(s, `${site.url}/counter`);
-      expect(await geoOfPage()).to.deep.equal(['Europe/Berlin', 'de-DE']);
+      expect(await geoOfPage()).to.deep.equal(['Europe/Berlin', 'de-DE', 'de', 'de']);
       expect(await evalJson<string>(s, 'document.cookie')).to.equal('');
       expect(await evalJson<string | null>(s, `localStorage.getItem('k')`)).to.equal(null);
       expect(await evalJson<number[]>(s, '[innerWidth, innerHeight]')).to.deep.equal([1024, 600]);
@@ -183,7 +189,7 @@ describe('plane agents: video and warm pool', function () {
       const revived = await s.init({ tenant_id: 'acme', profile_id: 'k', run_id: 'geo-k', ...berlin });
       expect(revived.chrome_pid).to.not.equal(first.chrome_pid);
       await load(s, `${site.url}/counter`);
-      expect(await geoOfPage()).to.deep.equal(['Europe/Berlin', 'de-DE']);
+      expect(await geoOfPage()).to.deep.equal(['Europe/Berlin', 'de-DE', 'de', 'de']);
       await waitFor(async () => (stillPresent(dead).length === 0 ? true : undefined), 10_000, 'the killed geo browser reaped');
       await s.close();
 
@@ -192,7 +198,7 @@ describe('plane agents: video and warm pool', function () {
       expect(third.warm).to.equal(true);
       expect(third.chrome_pid).to.not.equal(first.chrome_pid);
       await load(s, `${site.url}/counter`);
-      expect(await geoOfPage()).to.deep.equal(['America/New_York', 'en-US']);
+      expect(await geoOfPage()).to.deep.equal(['America/New_York', 'en-US', 'en-US', 'en-US']);
       await s.close();
 
       // nobody asked for Berlin for PLANE_GEO_POOL_IDLE_SECONDS: its pool is closed, browsers and all; the main pool keeps its own
