@@ -161,8 +161,7 @@ export class LocalAgentPlanes implements PlaneProvider {
   async open(run: RunRecord, signal?: AbortSignal): Promise<PlaneLease> {
     const backend = run.runtime.compute_backend;
     // a run through a proxy exit goes to the agent that served that exit last: its browser of that geo is warm
-    const exit = this.proxies?.exitFor(run);
-    const affinity = exit ? [exit.country, exit.state ?? '', exit.city ?? ''].join('|') : '';
+    const affinity = this.proxies?.affinityFor(run) ?? '';
     const agent = await this.pool.take(backend, affinity);
     this.pool.served(agent, affinity);
     let given = false;

@@ -77,6 +77,9 @@ const ABSENT_GRACE_MS = 30_000;
 /** A drain mark outlives any upgrade; an operator takes it off. */
 const DRAIN_TTL_MS = 365 * 24 * 3600 * 1000;
 const slotKey = (a: FleetAgent, i: number) => `plane-slot:${a.id}:${i}`;
+/** Exits remembered per agent (as many as a dom_plane agent keeps geo pools, and some), and agents remembered. */
+const SERVED_KEPT = 4;
+const SERVED_AGENTS_KEPT = 1024;
 
 export class RemoteAgentPlanes implements PlaneProvider {
   readonly registry: FleetRegistry;
@@ -89,6 +92,8 @@ export class RemoteAgentPlanes implements PlaneProvider {
   private readonly waiting = new Map<string, string[]>();
   /** when an agent for each plane and labels was last seen in the fleet */
   private readonly lastFit = new Map<string, number>();
+  /** the proxy exits each agent's latest sessions placed by this replica went out through (ProxyProviders.affinityFor), latest last */
+  private readonly served = new Map<string, string[]>();
   private closed = false;
 
   constructor(agents: FleetAgent[] | Partial<Record<Backend, string>>, private readonly o: FleetOptions = {}) {
@@ -107,6 +112,7 @@ export class RemoteAgentPlanes implements PlaneProvider {
     const backend = run.runtime.compute_backend;
     const labels = (run.runtime.plane_labels ?? undefined) as Record<string, string> | undefined;
     const queueKey = `${backend} ${JSON.stringify(labels ?? {})}`;
+    const affinity = this.o.proxies?.affinityFor(run) ?? '';
     const queue = this.waiting.get(queueKey) ?? [];
     this.waiting.set(queueKey, queue);
     queue.push(run.run_id);
@@ -124,7 +130,7 @@ export class RemoteAgentPlanes implements PlaneProvider {
         else if (Date.now() - (this.lastFit.get(queueKey) ?? -Infinity) > ABSENT_GRACE_MS) {
           throw new PlaneUnavailable(mine.length === 0 ? `no ${backend} agent is configured in SERVICE_PLANES or registered` : `no ${backend} agent has the labels ${JSON.stringify(labels)}`);
         }
-        const free = await this.freeSlots(fit);
+        const free = await this.freeSlots(fit, affinity);
         // the first runs in line take the free slots: a run tries only while fewer runs wait ahead of it than slots are free
         const ahead = queue.indexOf(run.run_id);
         for (const { agent, slots } of ahead < free.reduce((n, f) => n + f.slots.length, 0) ? free : []) {
@@ -132,7 +138,9 @@ export class RemoteAgentPlanes implements PlaneProvider {
             const key = slotKey(agent, i);
             if ((await this.atomic.claim(key, run.run_id, this.leaseMs)) !== null) continue;
             try {
-              return await this.place(agent, i, key, run);
+              const placed = await this.place(agent, i, key, run);
+              if (affinity) this.remember(agent.id, affinity);
+              return placed;
             } catch (err) {
               await this.atomic.deleteIf(key, run.run_id).catch(() => undefined);
               this.coolUntil.set(`${agent.id}:${i}`, Date.now() + COOL_DOWN_MS);
@@ -155,11 +163,21 @@ export class RemoteAgentPlanes implements PlaneProvider {
     }
   }
 
+  /** Notes that `agentId` served `affinity` last; agents that come and go (registered ids) are forgotten oldest first. */
+  private remember(agentId: string, affinity: string): void {
+    const list = [...(this.served.get(agentId) ?? []).filter((x) => x !== affinity), affinity].slice(-SERVED_KEPT);
+    this.served.delete(agentId);
+    this.served.set(agentId, list);
+    if (this.served.size > SERVED_AGENTS_KEPT) this.served.delete(this.served.keys().next().value!);
+  }
+
   /**
-   * The free slots of each undrained agent, least loaded agent first (free share of
-   * its capacity, then free count; ties in a shuffled order so runs spread).
+   * The free slots of each undrained agent: first those that served `affinity` (the run's
+   * proxy exit) lately, since a browser of that geo may be warm there (a cold one costs
+   * seconds, more than a busier agent does), then the least loaded (free share of its
+   * capacity, then free count; ties in a shuffled order so runs spread).
    */
-  private async freeSlots(agents: FleetAgent[]): Promise<Array<{ agent: FleetAgent; slots: number[] }>> {
+  private async freeSlots(agents: FleetAgent[], affinity = ''): Promise<Array<{ agent: FleetAgent; slots: number[] }>> {
     const now = Date.now();
     const rows = await Promise.all(
       agents.map(async (agent) => {
@@ -169,7 +187,8 @@ export class RemoteAgentPlanes implements PlaneProvider {
         return { agent, slots, share: slots.length / agent.slots.length, tie: Math.random() };
       }),
     );
-    return rows.filter((r) => r.slots.length > 0).sort((a, b) => b.share - a.share || b.slots.length - a.slots.length || a.tie - b.tie);
+    const near = (a: FleetAgent): number => (affinity && this.served.get(a.id)?.includes(affinity) ? 1 : 0);
+    return rows.filter((r) => r.slots.length > 0).sort((a, b) => near(b.agent) - near(a.agent) || b.share - a.share || b.slots.length - a.slots.length || a.tie - b.tie);
   }
 
   /** A session on slot `i` of agent `a`, which this run holds; the claim is renewed while the session lives. */

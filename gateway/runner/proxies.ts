@@ -92,6 +92,15 @@ export class ProxyProviders {
   }
 
   /**
+   * The exit as a placement key ('' without a proxy): a run goes to the agent that served
+   * the same exit lately, whose dom_plane keeps a browser of that geo warm.
+   */
+  affinityFor(run: Pick<RunRecord, 'runtime'>): string {
+    const exit = this.exitFor(run);
+    return exit ? [exit.country, exit.state ?? '', exit.city ?? ''].join('|') : '';
+  }
+
+  /**
    * The proxy of a run's session: none when the run asked proxy_disabled; else the
    * provider the run's runtime names (the tenant's pinned provider was applied at
    * submission), with the run's city and state. `rotation` counts proxy failures
