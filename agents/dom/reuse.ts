@@ -6,7 +6,7 @@
 // and close cost about a CPU second (decisions.md, "Where a run's CPU goes").
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
-import type { BrowserContext, CDPSession } from 'puppeteer-core';
+import type { BrowserContext, CDPSession, Page } from 'puppeteer-core';
 import { abortable } from '../../shared/abort.ts';
 import { closeLaunched, type Launched } from '../core/chromium.ts';
 
@@ -36,13 +36,48 @@ export async function freshContext(l: Launched, served: number): Promise<WarmBro
   try {
     cdp = await l.browser.target().createCDPSession();
     await cdp.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: downloads, browserContextId: context.id, eventsEnabled: false });
-    await context.newPage();
+    // a context whose clipboard could not be emptied is not lent (renew then retires its browser)
+    await clearClipboard(await context.newPage());
   } catch (err) {
     await cdp?.detach().catch(() => undefined);
     await context.close().catch(() => undefined);
     throw err;
   }
   return { launched: l, context, served, downloads, cdp };
+}
+
+/**
+ * Empties the browser's clipboard from `page`, a fresh context's first tab (still at
+ * about:blank, before any session has it). Headless Chromium keeps one clipboard for the
+ * whole browser, across its contexts: what one session copied, a paste in the next
+ * session (another tenant's) would type. A copy event replaces every format on the
+ * clipboard with an empty text; the textarea and the listener are removed after.
+ */
+export async function clearClipboard(page: Page): Promise<void> {
+  await page.evaluate(`(() => {
+    const t = document.createElement('textarea');
+    t.id = '__runplane_clip';
+    t.value = '-';
+    document.documentElement.append(t);
+    document.addEventListener('copy', function once(e) {
+      e.clipboardData.setData('text/plain', '');
+      e.preventDefault();
+      document.removeEventListener('copy', once, true);
+      t.dataset.copied = '1';
+    }, true);
+    t.focus();
+    t.select();
+  })()`);
+  await page.keyboard.down('Control');
+  await page.keyboard.press('KeyC');
+  await page.keyboard.up('Control');
+  const copied = await page.evaluate(`(() => {
+    const t = document.getElementById('__runplane_clip');
+    const done = t?.dataset.copied === '1';
+    t?.remove();
+    return done;
+  })()`);
+  if (!copied) throw new Error('the clipboard could not be emptied');
 }
 
 /**
