@@ -36,8 +36,10 @@ export async function freshContext(l: Launched, served: number): Promise<WarmBro
   try {
     cdp = await l.browser.target().createCDPSession();
     await cdp.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: downloads, browserContextId: context.id, eventsEnabled: false });
+    const page = await context.newPage();
+    // a browser that served a session has that session's clipboard (a new one's is empty);
     // a context whose clipboard could not be emptied is not lent (renew then retires its browser)
-    await clearClipboard(await context.newPage());
+    if (served > 0) await clearClipboard(page);
   } catch (err) {
     await cdp?.detach().catch(() => undefined);
     await context.close().catch(() => undefined);

@@ -17,6 +17,7 @@ import path from 'node:path';
 import type { Backend } from '../plugins/contract.ts';
 import type { Logger } from '../log.ts';
 import { PlaneUnavailable } from './planes.ts';
+import { servedLately } from './proxies.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const ENTRY: Record<Backend, string> = { computer_plane: 'agents/computer/main.ts', dom_plane: 'agents/dom/main.ts' };
@@ -102,7 +103,7 @@ export class AgentPool {
   /** Notes that `a` serves a session through this proxy exit ('' for none). */
   served(a: Agent, affinity: string): void {
     if (!affinity) return;
-    a.affinities = [...(a.affinities ?? []).filter((x) => x !== affinity), affinity].slice(-4);
+    a.affinities = servedLately(a.affinities, affinity);
   }
 
   /** An agent whose session ended: back to the pool when it closed cleanly and has runs left, else stopped. */

@@ -21,7 +21,7 @@ import { MemoryAtomicOps } from '../state/atomic.ts';
 import { lease } from './agent-planes.ts';
 import { FleetRegistry, agentId, labelsMatch, type FleetAgent } from './fleet-registry.ts';
 import { PlaneUnavailable, type OpenHooks, type PlaneLease, type PlaneProvider } from './planes.ts';
-import type { ProxyProviders } from './proxies.ts';
+import { servedLately, type ProxyProviders } from './proxies.ts';
 import type { Metrics } from '../metrics.ts';
 
 export { parseRemotePlanes, type FleetAgent } from './fleet-registry.ts';
@@ -77,8 +77,7 @@ const ABSENT_GRACE_MS = 30_000;
 /** A drain mark outlives any upgrade; an operator takes it off. */
 const DRAIN_TTL_MS = 365 * 24 * 3600 * 1000;
 const slotKey = (a: FleetAgent, i: number) => `plane-slot:${a.id}:${i}`;
-/** Exits remembered per agent (as many as a dom_plane agent keeps geo pools, and some), and agents remembered. */
-const SERVED_KEPT = 4;
+/** Agents whose latest exits are remembered (registered ids come and go). */
 const SERVED_AGENTS_KEPT = 1024;
 
 export class RemoteAgentPlanes implements PlaneProvider {
@@ -165,7 +164,7 @@ export class RemoteAgentPlanes implements PlaneProvider {
 
   /** Notes that `agentId` served `affinity` last; agents that come and go (registered ids) are forgotten oldest first. */
   private remember(agentId: string, affinity: string): void {
-    const list = [...(this.served.get(agentId) ?? []).filter((x) => x !== affinity), affinity].slice(-SERVED_KEPT);
+    const list = servedLately(this.served.get(agentId), affinity);
     this.served.delete(agentId);
     this.served.set(agentId, list);
     if (this.served.size > SERVED_AGENTS_KEPT) this.served.delete(this.served.keys().next().value!);

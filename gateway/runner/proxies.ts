@@ -49,6 +49,11 @@ export function proxyUsername(p: ProxyProvider, exit: ProxyExit, session: string
 
 const STATE = /^[A-Za-z]{2}$/;
 
+/** A placement's memory of exits: `affinity` moved to the end of `list`, the latest four kept (as many as an agent keeps geo pools, and some). */
+export function servedLately(list: readonly string[] | undefined, affinity: string): string[] {
+  return [...(list ?? []).filter((x) => x !== affinity), affinity].slice(-4);
+}
+
 export class ProxyProviders {
   private constructor(
     private readonly providers: Map<string, { provider: ProxyProvider; password: string }>,
