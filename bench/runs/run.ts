@@ -195,11 +195,18 @@ async function usage(): Promise<Usage> {
   for (const k of below) childPss += await pss(k);
   return { gwRssMb: await rss(process.pid), gwHeapMb: liveHeapMb(), gwFds: await fds(process.pid), agents: agents.length, agentRssMb: agentRss, agentFds, children: below.length, childPssMb: childPss };
 }
+function usageLine(x: Usage): string {
+  return `gateway process ${f(x.gwRssMb)} MB RSS, ${f(x.gwHeapMb)} MB heap after a full GC, ${x.gwFds} fds; ${x.agents} agents ${f(x.agentRssMb)} MB RSS, ${x.agentFds} fds; their ${x.children} browser and recorder processes ${f(x.childPssMb)} MB PSS`;
+}
 let soak: { start: Usage; end: Usage; wall: number[] } | undefined;
 if (SOAK > 0) {
   const start = await usage();
   const wall: number[] = [];
-  for (let i = 0; i < SOAK; i++) wall.push((await oneRun()).wallMs);
+  for (let i = 0; i < SOAK; i++) {
+    wall.push((await oneRun()).wallMs);
+    // a line every fifth of the soak, so a slope shows (and a long soak shows it is alive)
+    if ((i + 1) % Math.max(1, Math.round(SOAK / 5)) === 0 && i + 1 < SOAK) console.error(`soak: ${i + 1} runs, ${usageLine(await usage())}`);
+  }
   await new Promise((r) => setTimeout(r, 3000)); // the last planes finish closing
   soak = { start, end: await usage(), wall };
 }
@@ -224,7 +231,7 @@ for (const l of levels) {
 console.log(`per step ms (p50, one at a time)   | ${f(plainPerStep).padStart(12)} | ${f(gwPerStep).padStart(7)} | ${r(gwPerStep, plainPerStep)}   (straight on an agent session, same handlers: ${f(directPerStep)} ms)`);
 console.log(`plane acquisition from the warm pool: p50 ${f(pct(acquire, 50))} ms, p99 ${f(pct(acquire, 99))} ms (${acquire.length} opens)`);
 if (soak) {
-  const u = (x: Usage) => `gateway process ${f(x.gwRssMb)} MB RSS, ${f(x.gwHeapMb)} MB heap after a full GC, ${x.gwFds} fds; ${x.agents} agents ${f(x.agentRssMb)} MB RSS, ${x.agentFds} fds; their ${x.children} browser and recorder processes ${f(x.childPssMb)} MB PSS`;
+  const u = usageLine;
   console.log(`soak of ${SOAK} sequential runs (wall p50 ${f(pct(soak.wall, 50), 0)} ms, p99 ${f(pct(soak.wall, 99), 0)} ms):`);
   console.log(`  start: ${u(soak.start)}`);
   console.log(`  end:   ${u(soak.end)}`);
