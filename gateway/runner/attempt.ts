@@ -15,6 +15,10 @@ const list = (v: unknown): string[] => (v === undefined || v === null ? [] : Arr
 
 export interface Attempt {
   handler: StepHandler;
+  /** take the post screenshot once the attempt's checks have looked (the run records screenshots) */
+  wantsShot?: boolean;
+  /** what must be done before the handler acts (the previous step's post screenshot); awaited beside the state read before the action */
+  ready?: Promise<unknown>;
   step: Step;
   path: string;
   plane: Plane;
@@ -26,10 +30,31 @@ export interface Attempt {
   brain: Brain | undefined;
 }
 
-export async function attemptStep(a: Attempt): Promise<StepResult> {
+/** The page as an attempt left it, read once for its checks and its step's entry. */
+export interface PageEnd {
+  url: string;
+  title: string;
+  /** the post screenshot, started after the attempt's last look at the page */
+  shot?: Promise<Buffer | undefined>;
+}
+
+export interface Attempted {
+  result: StepResult;
+  /** how the attempt left the page; absent when the handler itself failed or threw */
+  end?: PageEnd;
+}
+
+/** One look at the page: its URL and title, and its state when a check compares it. */
+interface Look {
+  url: string;
+  title: string;
+  state?: string;
+}
+
+export async function attemptStep(a: Attempt): Promise<Attempted> {
   const { handler, step, path: p, plane } = a;
   const watchState = handler.checks?.stateChange === true;
-  const before = watchState ? await stateSnapshot(plane) : undefined;
+  const [before] = await Promise.all([watchState ? stateKey(plane) : undefined, a.ready?.catch(() => undefined)]);
   // one listener on the run's signal per attempt, removed when the attempt ends
   const bounded = childSignal(a.signal, a.stepTimeoutMs, () => new Halt('halt_timeout', `step ${p} (${step.type}) took longer than ${a.stepTimeoutMs} ms`));
   const ctx = a.context(bounded.signal, a.brain);
@@ -40,22 +65,24 @@ export async function attemptStep(a: Attempt): Promise<StepResult> {
     if (a.signal.aborted) throw a.signal.reason;
     if (bounded.timedOut()) throw bounded.signal.reason;
     if (err instanceof Halt) throw err;
-    return { success: false, failure_class: 'unknown', data: `handler error: ${(err as Error)?.message ?? String(err)}`.slice(0, 500) };
+    return { result: { success: false, failure_class: 'unknown', data: `handler error: ${(err as Error)?.message ?? String(err)}`.slice(0, 500) } };
   } finally {
     bounded.dispose();
   }
-  if (!result.success) return result;
+  if (!result.success) return { result };
+  // the post screenshot is started after the last look, so it is never older than what the checks judged
+  const end = (l: Look): PageEnd => ({ url: l.url, title: l.title, ...(a.wantsShot ? { shot: plane.screenshot().then((s) => s.image, () => undefined) } : {}) });
   if (step.gate && step.verify) {
     const verdict = await judgeGate(ctx, ctx.brainFor?.('hosted-api'), step.verify);
-    if (verdict && !verdict.success) return verdict;
+    if (verdict && !verdict.success) return { result: verdict, end: end(await look(plane, false)) };
   }
+  let after = await look(plane, before !== undefined);
   const hints = step.hints ?? {};
   if (handler.checks?.successContract && (plane.dom || plane.facts)) {
-    const url = plane.dom ? await plane.dom.currentUrl().catch(() => '') : ((await plane.facts?.().catch(() => null))?.url ?? '');
     const contains = list(hints.expect_url_contains);
     const excludes = list(hints.expect_url_excludes);
-    if (contains.some((c) => !url.includes(c)) || excludes.some((x) => url.includes(x))) {
-      return { ...result, success: false, failure_class: 'wrong_target', data: `post-action URL ${url} breaks the hints success contract` };
+    if (contains.some((c) => !after.url.includes(c)) || excludes.some((x) => after.url.includes(x))) {
+      return { result: { ...result, success: false, failure_class: 'wrong_target', data: `post-action URL ${after.url} breaks the hints success contract` }, end: end(after) };
     }
     const present = list(hints.expect_text_present);
     // text is read from the DOM, or on computer_plane from a DOM snapshot the browser takes (no script in the page)
@@ -63,22 +90,41 @@ export async function attemptStep(a: Attempt): Promise<StepResult> {
       const text = plane.dom ? await plane.dom.evaluate<string>('document.body ? document.body.innerText : ""').catch(() => '') : ((await plane.facts?.({ text: true }).catch(() => null))?.text ?? '');
       // whitespace as rendered differs between a DOM's innerText and a layout snapshot's text runs
       const flat = (x: string) => x.replace(/\s+/g, ' ').trim();
-      if (present.every((t) => flat(text).includes(flat(t)))) return result;
-      return { ...result, success: false, failure_class: 'submit_failed', data: 'expected text did not appear after the action' };
+      if (present.every((t) => flat(text).includes(flat(t)))) return { result, end: end(after) };
+      return { result: { ...result, success: false, failure_class: 'submit_failed', data: 'expected text did not appear after the action' }, end: end(after) };
     }
   }
   // no_state_change applies unless the step names its own success contract (text present covers in-place submits)
   if (before !== undefined && list(hints.expect_text_present).length === 0) {
-    let after = await stateSnapshot(plane);
     // what the action set off may show a moment later (a fetch's answer, a loaded host): looked at again before
     // calling it unchanged, since the retry that follows would repeat an action that worked
-    for (let look = 0; after === before && look < UNCHANGED_LOOKS; look++) {
+    for (let n = 0; after.state === before && n < UNCHANGED_LOOKS; n++) {
       await sleep(UNCHANGED_LOOK_MS, a.signal);
-      after = await stateSnapshot(plane);
-    }
-    if (after === before) return { ...result, success: false, failure_class: 'no_state_change', data: 'URL, page and scroll did not change' };
+      after = await look(plane, true);
+      }
+    if (after.state === before) return { result: { ...result, success: false, failure_class: 'no_state_change', data: 'URL, page and scroll did not change' }, end: end(after) };
   }
-  return result;
+  return { result, end: end(after) };
+}
+
+/** The state key alone (before an action). */
+async function stateKey(plane: Plane): Promise<string> {
+  const seen = plane.dom ? await plane.dom.evaluate<[string, string] | null>(PAGE_STATE_SCRIPT).catch(() => null) : null;
+  if (Array.isArray(seen) && typeof seen[0] === 'string') return seen[0];
+  return screenshotState(plane, plane.dom ? await plane.dom.currentUrl().catch(() => '') : undefined);
+}
+
+/** The URL, the title and (`state`) the state key, read side by side. */
+async function look(plane: Plane, state: boolean): Promise<Look> {
+  const dom = plane.dom;
+  if (dom) {
+    const [url, seen] = await Promise.all([dom.currentUrl().catch(() => ''), dom.evaluate<[string, string] | null>(state ? PAGE_STATE_SCRIPT : TITLE_SCRIPT).catch(() => null)]);
+    const title = Array.isArray(seen) && typeof seen[1] === 'string' ? seen[1] : '';
+    const key = Array.isArray(seen) && typeof seen[0] === 'string' ? seen[0] : undefined;
+    return { url, title, ...(state ? { state: key ?? (await screenshotState(plane, url)) } : {}) };
+  }
+  const [facts, key] = await Promise.all([plane.facts?.().catch(() => null) ?? null, state ? screenshotState(plane) : undefined]);
+  return { url: facts?.url ?? '', title: facts?.title ?? '', ...(key !== undefined ? { state: key } : {}) };
 }
 
 /**
@@ -88,22 +134,20 @@ export async function attemptStep(a: Attempt): Promise<StepResult> {
  * screenshot digest of the page's area when the plane says where that is
  * (computer_plane's page facts), so that the browser's own toolbar and tab strip
  * (a hover highlight, the address bar's focus, the loading indicator) are not
- * taken for the page changing.
+ * taken for the page changing. This is the second kind (and the first's fallback).
  */
-async function stateSnapshot(plane: Plane): Promise<string> {
-  if (plane.dom) {
-    const s = await plane.dom.evaluate<string>(PAGE_STATE_SCRIPT).catch(() => undefined);
-    if (typeof s === 'string') return s;
-  }
+async function screenshotState(plane: Plane, domUrl?: string): Promise<string> {
   // lossless: a JPEG's blocks straddle the page's top edge, so the toolbar's changes would leak into the page's digest
   const shot = await plane.screenshot('png').catch(() => undefined);
-  const url = plane.dom ? await plane.dom.currentUrl().catch(() => '') : (shot?.page?.url ?? '');
+  const url = domUrl ?? shot?.page?.url ?? '';
   return `${url}|${shot ? await frameDigest(shot.image, pageArea(shot)) : ''}|${shot?.scroll_y ?? ''}`;
 }
 
+/** [state key, title]: the key compares URL, scroll, element count and a hash of the rendered text */
 const PAGE_STATE_SCRIPT = `(() => {
   const t = document.body ? document.body.innerText : '';
   let h = 0x811c9dc5;
   for (let i = 0; i < t.length; i++) { h ^= t.charCodeAt(i); h = Math.imul(h, 0x01000193); }
-  return [location.href, scrollX, scrollY, document.getElementsByTagName('*').length, t.length, (h >>> 0).toString(16)].join('|');
+  return [[location.href, scrollX, scrollY, document.getElementsByTagName('*').length, t.length, (h >>> 0).toString(16)].join('|'), document.title];
 })()`;
+const TITLE_SCRIPT = '[null, document.title]';

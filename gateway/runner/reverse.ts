@@ -18,5 +18,6 @@ export function wantsReverse(a: Pick<Attempt, 'handler' | 'step'>, failed: StepR
 export async function runReverse(a: Attempt): Promise<StepResult> {
   const { reverse, verify: _v, gate: _g, hints: _h, ...rest } = a.step;
   const undo = { ...rest, intent: String(reverse) };
-  return attemptStep({ ...a, step: undo, path: `${a.path} (reverse)`, context: (signal, brain) => ({ ...a.context(signal, brain), step: undo }) });
+  const { result } = await attemptStep({ ...a, step: undo, path: `${a.path} (reverse)`, wantsShot: false, context: (signal, brain) => ({ ...a.context(signal, brain), step: undo }) });
+  return result;
 }

@@ -6,7 +6,7 @@ import { sleep } from '../../shared/abort.ts';
 import type { Brain, Plane, Step, StepContext, StepResult } from '../plugins/contract.ts';
 import type { RunRecord } from '../runs/records.ts';
 import type { Extract } from '../../schemas/types.gen.ts';
-import { attemptStep } from './attempt.ts';
+import { attemptStep, type PageEnd } from './attempt.ts';
 import { runReverse, wantsReverse } from './reverse.ts';
 import { checkStepRows } from './step-rows.ts';
 import { rejectionFor } from '../../shared/recipe-keys.ts';
@@ -233,7 +233,7 @@ export class Walker {
   }
 
   /** Runs the handler with retries; a result that says why the step could not even start. */
-  private async runHandler(step: Step, p: string, ti: number, track: StepTrack): Promise<{ result: StepResult; attempts: number }> {
+  private async runHandler(step: Step, p: string, ti: number, track: StepTrack, ready?: Promise<unknown>): Promise<{ result: StepResult; attempts: number; end?: PageEnd }> {
     const handler = this.d.handler(step.type);
     if (!handler) return { result: { success: false, failure_class: 'unknown', data: `no handler serves step type '${step.type}'` }, attempts: 1 };
     // a step whose intent the recipe's rejection_intents recognise is answered with their rejection, before anything acts
@@ -250,11 +250,13 @@ export class Walker {
     let attempts = 0;
     let rotated = false;
     let result: StepResult;
+    /** how the last attempt left the page */
+    let end: PageEnd | undefined;
     for (;;) {
       attempts++;
       track.attempts = attempts;
-      const attempt = { handler, step, path: p, plane: this.plane, signal: this.signal, stepTimeoutMs: this.d.stepTimeoutMs, brain, context: (signal: AbortSignal, b: Brain | undefined) => this.context(step, p, signal, b) };
-      result = await attemptStep(attempt);
+      const attempt = { handler, step, path: p, plane: this.plane, signal: this.signal, stepTimeoutMs: this.d.stepTimeoutMs, brain, wantsShot: this.rec?.wantsScreenshots === true, ready, context: (signal: AbortSignal, b: Brain | undefined) => this.context(step, p, signal, b) };
+      ({ result, end } = await attemptStep(attempt));
       track.result = result;
       // a step that failed because its plane died is not retried: the run halts plane_lost
       this.check();
@@ -264,6 +266,7 @@ export class Walker {
       if (wantsReverse(attempt, result)) {
         this.rec?.decision(ti, 'recovery', 'retry', `undoing the failed attempt before a retry: ${step.reverse}`.slice(0, 300), { reverse: step.reverse });
         const undo = await runReverse(attempt);
+        end = undefined;
         this.check();
         this.log(`${p} reverse ${undo.success ? 'done' : `failed (${undo.failure_class ?? 'unknown'})`}`);
         if (!undo.success) {
@@ -284,6 +287,7 @@ export class Walker {
     if (!result.success && !result.halt && typeof step.hints?.fallback_url === 'string' && handler.checks?.successContract) {
       this.rec?.decision(ti, 'recovery', 'fallback', 'navigating to hints.fallback_url after repeated misses', { url: step.hints.fallback_url });
       const landed = await this.plane.act({ type: 'NAVIGATE', url: step.hints.fallback_url });
+      end = undefined;
       this.check();
       // the recovery is the fallback page itself: one that did not load recovers nothing
       const broken = landed.nav_error ? `${landed.nav_error.code} (${landed.nav_error.message})` : (landed.http_status ?? 0) >= 400 ? `HTTP ${landed.http_status}` : undefined;
@@ -291,7 +295,7 @@ export class Walker {
         ? { ...result, data: `${result.data ?? ''}; hints.fallback_url did not load: ${broken}`.replace(/^; /, '') }
         : { ...result, success: true, failure_class: undefined, data: `${result.data ?? ''} recovered by navigating to hints.fallback_url`.trim() };
     }
-    return { result, attempts };
+    return { result, attempts, end };
   }
 
   private async step(original: Step, p: string): Promise<StepResult> {
@@ -340,12 +344,14 @@ export class Walker {
     const ti = this.st.traced++;
     this.tracing = ti;
     const rec = this.rec;
-    // the pre observation of the first step; later steps reuse the previous step's post (and wait for it before acting)
-    const pre = rec?.wantsScreenshots ? ((await this.st.lastShot) ?? (await this.png())) : undefined;
+    // the pre observation of the first step; later steps reuse the previous step's post; the step's first attempt
+    // waits for it before acting (beside its read of the page's state)
+    const lastShot = this.st.lastShot;
+    const pre = rec?.wantsScreenshots ? Promise.resolve(lastShot).then((s) => s ?? this.png()) : undefined;
     rec?.decision(ti, 'planner', 'select', `${step.type}: ${step.intent}`.slice(0, 300), { path: p, type: step.type });
     const handler = this.d.handler(step.type);
     const effect = handler?.sideEffect && rec ? rec.declareSideEffect(ti, `${step.intent} (${p})`, handler.sideEffect) : '';
-    const handled = await this.runHandler(step, p, ti, track);
+    const handled = await this.runHandler(step, p, ti, track, pre);
     const attempts = handled.attempts;
     let result = handled.result;
     track.result = result;
@@ -373,10 +379,12 @@ export class Walker {
       else if (checked.ruled) result = { ...result, data: [result.data, checked.note].filter(Boolean).join('; ') };
     }
 
-    // the post observation is taken beside the page info. A failed step's entry carries it; otherwise only
-    // the trace, the live frame and the next step's pre need it, so the step's event and progress do not wait
-    const shot = rec?.wantsScreenshots || !result.success ? this.png() : Promise.resolve(undefined);
-    const [info, post] = await Promise.all([this.pageInfo(), result.success ? undefined : shot]);
+    // the page as the attempt left it (its checks read it, and started the post screenshot), else read now beside
+    // the screenshot. A failed step's entry carries the screenshot; otherwise only the trace, the live frame and the
+    // next step's pre need it, so the step's event and progress do not wait
+    const end = handled.end;
+    const shot = end?.shot ?? (rec?.wantsScreenshots || !result.success ? this.png() : Promise.resolve(undefined));
+    const [info, post] = await Promise.all([end ?? this.pageInfo(), result.success ? undefined : shot]);
     const entry: StepEntry = {
       path: p,
       type: step.type,
@@ -396,7 +404,7 @@ export class Walker {
     if (!result.success) this.st.lastFailureHalt = ((c) => (c === 'required_step_failed' ? undefined : c))(haltClassFor(handler?.haltClass, result.failure_class));
     if (rec) this.st.lastShot = shot;
     this.afterShot(shot, async (post) => {
-      if (rec) await recordStep(rec, this.plane, ti, step, entry, result, { startedAt, costUsd: this.st.cost - costBefore, effect, pre, post });
+      if (rec) await recordStep(rec, this.plane, ti, step, entry, result, { startedAt, costUsd: this.st.cost - costBefore, effect, pre: await pre, post });
       await publishFrame(this.d.frames, this.plane, this.run.run_id, p, post);
     });
     this.log(`${p} ${step.type} ${result.success ? 'ok' : `failed (${result.failure_class ?? 'unknown'})`}${result.data ? `: ${result.data.slice(0, 200)}` : ''}`);

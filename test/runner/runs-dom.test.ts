@@ -248,6 +248,20 @@ describe('runs end to end on dom_plane (real agent, real Chromium)', function ()
     expect((await shot(1, 'pre')).equals(posts[0]!)).to.equal(false);
   });
 
+  it('records the post screenshot of a click whose effect shows late as the page it changed to, not as it was when the click returned', async () => {
+    const r = await runToEnd([
+      { intent: 'open the slow tally', type: 'navigate', url: `${site.url}/slow-tally` },
+      { intent: 'hit it', type: 'click', params: { selector: '#hit' } },
+    ]);
+    expect(r.status, r.summary).to.equal('succeeded');
+    expect(r.steps[1]).to.include({ success: true, attempts: 1 });
+    expect((await gw.req('GET', `/v1/runs/${r.run_id}/trace`, { token })).status, 'the bundle is written').to.equal(200);
+    const shot = async (i: number, kind: 'pre' | 'post') => readFile(path.join(gw.dir, 'runs', 'e2e', r.run_id, 'trace', 'screenshots', `${String(i).padStart(4, '0')}_${kind}.png`));
+    // the click's pre shows 0; its post, taken once the looks saw the page change, shows 1
+    expect((await shot(1, 'pre')).equals(await shot(0, 'post'))).to.equal(true);
+    expect((await shot(1, 'post')).equals(await shot(1, 'pre')), 'the post is the changed page').to.equal(false);
+  });
+
   it('records the run as a trace bundle that validates and reads back with its screenshots, decisions and side effect', async () => {
     const r = await runToEnd([
       { intent: 'open the form', type: 'navigate', url: `${site.url}/form` },

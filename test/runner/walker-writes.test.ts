@@ -40,8 +40,25 @@ function fakeStore() {
   return { s, store };
 }
 
-function walker(store: Pick<RunnerStore, 'save' | 'emit' | 'saveAndEmit'>, run: (ctx: { path: string }) => Promise<StepResult>, o: { plane?: Partial<Plane>; rec?: RunRecording } = {}): { w: Walker; st: RunState } {
-  const handler: StepHandler = { types: ['*'], description: 'test', run: (ctx) => run(ctx) };
+/** A recording that keeps each step's index and the text of its pre and post screenshots. */
+function recording(): { rec: RunRecording; recorded: Array<{ index: number; pre?: string; post?: string }> } {
+  const recorded: Array<{ index: number; pre?: string; post?: string }> = [];
+  const rec = {
+    wantsScreenshots: true,
+    decision() {},
+    declareSideEffect: () => '',
+    settleSideEffect() {},
+    modelIo() {},
+    close: async () => undefined,
+    async step(st: { index: number }, shot: { pre?: Buffer; post?: Buffer }) {
+      recorded.push({ index: st.index, pre: shot.pre?.toString(), post: shot.post?.toString() });
+    },
+  } as unknown as RunRecording;
+  return { rec, recorded };
+}
+
+function walker(store: Pick<RunnerStore, 'save' | 'emit' | 'saveAndEmit'>, run: (ctx: { path: string }) => Promise<StepResult>, o: { plane?: Partial<Plane>; rec?: RunRecording; checks?: StepHandler['checks'] } = {}): { w: Walker; st: RunState } {
+  const handler: StepHandler = { types: ['*'], description: 'test', run: (ctx) => run(ctx), ...(o.checks ? { checks: o.checks } : {}) };
   const deps = {
     store,
     handler: () => handler,
@@ -156,18 +173,7 @@ describe('the walker writes a step in as few fenced writes as it can', () => {
         return { image: Buffer.from(`shot ${n}`), format: 'png' as const, width: 1, height: 1, scroll_y: 0, captured_at_ms: Date.now() };
       },
     };
-    const recorded: Array<{ index: number; pre?: string; post?: string }> = [];
-    const rec = {
-      wantsScreenshots: true,
-      decision() {},
-      declareSideEffect: () => '',
-      settleSideEffect() {},
-      modelIo() {},
-      close: async () => undefined,
-      async step(st: { index: number }, shot: { pre?: Buffer; post?: Buffer }) {
-        recorded.push({ index: st.index, pre: shot.pre?.toString(), post: shot.post?.toString() });
-      },
-    } as unknown as RunRecording;
+    const { rec, recorded } = recording();
     const origEmit = store.emit.bind(store);
     store.emit = async (r, type, data) => {
       log.push(`${type} ${String(data.path)}`);
@@ -191,5 +197,55 @@ describe('the walker writes a step in as few fenced writes as it can', () => {
       { index: 2, pre: 'shot 2', post: 'shot 3' },
     ]);
     expect(s.writes.filter((x) => x.type === 'step.finished')).to.have.length(3);
+  });
+  it('reads the page before an action beside the previous post screenshot, acts only once it is taken, and takes the post after its own checks looked', async () => {
+    const { store } = fakeStore();
+    const log: string[] = [];
+    let shots = 0;
+    let clicks = 0;
+    const plane = {
+      capabilities: { backend: 'dom_plane', dom_aware: true },
+      screenshot: async () => {
+        const n = shots++;
+        log.push(`shot ${n} asked`);
+        await new Promise((r) => setTimeout(r, 60));
+        log.push(`shot ${n} taken`);
+        return { image: Buffer.from(`shot ${n} of ${clicks} clicks`), format: 'png' as const, width: 1, height: 1, scroll_y: 0, captured_at_ms: Date.now() };
+      },
+      dom: {
+        currentUrl: async () => 'http://fixture.test/',
+        evaluate: async (expression: string) => {
+          const state = expression.includes('innerText');
+          log.push(state ? `state read (${clicks} clicks)` : 'title read');
+          return [state ? `${clicks} clicks` : null, 'fixture'];
+        },
+      },
+    } as unknown as Partial<Plane>;
+    const { rec, recorded } = recording();
+    const { w, st } = walker(
+      store,
+      async (ctx) => {
+        log.push(`act ${ctx.path}`);
+        clicks++;
+        return { success: true };
+      },
+      { plane, rec, checks: { stateChange: true } },
+    );
+    await w.walk(steps(3), 'steps');
+    await w.settled();
+    for (const k of [1, 2]) {
+      const asked = log.indexOf(`shot ${k} asked`);
+      const taken = log.indexOf(`shot ${k} taken`);
+      const before = log.indexOf(`state read (${k} clicks)`, asked);
+      expect(before, `step ${k}'s state read ran while the post of step ${k - 1} was being taken: ${log.join(', ')}`).to.be.within(asked, taken);
+      expect(log.indexOf(`act steps[${k}]`), `step ${k} acts after that post was taken`).to.be.greaterThan(taken);
+    }
+    // each post is asked for after its step's last look, so it shows what the checks judged
+    expect(recorded.map((r) => r.post)).to.deep.equal(['shot 1 of 1 clicks', 'shot 2 of 2 clicks', 'shot 3 of 3 clicks']);
+    expect(st.steps.map((e) => [e.success, e.final_url, e.page_title])).to.deep.equal([
+      [true, 'http://fixture.test/', 'fixture'],
+      [true, 'http://fixture.test/', 'fixture'],
+      [true, 'http://fixture.test/', 'fixture'],
+    ]);
   });
 });

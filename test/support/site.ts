@@ -53,6 +53,10 @@ export async function startSite(otherOrigin?: string): Promise<Site> {
       case '/tally':
         // a click shows at once (no round trip): a screenshot taken late shows the next click
         return html(200, page('Tally', `<button id="hit" style="position:absolute;left:0;top:0;width:600px;height:400px;font-size:120px" onclick="this.textContent=String(Number(this.textContent)+1)">0</button>`));
+      case '/slow-tally':
+        // a click shows 0.7 s later: after the runner's first looks (0 and 0.3 s), before its last (0.9 s)
+        // (a div: a button's hover and focus styles would change the picture by themselves)
+        return html(200, page('Slow tally', `<div id="hit" style="position:absolute;left:0;top:0;width:600px;height:400px;font-size:120px" onclick="setTimeout(() => { this.textContent = String(Number(this.textContent) + 1) }, 700)">0</div>`));
       case '/hit':
         return res.writeHead(204).end();
       case '/later':
