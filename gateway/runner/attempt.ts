@@ -114,8 +114,8 @@ async function stateKey(plane: Plane): Promise<string> {
   return screenshotState(plane, plane.dom ? await plane.dom.currentUrl().catch(() => '') : undefined);
 }
 
-/** The URL, the title and (`state`) the state key, read side by side. */
-async function look(plane: Plane, state: boolean): Promise<Look> {
+/** The URL, the title and (`state`) the state key, read side by side; never rejects (what cannot be read is empty). */
+export async function look(plane: Plane, state: boolean): Promise<Look> {
   const dom = plane.dom;
   if (dom) {
     const [url, seen] = await Promise.all([dom.currentUrl().catch(() => ''), dom.evaluate<[string, string] | null>(state ? PAGE_STATE_SCRIPT : TITLE_SCRIPT).catch(() => null)]);

@@ -6,7 +6,7 @@ import { sleep } from '../../shared/abort.ts';
 import type { Brain, Plane, Step, StepContext, StepResult } from '../plugins/contract.ts';
 import type { RunRecord } from '../runs/records.ts';
 import type { Extract } from '../../schemas/types.gen.ts';
-import { attemptStep, type PageEnd } from './attempt.ts';
+import { attemptStep, look, type PageEnd } from './attempt.ts';
 import { runReverse, wantsReverse } from './reverse.ts';
 import { checkStepRows } from './step-rows.ts';
 import { rejectionFor } from '../../shared/recipe-keys.ts';
@@ -197,14 +197,8 @@ export class Walker {
     return (await this.plane.screenshot().catch(() => undefined))?.image;
   }
 
-  private async pageInfo(): Promise<{ url: string; title: string }> {
-    const dom = this.plane.dom;
-    if (!dom) {
-      const f = await this.plane.facts?.().catch(() => null);
-      return { url: f?.url ?? '', title: f?.title ?? '' };
-    }
-    const [url, title] = await Promise.all([dom.currentUrl().catch(() => ''), dom.evaluate<string>('document.title').catch(() => '')]);
-    return { url, title: typeof title === 'string' ? title : '' };
+  private pageInfo(): Promise<{ url: string; title: string }> {
+    return look(this.plane, false);
   }
 
   private context(step: Step, p: string, signal: AbortSignal, brain: Brain | undefined): StepContext {
