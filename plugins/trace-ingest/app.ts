@@ -19,6 +19,7 @@ import { pathParamProblem } from './route-kit.ts';
 import { ROUTES, type Reply, type RouteCtx, type RouteDef } from './routes.ts';
 import { IngestService, type IngestOptions, type Viewer } from './service.ts';
 import { writeCategory } from './write-queue.ts';
+import { runBatch } from './batch.ts';
 
 export type { IngestOptions };
 
@@ -178,34 +179,7 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
       service.queue.reject('all');
       throw new IngestError(429, 'ingest queue saturated; retry later', { 'Retry-After': '1' });
     }
-    const results: Array<{ index: number; status: number; body?: unknown; detail?: string; retry_after?: number; rate_limits?: string }> = [];
-    const limited: string[] = [];
-    let retryAfter = 0;
-    for (const [index, raw] of body.requests.entries()) {
-      const r = (raw ?? {}) as { method?: unknown; path?: unknown; body?: unknown; image?: unknown };
-      try {
-        if (typeof r.method !== 'string' || typeof r.path !== 'string') throw new IngestError(422, 'each request needs method and path');
-        const found = match(r.method.toUpperCase(), r.path.split('?')[0]!);
-        if (found === null || found === 'method' || !found.route.def.batchable) throw new IngestError(404, `no batchable route for ${r.method} ${r.path.slice(0, 200)}`);
-        const sub: RouteCtx = { ...rc, params: found.params, query: {}, body: r.body };
-        if (r.image !== undefined) {
-          // a screenshot: its image is the part the request names, as the per-record route's part image
-          const part = typeof r.image === 'string' ? files?.get(r.image) : undefined;
-          if (!part) throw new IngestError(422, `image: no part named ${JSON.stringify(String(r.image).slice(0, 60))} in this multipart batch`);
-          sub.parts = [{ ...part, name: 'image' }];
-        }
-        await limit(found.route.def, sub);
-        const reply = await run(found.route.def, sub);
-        results.push({ index, status: reply.status ?? 200, body: reply.body });
-      } catch (err) {
-        if (!(err instanceof IngestError)) throw err;
-        // a refused record says when to retry and which categories are limited, as a whole 429 does in its headers
-        const rl = err.headers[RATE_LIMITS_HEADER];
-        if (err.status === 429) retryAfter = Math.max(retryAfter, Number(err.headers['Retry-After'] ?? 1));
-        if (rl && !limited.includes(rl)) limited.push(rl);
-        results.push({ index, status: err.status, detail: err.detail, ...(err.status === 429 ? { retry_after: Number(err.headers['Retry-After'] ?? 1), rate_limits: rl } : {}) });
-      }
-    }
+    const { results, limited, retryAfter } = await runBatch({ match, limit, run }, rc, body.requests, files);
     service.count('batches');
     if (limited.length) ctx.set(RATE_LIMITS_HEADER, limited.join(', '));
     if (retryAfter) ctx.set('Retry-After', String(retryAfter));
@@ -296,14 +270,22 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
       return;
     }
 
-    const abort = new AbortController();
-    // a request whose answer went out needs no abort (an abort builds a DOMException, a stack trace included, per request)
-    ctx.req.on('close', () => void (ctx.res.writableFinished || abort.abort()));
+    let abort: AbortController | undefined;
     const rc: RouteCtx = {
       params: {},
       query: Object.fromEntries(Object.entries(ctx.query).map(([k, v]) => [k, Array.isArray(v) ? v[0] ?? '' : (v ?? '')])),
       body: undefined,
-      signal: abort.signal,
+      // made for the routes that ask (the commands long-poll): an abort builds a DOMException, a
+      // stack trace included, and a request's 'close' often came before its answer was finished
+      get signal() {
+        if (!abort) {
+          const made = new AbortController();
+          abort = made;
+          if (ctx.res.destroyed) made.abort();
+          else ctx.res.once('close', () => void (ctx.res.writableFinished || made.abort()));
+        }
+        return abort.signal;
+      },
       baseUrl: `${ctx.protocol}://${ctx.host}${prefix}`,
       address: ctx.ip,
     };

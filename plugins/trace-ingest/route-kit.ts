@@ -50,6 +50,12 @@ export interface RouteDef {
   ok?: number[];
   /** may appear inside POST /batch */
   batchable?: boolean;
+  /**
+   * Inside a batch, the next record starts once this one's write is queued (its
+   * reply is awaited before the batch answers): the handler's only ordered effect
+   * is that one write, so the records of a batch share commits and writer messages.
+   */
+  pipelined?: boolean;
   /** the rate-limit category of the records it takes (sdk/categories.ts); none: never limited (heartbeat, reads) */
   category?: RecordCategory;
   handler(svc: IngestService, rc: RouteCtx): Promise<Reply>;

@@ -57,7 +57,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     },
   },
   {
-    method: 'PUT', path: '/runs/:run_id/steps/:step_index', auth: 'dsn', category: 'step', body: 'json', schema: 'step', batchable: true,
+    method: 'PUT', path: '/runs/:run_id/steps/:step_index', auth: 'dsn', category: 'step', body: 'json', schema: 'step', batchable: true, pipelined: true,
     summary: 'Store one step record; a step_id other than the canonical one is stored as an iteration (steps/NNNN/<short_id>.json)',
     async handler(svc, rc) {
       const idx = intParam(rc.params.step_index, 'step_index');
@@ -75,7 +75,8 @@ export const INGEST_ROUTES: RouteDef[] = [
         await IngestService.putJson(store, `steps/${pad4(idx)}.json`, step);
         if ((step.step_iterations ?? 1) > 1) await IngestService.putJson(store, iterRel, step);
         return `steps/${pad4(idx)}.json`;
-      }, idx + 1);
+        // a step's files (and its canonical claim) in a lane of their own: the steps of a batch claim in one commit
+      }, idx + 1, `steps/${pad4(idx)}`);
       return { body: { stored: rel } };
     },
   },
@@ -105,9 +106,11 @@ export const INGEST_ROUTES: RouteDef[] = [
         const name = typeof idx === 'number' ? pad4(idx) : 'run';
         groups.set(name, [...(groups.get(name) ?? []), e]);
       }
-      svc.background(svc.write(entry, async (store) => {
-        for (const [name, events] of groups) await IngestService.appendLines(store, `events/${name}.jsonl`, events);
-      }));
+      // each events file in its own lane: its appends keep their order, beside the run's other writes
+      for (const [name, events] of groups) {
+        const rel = `events/${name}.jsonl`;
+        svc.background(svc.write(entry, (store) => IngestService.appendLines(store, rel, events), 0, rel));
+      }
       svc.count('events', b.events.length);
       return { status: 202, body: { accepted: b.events.length } };
     },
@@ -130,7 +133,7 @@ export const INGEST_ROUTES: RouteDef[] = [
         const w = await store.openWriteBinary(rel);
         w.write(data);
         await w.close();
-      }));
+      }, 0, rel));
       svc.count('screenshots');
       return { status: 202, body: { stored: rel } };
     },

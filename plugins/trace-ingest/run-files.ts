@@ -8,6 +8,7 @@ import { UnsafeIdError, bundlePathProblem, checkId, checkKeyPrefix, resolveInsid
 import { FileStore, type ObjectStore, type Store, writeBytes } from '../../sdk/store.ts';
 import { IngestError, notFound } from './http.ts';
 import type { RunEntry } from './meta.ts';
+import { FileWriterThread } from './file-writer.ts';
 import { WriteQueue } from './write-queue.ts';
 
 /** A run's folder name or key segment: its id URI-encoded as before (only `:` changes, to %3A); an id whose encoded form would pass 255 bytes, the file name cap, keeps its own spelling (no such folder predates this rule, and a raw `:` never appears in an encoded name). */
@@ -18,6 +19,8 @@ export const runSegment = (runId: string): string => {
 
 export class RunFiles {
   readonly queue: WriteQueue;
+  /** makes the files of the runs being written, off the event loop */
+  readonly writer = new FileWriterThread();
   private readonly fileStores = new Map<string, FileStore>();
 
   constructor(readonly opts: { dataDir: string; objectStore?: ObjectStore; queueLimit?: number; logger?: { error(m: string, f?: Record<string, unknown>): void } }) {
@@ -42,7 +45,7 @@ export class RunFiles {
       if (!store) {
         if (this.fileStores.size >= 1000) this.fileStores.delete(this.fileStores.keys().next().value!);
         // written in place; TRACE_FSYNC=1: by temp file, fsync and rename (power-loss durability)
-        store = new FileStore(dir, { durable: process.env.TRACE_FSYNC === '1' });
+        store = new FileStore(dir, { durable: process.env.TRACE_FSYNC === '1', writer: this.writer });
         this.fileStores.set(dir, store);
       }
       return store;

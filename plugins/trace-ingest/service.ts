@@ -13,6 +13,7 @@ import type { Command, Connection, Dsn, RunEntry, Tenant, User } from './meta.ts
 import { openMeta } from './meta/open.ts';
 import type { MetaStore } from './meta/store.ts';
 import { RunFiles } from './run-files.ts';
+import { batchScope } from './write-queue.ts';
 
 export { runSegment } from './run-files.ts';
 export { WriteQueue } from './write-queue.ts';
@@ -269,16 +270,24 @@ export class IngestService extends RunFiles {
    * Queues a write on the run (serialized per run, bounded overall). Before it
    * resolves, the run's index entry is committed with the write's time and at
    * least `stepCount` steps; concurrent writes share that commit (group commit).
+   * The run's next write does not wait for that commit, only for this file, so
+   * the touches of a batch's writes meet in one commit (one statement a run).
+   * `lane`: the one file fn writes, when no other kind of write touches it
+   * (WriteQueue.run): it is serialized with that file's writes only.
    */
-  write<T>(entry: RunEntry, fn: (store: Store) => Promise<T>, stepCount = 0): Promise<T> {
+  async write<T>(entry: RunEntry, fn: (store: Store) => Promise<T>, stepCount = 0, lane?: string): Promise<T> {
     const store = this.storeFor(entry, 'write');
-    return this.queue.run(`${entry.tenant_id}/${entry.run_id}`, async () => {
-      const out = await fn(store);
-      entry.updated_at = new Date().toISOString();
-      entry.step_count = Math.max(entry.step_count, stepCount);
-      await this.meta.touchRun(entry.run_id, entry.updated_at, stepCount);
-      return out;
-    });
+    const landed = this.queue.run(`${entry.tenant_id}/${entry.run_id}`, () => fn(store), lane);
+    const batch = batchScope.getStore();
+    batch?.queued?.();
+    const out = await landed;
+    entry.updated_at = new Date().toISOString();
+    entry.step_count = Math.max(entry.step_count, stepCount);
+    const touched = this.meta.touchRun(entry.run_id, entry.updated_at, stepCount);
+    if (!batch) await touched;
+    // a touch that lands after the batch's answer (a 202 record's) is not awaited there: as a value, it is no unhandled rejection
+    else batch.commits.push(touched.then(() => null, (err: Error) => err));
+    return out;
   }
 
   /** The canonical step_id at `index` (the first one any replica stored there); cached on the entry, since it never changes. */
@@ -324,6 +333,7 @@ export class IngestService extends RunFiles {
   async close(): Promise<void> {
     for (const set of this.waiters.values()) for (const wake of set) wake();
     await this.queue.idle();
+    await this.writer.close();
     await this.flushConnections().catch(() => undefined);
     await this.meta.close();
     await this.limits.close();

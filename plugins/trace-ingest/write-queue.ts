@@ -11,6 +11,20 @@ import { IngestError } from './http.ts';
 /** The category of the route a write is queued from (none: only the total cap applies). */
 export const writeCategory = new AsyncLocalStorage<RecordCategory>();
 
+/** What the batch route sets around each of its records (batchScope). */
+export interface BatchScope {
+  /**
+   * The index commits the batch's writes wait for, awaited once before the batch
+   * is answered, so its records do not each wait for a commit of their own.
+   * They never reject: an error is the value.
+   */
+  commits: Array<Promise<Error | null>>;
+  /** called once the record's write is queued (a pipelined record's) */
+  queued?(): void;
+}
+
+export const batchScope = new AsyncLocalStorage<BatchScope>();
+
 /** The share of the queue each category may fill; step records are bounded by the total only. */
 export const QUEUE_SHARES: Record<RecordCategory, number> = { step: 1, event: 0.5, screenshot: 0.25, modelio: 0.25 };
 
@@ -34,7 +48,13 @@ export class WriteQueue {
     this.rejected.set(category, (this.rejected.get(category) ?? 0) + 1);
   }
 
-  run<T>(key: string, fn: () => Promise<T>): Promise<T> {
+  /**
+   * Queues fn after the writes queued before it on the same key and lane. A
+   * lane is a file only this kind of write touches (a screenshot, an events
+   * file): its writes need no place among the run's other writes, only
+   * among their own, and meet the others in the same message to the writer.
+   */
+  run<T>(key: string, fn: () => Promise<T>, lane?: string): Promise<T> {
     const category = writeCategory.getStore();
     if (this.depth >= this.limit) {
       this.reject('all');
@@ -50,7 +70,8 @@ export class WriteQueue {
     }
     this.depth++;
     if (category) this.depthBy.set(category, mine + 1);
-    const prev = this.chains.get(key) ?? Promise.resolve();
+    const chain = lane === undefined ? key : `${key}\0${lane}`;
+    const prev = this.chains.get(chain) ?? Promise.resolve();
     const p = prev.then(fn);
     const tail = p.then(
       () => undefined,
@@ -59,15 +80,16 @@ export class WriteQueue {
       this.depth--;
       if (category) this.depthBy.set(category, this.depthBy.get(category)! - 1);
       this.processed++;
-      if (this.chains.get(key) === tail) this.chains.delete(key);
+      if (this.chains.get(chain) === tail) this.chains.delete(chain);
     });
-    this.chains.set(key, tail);
+    this.chains.set(chain, tail);
     return p;
   }
 
-  /** resolves when every write queued so far for key has landed */
+  /** resolves when every write queued so far for key, in any lane, has landed */
   async settled(key: string): Promise<void> {
-    await this.chains.get(key);
+    const mine = [...this.chains].filter(([chain]) => chain === key || chain.startsWith(`${key}\0`)).map(([, tail]) => tail);
+    await Promise.all(mine);
   }
 
   async idle(): Promise<void> {

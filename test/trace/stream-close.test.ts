@@ -84,7 +84,8 @@ describe('trace SDK: batch fallback and closing with the upload in the backgroun
         let open = false;
         const gate = new Promise<void>((r) => (release = () => ((open = true), r())));
         return (req, res) => {
-          if (open || !req.url?.includes('/runs')) return inner(req, res);
+          // a record's own route or the batch route (records posted together go out in one batch)
+          if (open || !/\/runs|\/batch/.test(req.url ?? '')) return inner(req, res);
           void gate.then(() => inner(req, res));
         };
       });
@@ -141,5 +142,41 @@ describe('trace SDK: batch fallback and closing with the upload in the backgroun
       expect(manifest.step_count).to.equal(3);
       expect((await ing.get('/runs/run-rec-bg/screenshots/0002_post.png', cookie)).status).to.equal(200);
     });
+  });
+});
+
+describe('trace SDK: a burst of records', () => {
+  let ing: TestIngest;
+  before(async () => {
+    ing = await startIngest();
+  });
+  after(() => ing.close());
+
+  it('starts no request inside the recording calls, and sends what they posted together', async () => {
+    const a = await ing.tenant('burst');
+    const calls: string[] = [];
+    let inflight = 0;
+    const counting: typeof fetch = (input, init) => {
+      calls.push(`${init?.method ?? 'GET'} ${new URL(String(input instanceof Request ? input.url : input)).pathname}`);
+      inflight++;
+      return fetch(input, init).finally(() => inflight--);
+    };
+    const s = new DebugSession({ runId: 'run-burst', clientName: 'runner', outDir: path.join(await tempDir(), 'bundle'), dsn: a.dsn, logger: collectingLogger(), stream: { fetch: counting } });
+    // the session's first record (its manifest) goes out on its own: the stream is idle once it is answered
+    while (!calls.length || inflight) await new Promise((r) => setTimeout(r, 10));
+    await new Promise((r) => setTimeout(r, 20));
+    const before = calls.length;
+    s.recordStep({ step_index: 0, step_id: 'b0', status: 'passed', action: { type: 'CLICK', params: { x: 1, y: 1 } } });
+    s.recordEvent({ layer: 'planner', kind: 'propose', step_index: 0 });
+    s.recordEvent({ layer: 'verifier', kind: 'check', step_index: 0 });
+    expect(calls.length, 'a recording call builds and sends no request itself').to.equal(before);
+    for (let i = 0; i < 100 && calls.length === before; i++) await new Promise((r) => setTimeout(r, 10));
+    await new Promise((r) => setTimeout(r, 50));
+    expect(calls.slice(before), 'the step and its events in one batch request').to.deep.equal(['POST /api/v1/batch']);
+    await s.close('passed');
+    expect(s.streamStats!.dropped).to.equal(0);
+    const cookie = await ing.login(a);
+    const lines = (await (await ing.get('/runs/run-burst/events/0000.jsonl', cookie)).text()).trim().split('\n');
+    expect(lines.map((l) => (JSON.parse(l) as { kind: string }).kind)).to.deep.equal(['propose', 'check']);
   });
 });

@@ -24,9 +24,10 @@ export interface MetaDb extends Sql {
    * its way go in the next transaction together, so N concurrent writes cost one
    * fsync (SQLite) or one COMMIT (PostgreSQL), not N. Resolves once committed;
    * when the transaction fails, each statement is tried alone, so one bad
-   * statement fails only its own caller.
+   * statement fails only its own caller. Arguments given as a function are
+   * read when the group is committed (a caller may fold later values in until then).
    */
-  batch(sql: string, args?: unknown[]): Promise<number>;
+  batch(sql: string, args?: BatchArgs): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -62,32 +63,35 @@ function positional(sql: string, args: unknown[]): [string, unknown[]] {
   return [c.text, c.order.map((i) => args[i])];
 }
 
+export type BatchArgs = unknown[] | (() => unknown[]);
+
 interface Queued {
   sql: string;
-  args: unknown[];
+  args: BatchArgs;
   resolve(n: number): void;
   reject(err: unknown): void;
 }
 
 /** The group commit behind MetaDb.batch: one commit in flight, the next batch gathering meanwhile. */
-function groupCommitter(tx: <T>(fn: (q: Sql) => Promise<T>) => Promise<T>, single: (sql: string, args: unknown[]) => Promise<number>): (sql: string, args?: unknown[]) => Promise<number> {
+function groupCommitter(tx: <T>(fn: (q: Sql) => Promise<T>) => Promise<T>, single: (sql: string, args: unknown[]) => Promise<number>): (sql: string, args?: BatchArgs) => Promise<number> {
   let waiting: Queued[] = [];
   let busy = false;
   const flush = async (): Promise<void> => {
     while (waiting.length) {
       const group = waiting;
       waiting = [];
+      const args = group.map((w) => (typeof w.args === 'function' ? w.args() : w.args));
       try {
         const counts = await tx(async (q) => {
           const out: number[] = [];
-          for (const w of group) out.push(await q.run(w.sql, w.args));
+          for (const [i, w] of group.entries()) out.push(await q.run(w.sql, args[i]));
           return out;
         });
         group.forEach((w, i) => w.resolve(counts[i]!));
       } catch (err) {
         // a database that cannot serve fails them all at once (tried one by one, each would wait out the connect timeout)
         if (group.length === 1 || isDbUnavailable(err)) for (const w of group) w.reject(err);
-        else for (const w of group) await single(w.sql, w.args).then(w.resolve, w.reject);
+        else for (const [i, w] of group.entries()) await single(w.sql, args[i]!).then(w.resolve, w.reject);
       }
     }
     busy = false;

@@ -73,6 +73,10 @@ export const revokeSession = (q: Sql, sid: string, exp: number) =>
   q.run('INSERT INTO trace_revoked_sessions (sid, expires_at) VALUES ($1, $2) ON CONFLICT DO NOTHING', [sid, Math.floor(exp)]);
 
 export class MetaStore {
+  /** touches of a run not yet read by the group commit they wait for */
+  private readonly touches = new Map<string, { at: string; stepCount: number; done: Promise<number> }>();
+  private readonly inflight = new Set<Promise<number>>();
+
   constructor(readonly db: MetaDb) {}
 
   /** The key cookies are signed with: made once, kept in the database. */
@@ -179,9 +183,31 @@ export class MetaStore {
       [e.run_id, e.updated_at, e.status, e.client_name, e.debug_session_id, e.step_count, e.parent_run_id, e.group_id, e.session_type],
     );
   }
-  /** A write landed on the run: updated_at to `at` and step_count to at least `stepCount` (group-committed). */
+  /**
+   * A write landed on the run: updated_at to `at` and step_count to at least `stepCount`
+   * (group-committed). The touches of one run waiting for the same commit are one
+   * statement: a batch of ten steps writes about forty files, each of which touched it.
+   */
   async touchRun(runId: string, at: string, stepCount = 0): Promise<void> {
-    await this.db.batch(TOUCH_RUN, [runId, at, stepCount]);
+    const pending = this.touches.get(runId);
+    if (pending) {
+      if (at > pending.at) pending.at = at;
+      pending.stepCount = Math.max(pending.stepCount, stepCount);
+      await pending.done;
+      return;
+    }
+    const mine = { at, stepCount, done: Promise.resolve(0) };
+    this.touches.set(runId, mine);
+    mine.done = this.db.batch(TOUCH_RUN, () => {
+      if (this.touches.get(runId) === mine) this.touches.delete(runId);
+      return [runId, mine.at, mine.stepCount];
+    });
+    this.inflight.add(mine.done);
+    try {
+      await mine.done;
+    } finally {
+      this.inflight.delete(mine.done);
+    }
   }
   /** The canonical step_id of a step: `stepId` when this call claimed it first, else the one claimed before (by any replica). */
   async claimStep(runId: string, index: number, stepId: string): Promise<string> {
@@ -247,7 +273,9 @@ export class MetaStore {
     return rows.map(preference);
   }
 
-  close(): Promise<void> {
+  async close(): Promise<void> {
+    // a touch's file write is answered before its commit (IngestService.write): let those commits land
+    while (this.inflight.size) await Promise.allSettled([...this.inflight]);
     return this.db.close();
   }
 }
