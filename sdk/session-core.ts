@@ -181,6 +181,8 @@ export class SessionCore {
   streamStep(s: StepRecord): void {
     const idx = s.step_index;
     const key = `step:${idx}:${s.step_id}`;
+    // a step record still waiting to go out is read when it is sent: a patch needs no new job
+    if (this.streamer?.pending(key)) return;
     this.post({
       kind: 'step',
       method: 'PUT',

@@ -57,7 +57,8 @@ export function recordStepIteration(core: SessionCore, stepIdOrIndex: string | n
 
 export function recordEvent(core: SessionCore, event: Partial<DecisionEvent> & Pick<DecisionEvent, 'layer' | 'kind'>): DecisionEvent {
   core.assertOpen();
-  const e = core.id.redaction.apply({ event_id: newId('evt_'), ts: nowIso(), step_index: null, ...structuredClone(event) }) as DecisionEvent;
+  // the redaction's copy is the event's own copy; the ids and the time the SDK makes hold nothing to redact
+  const e = { event_id: newId('evt_'), ts: nowIso(), step_index: null, ...core.id.redaction.apply(event) } as DecisionEvent;
   core.checkOrThrow('decision-event', e);
   const file = e.step_index === null || e.step_index === undefined ? 'run' : pad4(e.step_index);
   const lines = core.events.get(file) ?? [];

@@ -74,6 +74,11 @@ export class Streamer {
     return this.queue.length;
   }
 
+  /** true while a job with this key waits to be sent */
+  pending(key: string): boolean {
+    return this.byKey.has(key);
+  }
+
   enqueue(job: StreamJob): void {
     if (this.closed) return;
     if (job.kind === 'modelio' && this.modelioLatched) return;

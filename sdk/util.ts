@@ -14,7 +14,11 @@ export const pad4 = (n: number): string => String(n).padStart(4, '0');
 export const nowIso = (): string => new Date().toISOString();
 
 /** `<prefix><first n hex of a uuid>` */
-export const newId = (prefix: string, n = 12): string => prefix + randomUUID().replace(/-/g, '').slice(0, n);
+export const newId = (prefix: string, n = 12): string => {
+  const u = randomUUID();
+  // the uuid's hex without its dashes (8-4-4-4-12), by slices: a regex replace costs more, on every record
+  return prefix + (u.slice(0, 8) + u.slice(9, 13) + u.slice(14, 18) + u.slice(19, 23) + u.slice(24)).slice(0, n);
+};
 
 /** JSON with object keys sorted at every level: the input of hashes that must not depend on key order. */
 export function canonicalJson(value: unknown): string {

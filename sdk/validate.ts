@@ -12,11 +12,15 @@ export interface BundleIssue {
   path: string;
 }
 
-const PNG = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+const PNG = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a];
+const IHDR = [0x49, 0x48, 0x44, 0x52];
 
 /** PNG signature followed by an IHDR chunk: the bytes, not the name, say it is a PNG. */
 export function isPng(bytes: Uint8Array): boolean {
-  return bytes.length >= 24 && Buffer.from(bytes.subarray(0, 8)).equals(PNG) && Buffer.from(bytes.subarray(12, 16)).toString('latin1') === 'IHDR';
+  if (bytes.length < 24) return false;
+  // byte by byte: a copy of a slice to compare costs more than the whole check (it runs on every screenshot a caller attaches)
+  for (let i = 0; i < 8; i++) if (bytes[i] !== PNG[i]) return false;
+  return bytes[12] === IHDR[0] && bytes[13] === IHDR[1] && bytes[14] === IHDR[2] && bytes[15] === IHDR[3];
 }
 
 function kindOf(relpath: string): TraceRecordKind | 'jsonl-events' | 'jsonl-reasoning' | 'array-outcome' | 'array-eval' | 'png' | null {

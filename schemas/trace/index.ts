@@ -69,10 +69,17 @@ function instance(): Ajv2020 {
   return ajv;
 }
 
+// ajv's getSchema resolves its key on every call: 40 us a record when steps come seconds apart (a cold cache), most of recordStep
+const validators = new Map<string, ValidateFunction>();
+
 export function traceValidator<T = unknown>(kind: TraceRecordKind): ValidateFunction<T> {
-  const v = instance().getSchema<T>(`${SCHEMA_BASE}trace/${kind}.schema.json`);
-  if (!v) throw new Error(`unknown trace schema ${kind}`);
-  return v;
+  let v = validators.get(kind);
+  if (!v) {
+    v = instance().getSchema(`${SCHEMA_BASE}trace/${kind}.schema.json`);
+    if (!v) throw new Error(`unknown trace schema ${kind}`);
+    validators.set(kind, v);
+  }
+  return v as ValidateFunction<T>;
 }
 
 /** null when the value is a valid record of that kind, else a one-line reason naming the field. */
@@ -93,7 +100,11 @@ export function jsonLine(value: unknown): string {
 
 /** null when the value is valid against common.schema.json#/$defs/<name>, else a one-line reason. */
 export function checkDef(name: string, value: unknown, root = ''): string | null {
-  const v = instance().getSchema(`${SCHEMA_BASE}trace/common.schema.json#/$defs/${name}`);
-  if (!v) throw new Error(`unknown trace definition ${name}`);
+  let v = validators.get(`#${name}`);
+  if (!v) {
+    v = instance().getSchema(`${SCHEMA_BASE}trace/common.schema.json#/$defs/${name}`);
+    if (!v) throw new Error(`unknown trace definition ${name}`);
+    validators.set(`#${name}`, v);
+  }
   return v(value) ? null : describeError(root, v.errors);
 }
