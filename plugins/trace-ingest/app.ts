@@ -18,7 +18,6 @@ import { isDbUnavailable } from './meta/db.ts';
 import { pathParamProblem } from './route-kit.ts';
 import { ROUTES, type Reply, type RouteCtx, type RouteDef } from './routes.ts';
 import { IngestService, type IngestOptions, type Viewer } from './service.ts';
-import { writeCategory } from './write-queue.ts';
 import { runBatch } from './batch.ts';
 
 export type { IngestOptions };
@@ -156,7 +155,8 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
   /** Runs a route's handler once its path segments are checked; its writes count in its category's share of the queue. */
   async function run(def: RouteDef, rc: RouteCtx): Promise<Reply> {
     checkParams(def, rc.params);
-    return def.category ? writeCategory.run(def.category, () => def.handler(service, rc)) : def.handler(service, rc);
+    rc.category = def.category;
+    return def.handler(service, rc);
   }
 
   /**

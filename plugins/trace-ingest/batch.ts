@@ -6,7 +6,6 @@
 import { RATE_LIMITS_HEADER } from '../../sdk/categories.ts';
 import { IngestError, type FilePart } from './http.ts';
 import type { Reply, RouteCtx, RouteDef } from './route-kit.ts';
-import { batchScope } from './write-queue.ts';
 
 export interface BatchResult {
   index: number;
@@ -58,12 +57,14 @@ export async function runBatch(deps: BatchDeps, rc: RouteCtx, records: unknown[]
         }
         await deps.limit(def, sub);
         if (!def.pipelined) {
-          outcomes.push(Promise.resolve(answered(index, await batchScope.run({ commits }, () => deps.run(def, sub)))));
+          sub.batch = { commits };
+          outcomes.push(Promise.resolve(answered(index, await deps.run(def, sub))));
           continue;
         }
         let queued = ignore as () => void;
         const entered = new Promise<void>((resolve) => (queued = resolve));
-        const reply = batchScope.run({ commits, queued }, () => deps.run(def, sub));
+        sub.batch = { commits, queued };
+        const reply = deps.run(def, sub);
         outcomes.push(reply.then((rep) => answered(index, rep), (err: unknown) => refused(index, err)));
         // the next record starts once this one's write is in its lane (or it ended without one)
         await Promise.race([entered, reply.then(ignore, ignore)]);

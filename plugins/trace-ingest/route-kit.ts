@@ -7,6 +7,7 @@ import { idProblem } from '../../shared/ids.ts';
 import { IngestError, unprocessable, type FilePart } from './http.ts';
 import type { RunEntry } from './meta.ts';
 import type { IngestService, Principal, Viewer } from './service.ts';
+import type { BatchScope } from './write-queue.ts';
 
 export type AuthKind = 'none' | 'dsn' | 'cookie' | 'admin';
 
@@ -18,6 +19,10 @@ export interface RouteCtx {
   principal?: Principal;
   viewer?: Viewer;
   signal: AbortSignal;
+  /** the route's record category, set before its handler runs (its writes count in that share of the queue) */
+  category?: RecordCategory;
+  /** inside a batch: the batch's scope (write-queue.ts) */
+  batch?: BatchScope;
   /** origin of the request plus the mount prefix (for minted DSNs) */
   baseUrl: string;
   address: string;

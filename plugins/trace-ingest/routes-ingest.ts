@@ -22,7 +22,7 @@ export const INGEST_ROUTES: RouteDef[] = [
       validate('manifest', rc.body);
       const m = rc.body as Record<string, unknown> & { run_id: string; branch_context?: { parent_run_id?: string } };
       const { entry, created } = await svc.claimRun(rc.principal!.tenant.tenant_id, m.run_id);
-      await svc.write(entry, async (store) => {
+      await svc.write(rc, entry, async (store) => {
         await IngestService.putJson(store, 'manifest.json', m);
         // the embedded schema copies of a bundle, from the service's schema package
         if (!(await store.exists('schema/manifest.schema.json'))) for (const f of TRACE_SCHEMA_FILES) await writeBytes(store, `schema/${f}`, traceSchemaBytes(f));
@@ -49,7 +49,7 @@ export const INGEST_ROUTES: RouteDef[] = [
       const doc = rc.body as { session: { run_id: string; status?: string }; steps: unknown[] };
       if (doc.session.run_id !== rc.params.run_id) throw unprocessable('session.run_id does not match the path');
       const entry = await ingestRun(svc, rc);
-      await svc.write(entry, (store) => IngestService.putJson(store, 'trace.json', doc));
+      await svc.write(rc, entry, (store) => IngestService.putJson(store, 'trace.json', doc));
       entry.step_count = doc.steps.length;
       if (doc.session.status) entry.status = doc.session.status;
       await svc.saveRun(entry);
@@ -65,7 +65,7 @@ export const INGEST_ROUTES: RouteDef[] = [
       const step = rc.body as { step_index: number; step_id: string; step_iterations?: number };
       if (step.step_index !== idx) throw unprocessable('step_index does not match the path');
       const entry = await ingestRun(svc, rc);
-      const rel = await svc.write(entry, async (store) => {
+      const rel = await svc.write(rc, entry, async (store) => {
         const canonical = await svc.canonicalStep(entry, idx, step.step_id);
         const iterRel = `steps/${pad4(idx)}/${shortId(step.step_id)}.json`;
         if (canonical !== step.step_id) {
@@ -76,7 +76,7 @@ export const INGEST_ROUTES: RouteDef[] = [
         if ((step.step_iterations ?? 1) > 1) await IngestService.putJson(store, iterRel, step);
         return `steps/${pad4(idx)}.json`;
         // a step's files (and its canonical claim) in a lane of their own: the steps of a batch claim in one commit
-      }, idx + 1, `steps/${pad4(idx)}`);
+      }, { stepCount: idx + 1, lane: `steps/${pad4(idx)}` });
       return { body: { stored: rel } };
     },
   },
@@ -87,7 +87,7 @@ export const INGEST_ROUTES: RouteDef[] = [
       const msg = checkDef('Costs', obj(rc.body));
       if (msg) throw unprocessable(msg);
       const entry = await ingestRun(svc, rc);
-      await svc.write(entry, (store) => IngestService.putJson(store, 'live/costs.json', rc.body));
+      await svc.write(rc, entry, (store) => IngestService.putJson(store, 'live/costs.json', rc.body));
       return { body: { run_id: entry.run_id } };
     },
   },
@@ -109,7 +109,7 @@ export const INGEST_ROUTES: RouteDef[] = [
       // each events file in its own lane: its appends keep their order, beside the run's other writes
       for (const [name, events] of groups) {
         const rel = `events/${name}.jsonl`;
-        svc.background(svc.write(entry, (store) => IngestService.appendLines(store, rel, events), 0, rel));
+        svc.background(svc.write(rc, entry, (store) => IngestService.appendLines(store, rel, events), { lane: rel }));
       }
       svc.count('events', b.events.length);
       return { status: 202, body: { accepted: b.events.length } };
@@ -129,11 +129,11 @@ export const INGEST_ROUTES: RouteDef[] = [
       const entry = await ingestRun(svc, rc);
       const rel = `screenshots/${pad4(idx)}_${rc.params.kind}.png`;
       const data = Buffer.from(part.data);
-      svc.background(svc.write(entry, async (store) => {
+      svc.background(svc.write(rc, entry, async (store) => {
         const w = await store.openWriteBinary(rel);
         w.write(data);
         await w.close();
-      }, 0, rel));
+      }, { lane: rel }));
       svc.count('screenshots');
       return { status: 202, body: { stored: rel } };
     },
@@ -148,7 +148,7 @@ export const INGEST_ROUTES: RouteDef[] = [
       if (relProblem) throw new IngestError(400, relProblem);
       validate('modelio', rc.body);
       const entry = await ingestRun(svc, rc);
-      svc.background(svc.write(entry, (store) => IngestService.putJson(store, `modelio/${rel}`, rc.body)));
+      svc.background(svc.write(rc, entry, (store) => IngestService.putJson(store, `modelio/${rel}`, rc.body)));
       svc.count('modelio');
       return { status: 202, body: { stored: `modelio/${rel}` } };
     },
@@ -169,7 +169,7 @@ export const INGEST_ROUTES: RouteDef[] = [
       }
       const entry = await ingestRun(svc, rc);
       const text = b.text;
-      svc.background(svc.write(entry, (store) => IngestService.appendText(store, `logs/${name}.log`, text, LOG_FILE_LIMIT)));
+      svc.background(svc.write(rc, entry, (store) => IngestService.appendText(store, `logs/${name}.log`, text, LOG_FILE_LIMIT)));
       return { status: 202, body: { log: `logs/${name}.log` } };
     },
   },
@@ -180,7 +180,7 @@ export const INGEST_ROUTES: RouteDef[] = [
       const idx = intParam(rc.params.step_index, 'step_index');
       validate('judge-decision', rc.body);
       const entry = await ingestRun(svc, rc);
-      svc.background(svc.write(entry, (store) => IngestService.appendLines(store, 'live/judge-decisions.jsonl', [{ step_index: idx, ...(rc.body as object) }])));
+      svc.background(svc.write(rc, entry, (store) => IngestService.appendLines(store, 'live/judge-decisions.jsonl', [{ step_index: idx, ...(rc.body as object) }])));
       return { status: 202, body: { accepted: 1 } };
     },
   },
@@ -190,7 +190,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     async handler(svc, rc) {
       validate('reasoning', rc.body);
       const entry = await ingestRun(svc, rc);
-      svc.background(svc.write(entry, (store) => IngestService.appendLines(store, 'events/reasoning.jsonl', [rc.body])));
+      svc.background(svc.write(rc, entry, (store) => IngestService.appendLines(store, 'events/reasoning.jsonl', [rc.body])));
       return { status: 202, body: { accepted: 1 } };
     },
   },
@@ -205,7 +205,7 @@ export const INGEST_ROUTES: RouteDef[] = [
       bodyStepIndex(se.step_index);
       if (se.side_effect_id !== rc.params.side_effect_id) throw unprocessable('side_effect_id does not match the path');
       const entry = await ingestRun(svc, rc);
-      await svc.write(entry, (store) => IngestService.putJson(store, `side_effects/${pad4(se.step_index)}-${se.side_effect_id}.json`, se));
+      await svc.write(rc, entry, (store) => IngestService.putJson(store, `side_effects/${pad4(se.step_index)}-${se.side_effect_id}.json`, se));
       return { body: { stored: `side_effects/${pad4(se.step_index)}-${se.side_effect_id}.json` } };
     },
   },
@@ -215,7 +215,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     async handler(svc, rc) {
       validate('outcome', rc.body);
       const entry = await ingestRun(svc, rc);
-      await svc.write(entry, async (store) => {
+      await svc.write(rc, entry, async (store) => {
         const list = (await store.exists('outcomes.json')) ? (JSON.parse(await store.readText('outcomes.json')) as unknown[]) : [];
         list.push(rc.body);
         await IngestService.putJson(store, 'outcomes.json', list);
@@ -230,7 +230,7 @@ export const INGEST_ROUTES: RouteDef[] = [
       validate('eval-candidate', rc.body);
       const c = rc.body as { step_index: number };
       const entry = await ingestRun(svc, rc);
-      const added = await svc.write(entry, async (store) => {
+      const added = await svc.write(rc, entry, async (store) => {
         const list = (await store.exists('eval_candidates.json')) ? (JSON.parse(await store.readText('eval_candidates.json')) as Array<{ step_index: number }>) : [];
         if (list.some((x) => x.step_index === c.step_index)) return false;
         list.push(c);
@@ -247,7 +247,7 @@ export const INGEST_ROUTES: RouteDef[] = [
     async handler(svc, rc) {
       validate('findings', rc.body);
       const entry = await ingestRun(svc, rc);
-      await svc.write(entry, (store) => IngestService.putJson(store, 'diagnostics/findings.json', rc.body));
+      await svc.write(rc, entry, (store) => IngestService.putJson(store, 'diagnostics/findings.json', rc.body));
       return { body: { stored: 'diagnostics/findings.json' } };
     },
   },
@@ -258,7 +258,7 @@ export const INGEST_ROUTES: RouteDef[] = [
       const idx = intParam(rc.params.step_index, 'step_index');
       const entry = await ingestRun(svc, rc);
       const body = obj(rc.body);
-      await svc.write(entry, (store) => IngestService.putJson(store, `preferences/${pad4(idx)}.json`, body));
+      await svc.write(rc, entry, (store) => IngestService.putJson(store, `preferences/${pad4(idx)}.json`, body));
       return { body: { stored: `preferences/${pad4(idx)}.json` } };
     },
   },

@@ -13,7 +13,7 @@ import type { Command, Connection, Dsn, RunEntry, Tenant, User } from './meta.ts
 import { openMeta } from './meta/open.ts';
 import type { MetaStore } from './meta/store.ts';
 import { RunFiles } from './run-files.ts';
-import { batchScope } from './write-queue.ts';
+import type { WriteFrom } from './write-queue.ts';
 
 export { runSegment } from './run-files.ts';
 export { WriteQueue } from './write-queue.ts';
@@ -272,13 +272,14 @@ export class IngestService extends RunFiles {
    * least `stepCount` steps; concurrent writes share that commit (group commit).
    * The run's next write does not wait for that commit, only for this file, so
    * the touches of a batch's writes meet in one commit (one statement a run).
-   * `lane`: the one file fn writes, when no other kind of write touches it
+   * `from`: the route's category and batch scope (a RouteCtx). `lane`: the one file fn writes, when no other kind of write touches it
    * (WriteQueue.run): it is serialized with that file's writes only.
    */
-  async write<T>(entry: RunEntry, fn: (store: Store) => Promise<T>, stepCount = 0, lane?: string): Promise<T> {
+  async write<T>(from: WriteFrom, entry: RunEntry, fn: (store: Store) => Promise<T>, opts: { stepCount?: number; lane?: string } = {}): Promise<T> {
     const store = this.storeFor(entry, 'write');
-    const landed = this.queue.run(`${entry.tenant_id}/${entry.run_id}`, () => fn(store), lane);
-    const batch = batchScope.getStore();
+    const stepCount = opts.stepCount ?? 0;
+    const landed = this.queue.run(`${entry.tenant_id}/${entry.run_id}`, () => fn(store), { lane: opts.lane, category: from.category });
+    const batch = from.batch;
     batch?.queued?.();
     const out = await landed;
     entry.updated_at = new Date().toISOString();

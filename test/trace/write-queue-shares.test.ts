@@ -4,7 +4,7 @@
 // still find room up to the total.
 import { expect } from 'chai';
 import { IngestError } from '../../plugins/trace-ingest/http.ts';
-import { WriteQueue, writeCategory } from '../../plugins/trace-ingest/write-queue.ts';
+import { WriteQueue } from '../../plugins/trace-ingest/write-queue.ts';
 import type { RecordCategory } from '../../sdk/categories.ts';
 
 describe('trace ingest write queue shares per category', () => {
@@ -12,7 +12,7 @@ describe('trace ingest write queue shares per category', () => {
     const q = new WriteQueue(8);
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
-    const queue = (category: RecordCategory, i: number) => writeCategory.run(category, () => q.run(`run-${category}-${i}`, () => gate));
+    const queue = (category: RecordCategory, i: number) => q.run(`run-${category}-${i}`, () => gate, { category });
     const pending: Promise<void>[] = [];
     pending.push(queue('screenshot', 0), queue('screenshot', 1));
     let refused: unknown;
