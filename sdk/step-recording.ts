@@ -73,6 +73,18 @@ export function recordEvent(core: SessionCore, event: Partial<DecisionEvent> & P
 
 const laterTurn = (): Promise<void> => new Promise((r) => setImmediate(r));
 
+/** What attachObservation leaves for a later turn: the bundle file, and the hash of a post image. */
+function laterWork(core: SessionCore, stepIndex: number, kind: string, rel: string, bytes: Buffer): Promise<unknown> {
+  const hashed =
+    kind === 'post' &&
+    phash64(bytes).then((hash) =>
+      core.patchStep(stepIndex, (s) => {
+        s.observation = { ...(s.observation ?? {}), hashes: { ...(s.observation?.hashes ?? {}), phash_64: hash } };
+      }),
+    );
+  return Promise.all([core.putFile(rel, bytes), hashed]);
+}
+
 export async function attachObservation(core: SessionCore, stepIndex: number, kind: 'pre' | 'post' | 'target' | 'diff', png: Uint8Array): Promise<string> {
   core.assertOpen();
   core.refuseOnOrchestrator('attachObservation');
@@ -84,22 +96,13 @@ export async function attachObservation(core: SessionCore, stepIndex: number, ki
   // the file write (and its signature) and the perceptual hash run in the background, from a
   // later turn (close waits for them): the caller pays for neither. The bundle's staging
   // directory is made now, so a process killed before that turn leaves it (with what it holds)
-  core.stagedStore().catch(() => undefined);
-  core.track(laterTurn().then(() => core.putFile(rel, bytes))).catch(() => undefined);
+  if (!core.staged) core.stagedStore().catch(() => undefined);
+  // observation.hashes.phash_64 describes the state after the step (decoding costs a few ms, so only the post image;
+  // even handing the image to libvips cost the caller 0.4 ms)
+  core.track(laterTurn().then(() => laterWork(core, stepIndex, kind, rel, bytes))).catch(() => undefined);
   core.patchStep(stepIndex, (s) => {
     s.observation = { ...(s.observation ?? {}), [kind]: rel };
   });
-  if (kind === 'post') {
-    // observation.hashes.phash_64 describes the state after the step (decoding costs a few ms, so only the post image;
-    // even handing the image to libvips cost the caller 0.4 ms)
-    core.track(
-      laterTurn().then(() => phash64(bytes)).then((hash) =>
-        core.patchStep(stepIndex, (s) => {
-          s.observation = { ...(s.observation ?? {}), hashes: { ...(s.observation?.hashes ?? {}), phash_64: hash } };
-        }),
-      ),
-    ).catch(() => undefined);
-  }
   core.post({ kind: 'screenshot', method: 'POST', path: `${core.runPath}/screenshots/${stepIndex}/${kind}`, image: bytes });
   return rel;
 }
