@@ -54,7 +54,9 @@ interface Look {
 export async function attemptStep(a: Attempt): Promise<Attempted> {
   const { handler, step, path: p, plane } = a;
   const watchState = handler.checks?.stateChange === true;
-  const [before] = await Promise.all([watchState ? stateKey(plane) : undefined, a.ready?.catch(() => undefined)]);
+  // the reads around the handler end with the run (cancel, time cap, plane lost), not only with the plane call's own deadline (30 s on a hung agent)
+  const held = <T>(x: Promise<T>): Promise<T> => abortable(x, a.signal);
+  const [before] = await held(Promise.all([watchState ? stateKey(plane) : undefined, a.ready?.catch(() => undefined)]));
   // one listener on the run's signal per attempt, removed when the attempt ends
   const bounded = childSignal(a.signal, a.stepTimeoutMs, () => new Halt('halt_timeout', `step ${p} (${step.type}) took longer than ${a.stepTimeoutMs} ms`));
   const ctx = a.context(bounded.signal, a.brain);
@@ -73,10 +75,10 @@ export async function attemptStep(a: Attempt): Promise<Attempted> {
   // the post screenshot is started after the last look, so it is never older than what the checks judged
   const end = (l: Look): PageEnd => ({ url: l.url, title: l.title, ...(a.wantsShot ? { shot: plane.screenshot().then((s) => s.image, () => undefined) } : {}) });
   if (step.gate && step.verify) {
-    const verdict = await judgeGate(ctx, ctx.brainFor?.('hosted-api'), step.verify);
-    if (verdict && !verdict.success) return { result: verdict, end: end(await look(plane, false)) };
+    const verdict = await held(judgeGate(ctx, ctx.brainFor?.('hosted-api'), step.verify));
+    if (verdict && !verdict.success) return { result: verdict, end: end(await held(look(plane, false))) };
   }
-  let after = await look(plane, before !== undefined);
+  let after = await held(look(plane, before !== undefined));
   const hints = step.hints ?? {};
   if (handler.checks?.successContract && (plane.dom || plane.facts)) {
     const contains = list(hints.expect_url_contains);
@@ -87,7 +89,7 @@ export async function attemptStep(a: Attempt): Promise<Attempted> {
     const present = list(hints.expect_text_present);
     // text is read from the DOM, or on computer_plane from a DOM snapshot the browser takes (no script in the page)
     if (present.length > 0) {
-      const text = plane.dom ? await plane.dom.evaluate<string>('document.body ? document.body.innerText : ""').catch(() => '') : ((await plane.facts?.({ text: true }).catch(() => null))?.text ?? '');
+      const text = await held(plane.dom ? plane.dom.evaluate<string>('document.body ? document.body.innerText : ""').catch(() => '') : plane.facts ? plane.facts({ text: true }).then((f) => f?.text ?? '', () => '') : Promise.resolve(''));
       // whitespace as rendered differs between a DOM's innerText and a layout snapshot's text runs
       const flat = (x: string) => x.replace(/\s+/g, ' ').trim();
       if (present.every((t) => flat(text).includes(flat(t)))) return { result, end: end(after) };
@@ -100,8 +102,8 @@ export async function attemptStep(a: Attempt): Promise<Attempted> {
     // calling it unchanged, since the retry that follows would repeat an action that worked
     for (let n = 0; after.state === before && n < UNCHANGED_LOOKS; n++) {
       await sleep(UNCHANGED_LOOK_MS, a.signal);
-      after = await look(plane, true);
-      }
+      after = await held(look(plane, true));
+    }
     if (after.state === before) return { result: { ...result, success: false, failure_class: 'no_state_change', data: 'URL, page and scroll did not change' }, end: end(after) };
   }
   return { result, end: end(after) };
