@@ -26,6 +26,8 @@ export interface RunnerStore {
   /** a fenced write: false once the run has ended or `owner` no longer holds its lease */
   save(r: RunRecord, owner: string): Promise<boolean>;
   emit(r: RunRecord, type: string, data: Record<string, unknown>): Promise<void>;
+  /** emit, only while `owner` holds the run's lease and the run is unfinished; false: not appended */
+  emitFenced(r: RunRecord, owner: string, type: string, data: Record<string, unknown>): Promise<boolean>;
   /** save, then emit only if the save held, as one write where the store can; false as save's */
   saveAndEmit(r: RunRecord, owner: string, type: string, data: Record<string, unknown>): Promise<boolean>;
   end(r: RunRecord, outcome: RunOutcome): Promise<RunRecord>;

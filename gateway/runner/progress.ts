@@ -1,8 +1,9 @@
 // A run's saved progress as the walker writes it. The checkpoint of a top-level
 // step rides with that step's step.started, and the periodic save with a
 // step.finished: one write each (one commit, one fsync on SQLite) where a save
-// and an event took two. Every save is fenced by the runner's lease: a runner
-// that lost its run stops at the write, and its event is not appended.
+// and an event took two. Every write is fenced by the runner's lease, events
+// between saves too: a runner that lost its run stops at the write, and its
+// event is not appended.
 import type { RunRecord } from '../runs/records.ts';
 import type { RunnerStore } from './executor.ts';
 import { runnerLost } from './outcome.ts';
@@ -17,7 +18,7 @@ export class RunProgress {
   private checkpoint: number | undefined;
 
   constructor(
-    private readonly store: Pick<RunnerStore, 'save' | 'emit' | 'saveAndEmit'>,
+    private readonly store: Pick<RunnerStore, 'save' | 'emitFenced' | 'saveAndEmit'>,
     private readonly owner: string,
   ) {}
 
@@ -41,15 +42,20 @@ export class RunProgress {
   async started(r: RunRecord, steps: StepEntry[], data: Record<string, unknown>): Promise<void> {
     const i = this.checkpoint;
     this.checkpoint = undefined;
-    if (i === undefined) return this.store.emit(r, 'step.started', data);
+    if (i === undefined) return this.emit(r, 'step.started', data);
     await this.saveAndEmit({ ...r, steps, checkpoint_step: i }, 'step.started', data);
   }
 
   /** step.finished, with a save of the progress when the step failed or a save is due. */
   async finished(r: RunRecord, steps: StepEntry[], checkpoint: number, failed: boolean, data: Record<string, unknown>): Promise<void> {
-    if (!failed && Date.now() - this.savedAt < SAVE_EVERY_MS) return this.store.emit(r, 'step.finished', data);
+    if (!failed && Date.now() - this.savedAt < SAVE_EVERY_MS) return this.emit(r, 'step.finished', data);
     this.savedAt = Date.now();
     await this.saveAndEmit({ ...r, steps, checkpoint_step: checkpoint }, 'step.finished', data);
+  }
+
+  /** An event between saves, fenced as they are. */
+  async emit(r: RunRecord, type: string, data: Record<string, unknown>): Promise<void> {
+    if (!(await this.store.emitFenced(r, this.owner, type, data))) throw runnerLost();
   }
 
   private async saveAndEmit(r: RunRecord, type: string, data: Record<string, unknown>): Promise<void> {

@@ -158,8 +158,8 @@ export class Walker {
     return `${url}\n${hash}\n${text}`;
   }
 
-  private async emit(type: string, data: Record<string, unknown>): Promise<void> {
-    await this.d.store.emit(this.run, type, data);
+  private emit(type: string, data: Record<string, unknown>): Promise<void> {
+    return this.progress.emit(this.run, type, data);
   }
 
   private log(line: string): void {

@@ -192,6 +192,22 @@ export class RunsService {
     return true;
   }
 
+  /**
+   * A runner's event between its saves: appended only while `owner` holds the
+   * run's lease and the run is unfinished (one transaction on the SQL stores;
+   * elsewhere the lease and the row are read, then the event appended, the same
+   * gap as their fenced save). False: not appended; the runner has lost the run.
+   */
+  async emitFenced(r: RunRecord, owner: string, type: string, data: Record<string, unknown>): Promise<boolean> {
+    const event = { run_id: r.run_id, tenant_id: r.tenant_id, type, data };
+    if (this.events.appendWhileLeased) return (await this.events.appendWhileLeased(runnerKey(r.run_id), owner, event)) !== null;
+    if ((await this.atomic.get(runnerKey(r.run_id))) !== owner) return false;
+    const current = await this.runs.get(r.run_id);
+    if (!current || TERMINAL.has(current.status)) return false;
+    await this.events.append(event);
+    return true;
+  }
+
   async emit(r: RunRecord, type: string, data: Record<string, unknown>): Promise<void> {
     await this.events.append({ run_id: r.run_id, tenant_id: r.tenant_id, type, data });
   }

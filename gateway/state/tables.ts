@@ -70,6 +70,12 @@ export interface EventTable {
    * a runner that lost its run never adds to its log.
    */
   appendIfLeased<E extends Record<string, unknown>>(run: RunKey, leaseKey: string, owner: string, event: E): Promise<(E & { seq: number }) | null>;
+  /**
+   * A runner's event without a save: appended only while the run is unfinished
+   * and the lease is `owner`'s, checked in the same transaction. Null: not
+   * appended, so a runner that lost its run never adds to its log between saves.
+   */
+  appendWhileLeased<E extends Record<string, unknown>>(runId: string, leaseKey: string, owner: string, event: E): Promise<(E & { seq: number }) | null>;
   /** The run's events with seq > after, oldest first. */
   after<E extends Record<string, unknown>>(runId: string, seq: number): Promise<Array<E & { seq: number }>>;
 }

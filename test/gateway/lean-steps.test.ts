@@ -159,6 +159,26 @@ describe(`a runner's save with its event (RunsService.saveAndEmit) on ${TEST_STO
         const seqs = (await s.runs.history(runId)).map((e) => e.seq);
         expect(seqs).to.deep.equal(seqs.map((_, i) => i + 1));
       });
+
+      it("appends a runner's event between saves only while it holds the lease of an unfinished run", async () => {
+        const s = gw.gateway.services;
+        const accepted = await gw.req('POST', '/v1/predict', { token: alpha, body: { plan: [step(), step()] } });
+        const runId = accepted.body.run_id as string;
+        const run = (await s.runs.load(runId))!;
+        const types = async () => (await s.runs.history(runId)).map((e) => e.type);
+        const first = await types();
+        expect(await s.runs.emitFenced(run, 'me', 'loop.started', { path: 'steps[0]' }), 'no lease').to.equal(false);
+        expect(await s.runs.claimForRunner(runId, 'me', 60_000)).to.equal(true);
+        expect(await s.runs.emitFenced(run, 'me', 'loop.started', { path: 'steps[0]' })).to.equal(true);
+        expect(await s.runs.emitFenced(run, 'other', 'loop.started', { path: 'steps[0]' }), "another runner's").to.equal(false);
+        // the run ended elsewhere (recovery, a cancel) while this runner still holds its lease
+        await s.runs.end(run, { status: 'failed', haltClass: 'runner_lost' });
+        expect(await s.runs.emitFenced(run, 'me', 'step.finished', { path: 'steps[0]' }), 'an ended run').to.equal(false);
+        const after = await types();
+        expect(after.slice(0, first.length + 1)).to.deep.equal([...first, 'loop.started']);
+        expect(after.slice(first.length + 1)).to.not.include('step.finished');
+        expect(after[after.length - 1]).to.equal('run.ended');
+      });
     });
   }
 });

@@ -153,6 +153,26 @@ export class PgEventTable implements EventTable {
     return { ...event, seq };
   }
 
+  async appendWhileLeased<E extends Record<string, unknown>>(runId: string, leaseKey: string, owner: string, event: E): Promise<(E & { seq: number }) | null> {
+    // one statement; FOR SHARE holds the run's row, so an end committed meanwhile is waited for and the condition read again
+    const { rows } = await this.pool.query<{ seq: string }>(
+      `WITH r AS (
+         SELECT run_id FROM runs WHERE run_id = $1 AND status IN ('queued', 'running')
+         AND EXISTS (SELECT 1 FROM kv WHERE namespace = '__atomic' AND key = $2 AND value = $3 AND expires_at > ${NOW_MS}) FOR SHARE
+       ),
+       s AS (
+         INSERT INTO run_event_seq (run_id, seq) SELECT run_id, 1 FROM r
+         ON CONFLICT (run_id) DO UPDATE SET seq = run_event_seq.seq + 1 RETURNING seq
+       )
+       INSERT INTO run_events (run_id, seq, body) SELECT $1, s.seq, $4 FROM s RETURNING seq`,
+      [runId, leaseKey, owner, JSON.stringify(event)],
+    );
+    if (!rows[0]) return null;
+    const seq = Number(rows[0].seq);
+    if (seq > this.maxPerRun && seq % 100 === 0) await this.pool.query('DELETE FROM run_events WHERE run_id = $1 AND seq <= $2', [runId, seq - this.maxPerRun]);
+    return { ...event, seq };
+  }
+
   async after<E extends Record<string, unknown>>(runId: string, seq: number): Promise<Array<E & { seq: number }>> {
     const { rows } = await this.pool.query<{ seq: string; body: string }>('SELECT seq, body FROM run_events WHERE run_id = $1 AND seq > $2 ORDER BY seq', [runId, seq]);
     return rows.map((r) => ({ ...(JSON.parse(r.body) as E), seq: Number(r.seq) }));

@@ -45,6 +45,10 @@ const UPSERT_RUN = 'INSERT INTO runs (run_id, tenant_id, status, created_at, bod
 const PUT_IF_LEASED =
   "UPDATE runs SET status = ?, body = ? WHERE run_id = ? AND status IN ('queued', 'running') AND EXISTS (SELECT 1 FROM kv WHERE namespace = '__atomic' AND key = ? AND value = ? AND expires_at > ?)";
 
+/** The run is unfinished and its lease is the owner's (PUT_IF_LEASED's condition, without the write). */
+const LEASED =
+  "SELECT 1 AS one FROM runs WHERE run_id = ? AND status IN ('queued', 'running') AND EXISTS (SELECT 1 FROM kv WHERE namespace = '__atomic' AND key = ? AND value = ? AND expires_at > ?)";
+
 export class SqliteRunTable<T extends RunKey> implements RunTable<T> {
   private readonly q;
   private readonly committer: Committer;
@@ -149,6 +153,7 @@ export class SqliteEventTable implements EventTable {
       after: db.prepare<[string, number], { body: string }>('SELECT body FROM run_events WHERE run_id = ? AND seq > ? ORDER BY seq'),
       putRun: db.prepare(UPSERT_RUN),
       putIfLeased: db.prepare(PUT_IF_LEASED),
+      leased: db.prepare<[string, string, string, number], { one: number }>(LEASED),
     };
     this.appendTx = db.transaction((runId: string, event: Record<string, unknown>) => {
       const seq = (this.q.last.get(runId)?.seq ?? 0) + 1;
@@ -178,6 +183,11 @@ export class SqliteEventTable implements EventTable {
       if (this.q.putIfLeased.run(run.status, body, run.run_id, leaseKey, owner, Date.now()).changes === 0) return null;
       return this.appendTx(run.run_id, event) as E & { seq: number };
     });
+  }
+
+  async appendWhileLeased<E extends Record<string, unknown>>(runId: string, leaseKey: string, owner: string, event: E): Promise<(E & { seq: number }) | null> {
+    // the check and the append in one transaction of the one writer: nothing ends the run or moves the lease between them
+    return this.committer.run(() => (this.q.leased.get(runId, leaseKey, owner, Date.now()) ? (this.appendTx(runId, event) as E & { seq: number }) : null));
   }
 
   async after<E extends Record<string, unknown>>(runId: string, seq: number): Promise<Array<E & { seq: number }>> {
