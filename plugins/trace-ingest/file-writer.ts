@@ -89,7 +89,14 @@ export class FileWriterThread implements FileWriter {
     const batch = this.queued;
     this.queued = [];
     if (!batch.length) return;
-    const worker = this.worker ?? this.start();
+    let worker: Worker;
+    try {
+      worker = this.worker ?? this.start();
+    } catch (err) {
+      // no thread could be made (a process at its limits): these writes fail, the next ones try again
+      for (const b of batch) b.w.reject(err as Error);
+      return;
+    }
     this.sent.push(batch.map((b) => b.w));
     // kept alive while a write is on its way: a process must not end with one half-done
     worker.ref();

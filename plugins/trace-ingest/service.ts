@@ -271,9 +271,10 @@ export class IngestService extends RunFiles {
    * resolves, the run's index entry is committed with the write's time and at
    * least `stepCount` steps; concurrent writes share that commit (group commit).
    * The run's next write does not wait for that commit, only for this file, so
-   * the touches of a batch's writes meet in one commit (one statement a run).
-   * `from`: the route's category and batch scope (a RouteCtx). `lane`: the one file fn writes, when no other kind of write touches it
-   * (WriteQueue.run): it is serialized with that file's writes only.
+   * the touches of a batch's writes meet in one commit (one statement a run);
+   * inside a batch the commit is awaited by the batch, before its answer.
+   * `from`: the route's category and batch scope (a RouteCtx). `lane`: the one
+   * file fn writes, when no other kind of write touches it (WriteQueue.run).
    */
   async write<T>(from: WriteFrom, entry: RunEntry, fn: (store: Store) => Promise<T>, opts: { stepCount?: number; lane?: string } = {}): Promise<T> {
     const store = this.storeFor(entry, 'write');

@@ -72,14 +72,18 @@ function instance(): Ajv2020 {
 // ajv's getSchema resolves its key on every call: 40 us a record when steps come seconds apart (a cold cache), most of recordStep
 const validators = new Map<string, ValidateFunction>();
 
-export function traceValidator<T = unknown>(kind: TraceRecordKind): ValidateFunction<T> {
-  let v = validators.get(kind);
+function validatorOf(id: string, what: string): ValidateFunction {
+  let v = validators.get(id);
   if (!v) {
-    v = instance().getSchema(`${SCHEMA_BASE}trace/${kind}.schema.json`);
-    if (!v) throw new Error(`unknown trace schema ${kind}`);
-    validators.set(kind, v);
+    v = instance().getSchema(`${SCHEMA_BASE}trace/${id}`);
+    if (!v) throw new Error(`unknown trace ${what}`);
+    validators.set(id, v);
   }
-  return v as ValidateFunction<T>;
+  return v;
+}
+
+export function traceValidator<T = unknown>(kind: TraceRecordKind): ValidateFunction<T> {
+  return validatorOf(`${kind}.schema.json`, `schema ${kind}`) as ValidateFunction<T>;
 }
 
 /** null when the value is a valid record of that kind, else a one-line reason naming the field. */
@@ -100,11 +104,6 @@ export function jsonLine(value: unknown): string {
 
 /** null when the value is valid against common.schema.json#/$defs/<name>, else a one-line reason. */
 export function checkDef(name: string, value: unknown, root = ''): string | null {
-  let v = validators.get(`#${name}`);
-  if (!v) {
-    v = instance().getSchema(`${SCHEMA_BASE}trace/common.schema.json#/$defs/${name}`);
-    if (!v) throw new Error(`unknown trace definition ${name}`);
-    validators.set(`#${name}`, v);
-  }
+  const v = validatorOf(`common.schema.json#/$defs/${name}`, `definition ${name}`);
   return v(value) ? null : describeError(root, v.errors);
 }

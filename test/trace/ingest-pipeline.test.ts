@@ -71,6 +71,19 @@ describe('trace ingest: the file writer thread', () => {
     expect(await readFile(path.join(dir, 'again.bin'), 'utf8')).to.equal('3');
   });
 
+  it('fails the writes of a turn when no thread can be made, and the next turn tries again', async () => {
+    const w = writer as unknown as { start(): unknown };
+    const start = w.start.bind(writer);
+    w.start = () => {
+      throw new Error('no threads left');
+    };
+    const refused = await writer.write(path.join(dir, 'a.bin'), Buffer.from('x')).catch((err: Error) => err.message);
+    expect(refused).to.equal('no threads left');
+    w.start = start;
+    await writer.write(path.join(dir, 'b.bin'), Buffer.from('y'));
+    expect(await readFile(path.join(dir, 'b.bin'), 'utf8')).to.equal('y');
+  });
+
   it('close waits for the writes asked for, then refuses more', async () => {
     const pending = Array.from({ length: 50 }, (_, i) => writer.write(path.join(dir, `c${i}.bin`), Buffer.from(String(i))));
     await writer.close();
