@@ -8,6 +8,8 @@ export class WarmPool<T> {
   /** borrowed items: they count against the size until given back */
   private lent = 0;
   private closed = false;
+  /** borrowers waiting for an item being made or given back */
+  private waiting: Array<() => void> = [];
 
   constructor(
     private readonly size: number,
@@ -35,9 +37,11 @@ export class WarmPool<T> {
           if (this.closed) await this.dispose(item).catch(() => undefined);
           else this.ready.push(item);
           this.making -= 1;
+          this.changed();
         },
         (err: unknown) => {
           this.making -= 1;
+          this.changed();
           this.log('warm pool item failed to start', { err: err instanceof Error ? err.message : String(err) });
         },
       );
@@ -56,6 +60,33 @@ export class WarmPool<T> {
     const item = this.ready.shift();
     if (item !== undefined) this.lent += 1;
     return item;
+  }
+
+  /**
+   * A ready item, else the next one being made or given back, waited for up to `waitMs`:
+   * a session that came while its browser was being renewed takes that browser, rather
+   * than launching one of its own beside it. Undefined when none is coming in time.
+   */
+  async borrowSoon(waitMs: number): Promise<T | undefined> {
+    const until = Date.now() + waitMs;
+    for (;;) {
+      const item = this.borrow();
+      const left = until - Date.now();
+      if (item !== undefined || this.making === 0 || this.closed || left <= 0) return item;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left);
+        this.waiting.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+  }
+
+  private changed(): void {
+    const waiting = this.waiting;
+    this.waiting = [];
+    waiting.forEach((wake) => wake());
   }
 
   /** Counts an item the pool did not make as borrowed, so that the session's giveBack brings it into the pool. */
@@ -78,10 +109,12 @@ export class WarmPool<T> {
     else if (item !== undefined) this.ready.push(item);
     this.making -= 1;
     if (item === undefined) this.fill();
+    this.changed();
   }
 
   async close(): Promise<void> {
     this.closed = true;
+    this.changed();
     // Items still being made are disposed as they arrive (see fill).
     while (this.making > 0) await new Promise((r) => setTimeout(r, 20));
     await Promise.all(this.ready.splice(0).map((i) => this.dispose(i)));

@@ -97,14 +97,22 @@ export async function answers(w: WarmBrowser): Promise<boolean> {
 
 /**
  * After a session: its context closed, its downloads deleted, the egress guard back to
- * no policy and cut from the session's connections. Then the browser with the next
- * session's context, or undefined once it is retired (closed).
+ * no policy and cut from the session's connections. Nothing of the session is left in
+ * the browser once this settles; the session's close waits for it.
  */
-export async function renew(w: WarmBrowser, maxSessions: number): Promise<WarmBrowser | undefined> {
+export async function clearSession(w: WarmBrowser): Promise<void> {
   await w.context.close().catch(() => undefined);
   await w.cdp.detach().catch(() => undefined);
   await rm(w.downloads, { recursive: true, force: true });
   w.launched.egress.reset();
+}
+
+/**
+ * A cleared browser with the next session's context, or undefined once it is retired
+ * (closed). This runs after the session's close has answered: the next session on this
+ * agent waits for it (WarmPool.borrowSoon).
+ */
+export async function renew(w: WarmBrowser, maxSessions: number): Promise<WarmBrowser | undefined> {
   if (w.served + 1 >= maxSessions || !w.launched.browser.connected) {
     await closeLaunched(w.launched);
     return undefined;

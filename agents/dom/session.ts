@@ -19,7 +19,7 @@ import { matchesPin } from './pin.ts';
 import { LostSignal } from '../core/lost.ts';
 import { geoFor, geoLaunch, sameGeo, type Geo } from '../core/geo.ts';
 import { stealthSwitches } from '../core/flags.ts';
-import { answers, browserSessions, freshContext, renew, type WarmBrowser } from './reuse.ts';
+import { answers, browserSessions, clearSession, freshContext, renew, type WarmBrowser } from './reuse.ts';
 
 const ROUTES = {
   screenshot: 'POST',
@@ -137,6 +137,8 @@ function egressBlocked(host: string): Error {
 // persisted profile, no extra flags and the default viewport; lent to a session with a
 // fresh context of their own, and given back after it (reuse.ts).
 const POOL_VIEWPORT: [number, number] = [1280, 720];
+/** How long a session waits for a pooled browser being made or renewed before it launches one of its own. */
+const BORROW_WAIT_MS = 30_000;
 let pool: WarmPool<WarmBrowser> | undefined;
 /**
  * A browser's time zone and locale are set at its start (geo.ts): a session whose proxy exit
@@ -190,7 +192,7 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
   // a pooled browser fits a session with its time zone and locale (its viewport is set per tab of the session's context, see sized)
   const reusable = !init.persist_profile && init.chrome_flags.length === 0;
   const lender = !reusable || !pool ? undefined : sameGeo(geo, geoOf({ proxy_server: null })) ? pool : geoPools?.poolFor(geoKey(geo));
-  let warm = lender?.borrow();
+  let warm = await lender?.borrowSoon(BORROW_WAIT_MS);
   // A pooled browser that died while it waited is retired.
   if (warm && !(await answers(warm))) {
     await lender!.giveBack(closeLaunched(warm.launched).then(() => undefined));
@@ -201,10 +203,22 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
   let context: BrowserContext | undefined = warm?.context;
   let tabs: Tabs;
   let recorder: ScreencastRecorder | undefined;
-  /** ends what the session used: a pooled browser goes back to its pool, a browser of its own is closed */
+  /**
+   * Ends what the session used: a pooled browser is cleared of it, then goes back to its
+   * pool with the next session's context made after this returns; a browser of its own is closed.
+   */
   const release = async (): Promise<void> => {
-    if (warm && lender) await lender.giveBack(renew(warm, browserSessions()));
-    else await closeLaunched(launched);
+    if (!warm || !lender) return closeLaunched(launched);
+    const w = warm;
+    const cleared = clearSession(w);
+    void lender.giveBack(
+      cleared.then(
+        () => renew(w, browserSessions()),
+        // a browser that could not be cleared serves nobody else
+        (err: unknown) => closeLaunched(w.launched).then(() => Promise.reject(err)),
+      ),
+    );
+    await cleared;
   };
   try {
     if (launched) launched.egress.configure(sessionEgress(init));

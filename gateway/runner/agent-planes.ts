@@ -177,7 +177,14 @@ export class LocalAgentPlanes implements PlaneProvider {
     try {
       if (signal?.aborted) throw new Error('the run was stopped before its plane opened');
       const session = connectPlane({ url: agent.url, secret: agent.secret, initDeadlineMs: 60_000 });
-      return await lease(session, run, backend, agent, give, path.join(runDir(this.dataDir, run), 'video.webm'), this.log, this.proxies);
+      const held = await lease(session, run, backend, agent, give, path.join(runDir(this.dataDir, run), 'video.webm'), this.log, this.proxies);
+      const close = held.close.bind(held);
+      // from here the agent comes back within seconds: a run that finds none idle waits for it
+      held.close = () => {
+        this.pool.closingSoon(agent);
+        return close();
+      };
+      return held;
     } catch (err) {
       await give(false);
       throw new PlaneUnavailable(`${backend} session could not start: ${(err as Error).message}`);

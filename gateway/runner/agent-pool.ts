@@ -2,9 +2,15 @@
 // session at a time each, as the spec's "single session per container"), kept
 // warm and reused. Each agent keeps one browser (and display) of its own
 // started ahead of its next session (PLANE_WARM_POOL=1), so a run starts on a
-// browser that is already up; every session still gets a fresh browser with a
-// throwaway profile, destroyed on close, so nothing of one run reaches the next.
-//  - at least one agent per used plane is ready or starting (the next run does not wait for a boot);
+// browser that is already up; every session gets a fresh browser context (or
+// browser) with a throwaway profile, destroyed on close, so nothing of one run reaches
+// the next.
+//  - at least one agent per used plane is ready or coming (starting, or back from a closing
+//    session), so the next run does not wait for a boot;
+//  - a run that finds no idle agent waits for one that is coming rather than starting
+//    another (a boot costs a CPU-second or more, and on a busy host longer than a close):
+//    at 4 concurrent runs each run's close used to start an agent and a browser, and the
+//    full pool stopped one soon after;
 //  - agents come back after their session closes cleanly, up to `size` idle per plane;
 //  - an agent is retired after `recycleAfter` sessions, and an idle one beyond the
 //    first after `idleMs`;
@@ -48,9 +54,14 @@ export interface AgentPoolOptions {
   recycleAfter: number;
   /** how long an idle agent beyond the first is kept (SERVICE_PLANE_IDLE_SECONDS) */
   idleMs: number;
+  /** how long a take waits for an agent that is coming before it starts one (default WAIT_COMING_MS) */
+  waitComingMs?: number;
   /** whether an idle agent is fit to serve: no session bound, not lost */
   healthy(agent: Agent): Promise<boolean>;
 }
+
+/** How long a take waits for an agent that is coming (a closing session's, the one starting) before it starts one of its own. */
+const WAIT_COMING_MS = 10_000;
 
 export const alive = (a: Agent): boolean => a.child.exitCode === null && a.child.signalCode === null;
 
@@ -60,6 +71,10 @@ export class AgentPool {
   private readonly starting = new Map<Backend, Promise<Agent>>();
   /** every agent alive: idle, starting or serving a session */
   private readonly all = new Set<Agent>();
+  /** agents whose session is closing: each comes back (or is stopped) within seconds */
+  private readonly closing = new Set<Agent>();
+  /** takes waiting for the next agent offered, per plane, first come first served */
+  private readonly waiters = new Map<Backend, Array<(a: Agent | undefined, late?: boolean) => void>>();
   private readonly sweeper: NodeJS.Timeout;
   private closed = false;
 
@@ -75,29 +90,67 @@ export class AgentPool {
 
   /**
    * A healthy idle agent (the latest idle one that served this `affinity` lately, else the
-   * latest idle one), else the one starting, else a new one; keeps the next one coming.
+   * latest idle one), else the next one back from a closing session or out of its start
+   * (waited for up to `WAIT_COMING_MS`), else a new one; keeps the next one coming.
    */
   async take(backend: Backend, affinity = ''): Promise<Agent> {
-    if (this.closed) throw new PlaneUnavailable('the gateway is shutting down');
     try {
-      const list = this.idle.get(backend) ?? [];
-      while (list.length > 0) {
+      for (;;) {
+        if (this.closed) throw new PlaneUnavailable('the gateway is shutting down');
+        const list = this.idle.get(backend) ?? [];
         const i = affinity ? list.findLastIndex((x) => x.affinities?.includes(affinity)) : -1;
-        const a = i >= 0 ? list.splice(i, 1)[0]! : list.pop()!;
+        // an agent that is coming is closer than a boot, which costs a CPU-second or more
+        const a = list.length > 0 ? (i >= 0 ? list.splice(i, 1)[0]! : list.pop()!) : this.coming(backend) > 0 ? await this.nextOffered(backend) : await this.spawn(backend);
+        if (a === 'look again') continue;
+        if (a === 'too late') return await this.spawn(backend);
         if (alive(a) && (await this.o.healthy(a).catch(() => false))) return a;
-        this.o.log.warn({ backend, pid: a.child.pid }, 'idle plane agent failed its health check; retired');
+        this.o.log.warn({ backend, pid: a.child.pid }, 'plane agent failed its health check; retired');
         void this.stop(a);
       }
-      const pending = this.starting.get(backend);
-      if (pending) {
-        this.starting.delete(backend);
-        const a = await pending.catch(() => undefined);
-        if (a && alive(a)) return a;
-      }
-      return await this.spawn(backend);
     } finally {
       this.fill(backend);
     }
+  }
+
+  /** Agents on their way to this plane's idle list that no waiting take has claimed: closing sessions and the one starting. */
+  private coming(backend: Backend): number {
+    let n = this.starting.has(backend) ? 1 : 0;
+    for (const a of this.closing) if (a.backend === backend) n += 1;
+    return n - (this.waiters.get(backend)?.length ?? 0);
+  }
+
+  /** The next agent offered to this plane (back from a session, or started); 'look again' when one that was coming will not, 'too late' after its wait. */
+  private nextOffered(backend: Backend): Promise<Agent | 'look again' | 'too late'> {
+    return new Promise((resolve) => {
+      const list = this.waiters.get(backend) ?? [];
+      this.waiters.set(backend, list);
+      const wake = (a: Agent | undefined, late = false) => {
+        clearTimeout(timer);
+        const at = list.indexOf(wake);
+        if (at >= 0) list.splice(at, 1);
+        resolve(a ?? (late ? 'too late' : 'look again'));
+      };
+      const timer = setTimeout(() => wake(undefined, true), this.o.waitComingMs ?? WAIT_COMING_MS);
+      list.push(wake);
+    });
+  }
+
+  /** An agent fit for a session: to the first waiting take, else to the idle ones. */
+  private offer(a: Agent): void {
+    const wake = this.waiters.get(a.backend)?.[0];
+    if (wake) return wake(a);
+    a.idleSince = Date.now();
+    this.idle.set(a.backend, [...(this.idle.get(a.backend) ?? []), a]);
+  }
+
+  /** An agent that was coming will not: the first waiting take looks again (and starts one if none is left coming). */
+  private notComing(backend: Backend): void {
+    this.waiters.get(backend)?.[0]?.(undefined);
+  }
+
+  /** Notes that `a`'s session is closing: `a` comes back within seconds, so a take waits for it rather than starting another. */
+  closingSoon(a: Agent): void {
+    if (!this.closed && alive(a)) this.closing.add(a);
   }
 
   /** Notes that `a` serves a session through this proxy exit ('' for none). */
@@ -109,38 +162,37 @@ export class AgentPool {
   /** An agent whose session ended: back to the pool when it closed cleanly and has runs left, else stopped. */
   async give(a: Agent, clean: boolean): Promise<void> {
     a.sessions += 1;
+    const wasComing = this.closing.delete(a);
     const list = this.idle.get(a.backend) ?? [];
+    const fit = !this.closed && clean && alive(a) && a.sessions < this.o.recycleAfter;
+    if (fit && (this.waiters.get(a.backend)?.length ?? 0) > 0) return this.offer(a);
     // a full pool keeps the agent that served last (its warm browsers are of the latest exits) and stops the one idle longest
-    if (list.length >= this.o.size && list.length > 0 && !this.closed && clean && alive(a) && a.sessions < this.o.recycleAfter) {
+    if (fit && list.length >= this.o.size && list.length > 0) {
       list.sort((x, y) => x.idleSince - y.idleSince);
       void this.stop(list.shift()!);
     }
-    if (this.closed || !clean || !alive(a) || a.sessions >= this.o.recycleAfter || list.length >= this.o.size) {
+    if (!fit || list.length >= this.o.size) {
+      if (wasComing) this.notComing(a.backend);
       await this.stop(a);
       this.fill(a.backend);
       return;
     }
-    a.idleSince = Date.now();
-    list.push(a);
-    this.idle.set(a.backend, list);
+    this.offer(a);
   }
 
-  /** Starts the plane's next agent unless one is ready or starting. */
+  /** Starts the plane's next agent unless one is ready, coming or starting (claimed or not: one warm start at a time). */
   private fill(backend: Backend): void {
-    if (this.closed || this.starting.has(backend) || (this.idle.get(backend)?.length ?? 0) > 0) return;
+    if (this.closed || this.starting.has(backend) || this.coming(backend) > 0 || (this.idle.get(backend)?.length ?? 0) > 0) return;
     const p = this.spawn(backend);
     this.starting.set(backend, p);
     p.then(
       (a) => {
-        // ready and nobody took it while it started: it joins the idle ones
-        if (this.starting.get(backend) !== p) return;
         this.starting.delete(backend);
-        if (this.closed) return;
-        a.idleSince = Date.now();
-        this.idle.set(backend, [...(this.idle.get(backend) ?? []), a]);
+        if (!this.closed) this.offer(a);
       },
       (err: unknown) => {
-        if (this.starting.get(backend) === p) this.starting.delete(backend);
+        this.starting.delete(backend);
+        this.notComing(backend);
         this.o.log.warn({ backend, err: (err as Error).message }, 'warm plane agent failed to start');
       },
     );
@@ -157,6 +209,7 @@ export class AgentPool {
 
   async stop(a: Agent): Promise<void> {
     this.all.delete(a);
+    if (this.closing.delete(a)) this.notComing(a.backend);
     if (!alive(a)) return;
     a.child.kill('SIGTERM');
     const killer = setTimeout(() => a.child.kill('SIGKILL'), 10_000);
@@ -167,6 +220,8 @@ export class AgentPool {
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.sweeper);
+    // a waiting take looks again and finds the pool closed
+    for (const list of this.waiters.values()) for (const wake of [...list]) wake(undefined);
     await Promise.allSettled([...this.starting.values()]);
     this.starting.clear();
     this.idle.clear();

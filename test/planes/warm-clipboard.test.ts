@@ -4,7 +4,7 @@
 import { expect } from 'chai';
 import type { Page } from 'puppeteer-core';
 import { closeLaunched, launchChromium, withEgress, type Launched } from '../../agents/core/chromium.ts';
-import { freshContext, renew } from '../../agents/dom/reuse.ts';
+import { clearSession, freshContext, renew } from '../../agents/dom/reuse.ts';
 
 async function chord(page: Page, key: string): Promise<void> {
   await page.keyboard.down('Control');
@@ -30,6 +30,7 @@ describe('dom_plane warm browser: the clipboard between sessions', function () {
     await chord(a, 'v');
     expect(await a.$eval('#i', (e) => (e as unknown as { value: string }).value)).to.equal('tenant-A-secret');
 
+    await clearSession(first);
     const next = await renew(first, 20);
     expect(next, 'the browser serves the next session').to.not.equal(undefined);
     const b = (await next!.context.pages())[0]!;

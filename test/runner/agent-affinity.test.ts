@@ -2,31 +2,9 @@
 // the same proxy exit (its dom_plane keeps a browser of that geo warm), else the one
 // idle last. Stand-in agents: no process is started while idle ones remain.
 import { expect } from 'chai';
-import { EventEmitter } from 'node:events';
 import { pino } from 'pino';
-import { AgentPool, type Agent } from '../../gateway/runner/agent-pool.ts';
-
-function standIn(name: string, affinity?: string): Agent {
-  let exit: (reason: string) => void = () => undefined;
-  const exited = new Promise<string>((resolve) => (exit = resolve));
-  const child = Object.assign(new EventEmitter(), { exitCode: null as number | null, signalCode: null, pid: 0 });
-  const kill = () => {
-    child.exitCode = 0;
-    exit('stopped');
-    return true;
-  };
-  return {
-    backend: 'dom_plane',
-    child: Object.assign(child, { kill }) as unknown as Agent['child'],
-    url: `grpc://${name}`,
-    secret: name,
-    exited,
-    onExit: () => () => undefined,
-    sessions: 0,
-    idleSince: 0,
-    ...(affinity ? { affinities: [affinity] } : {}),
-  };
-}
+import { AgentPool } from '../../gateway/runner/agent-pool.ts';
+import { standIn } from '../support/stand-in-agent.ts';
 
 describe('local agent pool: geo affinity', () => {
   let pool: AgentPool;
