@@ -3,7 +3,10 @@
 // downloads folder, all dropped when the context closes at the session's end. The
 // browser is retired after PLANE_BROWSER_SESSIONS sessions (or when it died) and a
 // fresh one launched. A context costs tens of milliseconds where a browser's launch
-// and close cost about a CPU second (decisions.md, "Where a run's CPU goes").
+// and close cost about a CPU second (decisions.md, "Where a run's CPU goes"). The next
+// session's context is made while a session runs, and on a browser's last session the
+// browser that replaces it: neither is on the session's close or the next one's start.
+// Only the spare context's clipboard is emptied after the session.
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { BrowserContext, CDPSession, Page } from 'puppeteer-core';
@@ -28,8 +31,12 @@ export function browserSessions(env: NodeJS.ProcessEnv = process.env): number {
   return Number.isInteger(n) && n >= 1 && n <= 1000 ? n : 20;
 }
 
-/** A fresh context of `l` with its first tab and its own downloads folder. */
-export async function freshContext(l: Launched, served: number): Promise<WarmBrowser> {
+/**
+ * A fresh context of `l` with its first tab and its own downloads folder. Its clipboard is
+ * emptied when the browser served a session before, unless `emptyClipboard` is false: a
+ * context made while a session still runs is emptied after that session (renew).
+ */
+export async function freshContext(l: Launched, served: number, emptyClipboard = served > 0): Promise<WarmBrowser> {
   const context = await l.browser.createBrowserContext();
   const downloads = path.join(l.home, 'downloads', String(served));
   let cdp: CDPSession | undefined;
@@ -39,7 +46,7 @@ export async function freshContext(l: Launched, served: number): Promise<WarmBro
     const page = await context.newPage();
     // a browser that served a session has that session's clipboard (a new one's is empty);
     // a context whose clipboard could not be emptied is not lent (renew then retires its browser)
-    if (served > 0) await clearClipboard(page);
+    if (emptyClipboard) await clearClipboard(page);
   } catch (err) {
     await cdp?.detach().catch(() => undefined);
     await context.close().catch(() => undefined);
@@ -108,19 +115,38 @@ export async function clearSession(w: WarmBrowser): Promise<void> {
 }
 
 /**
- * A cleared browser with the next session's context, or undefined once it is retired
- * (closed). This runs after the session's close has answered: the next session on this
- * agent waits for it (WarmPool.borrowSoon).
+ * The browser ready for the next session after `w`'s session was cleared (clearSession):
+ * `spare`, made while the session ran, with the clipboard the session may have left
+ * emptied now (a fresh context of the same browser), or the browser that replaces `w`'s
+ * once it served `maxSessions` (or died); without a spare, a context made now. Undefined
+ * when nothing is ready (the pool then makes a browser).
  */
-export async function renew(w: WarmBrowser, maxSessions: number): Promise<WarmBrowser | undefined> {
+export async function renew(w: WarmBrowser, maxSessions: number, spare?: Promise<WarmBrowser>): Promise<WarmBrowser | undefined> {
+  const next = await spare?.catch(() => undefined);
   if (w.served + 1 >= maxSessions || !w.launched.browser.connected) {
     await closeLaunched(w.launched);
-    return undefined;
+    if (next && next.launched === w.launched) return undefined;
+    return next;
   }
   try {
-    return await freshContext(w.launched, w.served + 1);
+    if (!next) return await freshContext(w.launched, w.served + 1);
+    const [tab] = await next.context.pages();
+    if (!tab) throw new Error('the spare context lost its tab');
+    await clearClipboard(tab);
+    return next;
   } catch (err) {
     await closeLaunched(w.launched);
     throw err;
   }
+}
+
+/**
+ * What serves the session after `w`'s, made while `w`'s runs: a fresh context of the same
+ * browser, or on the browser's last session the browser that replaces it (`replacement`).
+ */
+export function spareFor(w: WarmBrowser, maxSessions: number, replacement: () => Promise<WarmBrowser>): Promise<WarmBrowser> {
+  const spare = w.served + 1 >= maxSessions ? replacement() : freshContext(w.launched, w.served + 1, false);
+  // a spare that failed is made again at renewal (or by the pool)
+  spare.catch(() => undefined);
+  return spare;
 }

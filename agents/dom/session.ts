@@ -19,7 +19,7 @@ import { matchesPin } from './pin.ts';
 import { LostSignal } from '../core/lost.ts';
 import { geoFor, geoLaunch, sameGeo, type Geo } from '../core/geo.ts';
 import { stealthSwitches } from '../core/flags.ts';
-import { answers, browserSessions, clearSession, freshContext, renew, type WarmBrowser } from './reuse.ts';
+import { answers, browserSessions, clearSession, freshContext, renew, spareFor, type WarmBrowser } from './reuse.ts';
 
 const ROUTES = {
   screenshot: 'POST',
@@ -203,22 +203,23 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
   let context: BrowserContext | undefined = warm?.context;
   let tabs: Tabs;
   let recorder: ScreencastRecorder | undefined;
-  /**
-   * Ends what the session used: a pooled browser is cleared of it, then goes back to its
-   * pool with the next session's context made after this returns; a browser of its own is closed.
-   */
+  /** what serves the next session (a pooled browser's next context, or its replacement), made while this one runs */
+  let spare: Promise<WarmBrowser> | undefined;
+  /** ends what the session used: a pooled browser is cleared of it and goes back to its pool, a browser of its own is closed */
   const release = async (): Promise<void> => {
     if (!warm || !lender) return closeLaunched(launched);
     const w = warm;
-    const cleared = clearSession(w);
-    void lender.giveBack(
-      cleared.then(
-        () => renew(w, browserSessions()),
+    const next = spare;
+    await lender.giveBack(
+      clearSession(w).then(
+        () => renew(w, browserSessions(), next),
         // a browser that could not be cleared serves nobody else
-        (err: unknown) => closeLaunched(w.launched).then(() => Promise.reject(err)),
+        async (err: unknown) => {
+          await Promise.all([closeLaunched(w.launched), next?.then((n) => closeLaunched(n.launched)).catch(() => undefined)]);
+          throw err;
+        },
       ),
     );
-    await cleared;
   };
   try {
     if (launched) launched.egress.configure(sessionEgress(init));
@@ -245,6 +246,8 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
     await release();
     throw err;
   }
+  // the next session's context costs a renderer's start, a browser's replacement a launch: made now, beside this session
+  if (warm) spare = spareFor(warm, browserSessions(), () => pooledBrowser(geo));
   const l = launched;
   const b = l.browser;
   const ctx = context;
