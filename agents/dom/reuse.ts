@@ -4,9 +4,10 @@
 // browser is retired after PLANE_BROWSER_SESSIONS sessions (or when it died) and a
 // fresh one launched. A context costs tens of milliseconds where a browser's launch
 // and close cost about a CPU second (decisions.md, "Where a run's CPU goes"). The next
-// session's context is made while a session runs, and on a browser's last session the
-// browser that replaces it: neither is on the session's close or the next one's start.
-// Only the spare context's clipboard is emptied after the session.
+// session's context, and on a browser's last session the browser that replaces it, are
+// made while the session closes, beside its recording's finish: neither waits for that
+// finish nor slows the session's own steps. Only the spare context's clipboard is
+// emptied after the session.
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { BrowserContext, CDPSession, Page } from 'puppeteer-core';
@@ -116,7 +117,7 @@ export async function clearSession(w: WarmBrowser): Promise<void> {
 
 /**
  * The browser ready for the next session after `w`'s session was cleared (clearSession):
- * `spare`, made while the session ran, with the clipboard the session may have left
+ * `spare`, made while the session closed, with the clipboard the session may have left
  * emptied now (a fresh context of the same browser), or the browser that replaces `w`'s
  * once it served `maxSessions` (or died); without a spare, a context made now. Undefined
  * when nothing is ready (the pool then makes a browser).
@@ -141,7 +142,7 @@ export async function renew(w: WarmBrowser, maxSessions: number, spare?: Promise
 }
 
 /**
- * What serves the session after `w`'s, made while `w`'s runs: a fresh context of the same
+ * What serves the session after `w`'s, made while `w`'s closes: a fresh context of the same
  * browser, or on the browser's last session the browser that replaces it (`replacement`).
  */
 export function spareFor(w: WarmBrowser, maxSessions: number, replacement: () => Promise<WarmBrowser>): Promise<WarmBrowser> {

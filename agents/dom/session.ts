@@ -203,7 +203,7 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
   let context: BrowserContext | undefined = warm?.context;
   let tabs: Tabs;
   let recorder: ScreencastRecorder | undefined;
-  /** what serves the next session (a pooled browser's next context, or its replacement), made while this one runs */
+  /** what serves the next session (a pooled browser's next context, or its replacement), made while this one closes */
   let spare: Promise<WarmBrowser> | undefined;
   /** ends what the session used: a pooled browser is cleared of it and goes back to its pool, a browser of its own is closed */
   const release = async (): Promise<void> => {
@@ -246,8 +246,6 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
     await release();
     throw err;
   }
-  // the next session's context costs a renderer's start, a browser's replacement a launch: made now, beside this session
-  if (warm) spare = spareFor(warm, browserSessions(), () => pooledBrowser(geo));
   const l = launched;
   const b = l.browser;
   const ctx = context;
@@ -391,6 +389,9 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
     lost,
     close: async () => {
       lost.closingNow();
+      // the next session's context costs a renderer's start, a browser's replacement a launch: made beside the
+      // recording's finish (which takes longer), not after it, and not during the session (its first steps paid for it)
+      if (warm) spare = spareFor(warm, browserSessions(), () => pooledBrowser(geo));
       await recorder?.stop();
       await release();
     },

@@ -17,12 +17,12 @@ describe('dom_plane warm browser: the clipboard between sessions', function () {
   let launched: Launched | undefined;
   after(async () => closeLaunched(launched));
 
-  for (const made of ['after the session', 'while the session ran'] as const) {
+  for (const made of ['after the session', 'before the session ended'] as const) {
     it(`gives the next session's context an empty clipboard, not what the last session copied (next context made ${made})`, async () => {
       launched ??= await withEgress(undefined, undefined, (dir, egress, home) => launchChromium({ userDataDir: dir, headless: true, viewport: [800, 600], egress, home, extraFlags: [] }));
       const first = await freshContext(launched, 0);
       // the spare is made before the session copies anything: its clipboard is emptied at renewal
-      const spare = made === 'while the session ran' ? spareFor(first, 20, () => Promise.reject(new Error('not its last session'))) : undefined;
+      const spare = made === 'before the session ended' ? spareFor(first, 20, () => Promise.reject(new Error('not its last session'))) : undefined;
       const a = (await first.context.pages())[0]!;
       await a.setContent('<textarea id="t">tenant-A-secret</textarea><input id="i">');
       await a.focus('#t');
