@@ -7,6 +7,12 @@ export function numArg(name: string, dflt: number): number {
   return i > 0 ? Number(process.argv[i + 1]) : dflt;
 }
 
+/** `--name VALUE` from the command line, else `dflt`. */
+export function strArg(name: string, dflt: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? (process.argv[i + 1] ?? dflt) : dflt;
+}
+
 /** The p-th percentile (nearest rank) of xs; NaN for none. */
 export function pct(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);

@@ -12,7 +12,10 @@
 //  4. plane acquisition from the warm pool, p50/p99;
 //  5. --soak N: N sequential runs, memory and open files of the gateway process
 //     and of the agents at the start and the end.
-// Usage: npm run bench:runs [-- --runs 4 --soak 1000]
+// --capture MODE runs the gateway with SERVICE_TRACE_CAPTURE_MODE=MODE (default
+// model_io, the service's default): `trace` records no screenshots, which shows
+// what a step's post screenshot costs.
+// Usage: npm run bench:runs [-- --runs 4 --soak 1000 --capture trace]
 import { mkdtemp, rm, readdir, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -30,10 +33,11 @@ import { startSite } from '../../test/support/site.ts';
 import { plainRunOwnBrowser, sharedBrowser } from './plain.ts';
 import { startBenchGateway } from './gateway.ts';
 import { plan } from './plan.ts';
-import { numArg, pct } from '../stats.ts';
+import { numArg, pct, strArg } from '../stats.ts';
 
 const RUNS_PER_LEVEL = numArg('runs', 4);
 const SOAK = numArg('soak', 0);
+const CAPTURE = strArg('capture', 'model_io');
 
 const f = (n: number, d = 1) => n.toFixed(d);
 
@@ -109,7 +113,7 @@ for (let rep = 0; rep < 20; rep++) {
 await planes.close();
 
 // ---- through the gateway
-const { gw, url, token } = await startBenchGateway(dir, sink);
+const { gw, url, token } = await startBenchGateway(dir, sink, CAPTURE);
 
 interface RunTiming {
   wallMs: number;
@@ -220,7 +224,7 @@ const gwWallP50 = pct(gwWall.map((t) => t.wallMs), 50);
 const gwPerStep = pct(gwWall.map((t) => t.perStepMs), 50);
 const plainPerStep = plainLevels.get(1)!.perRun / steps.length;
 const directPerStep = Math.min(...direct);
-console.log(`bench/runs: ${steps.length}-step mechanical plan on dom_plane, ${RUNS_PER_LEVEL} runs per client, node ${process.version}, load average ${f(load0, 2)} at the start, ${f(loadavg()[0]!, 2)} at the end`);
+console.log(`bench/runs: ${steps.length}-step mechanical plan on dom_plane, trace capture ${CAPTURE}, ${RUNS_PER_LEVEL} runs per client, node ${process.version}, load average ${f(load0, 2)} at the start, ${f(loadavg()[0]!, 2)} at the end`);
 console.log('');
 console.log('                                   | plain script | gateway | gateway / plain');
 console.log(`single run wall ms (p50)           | ${f(plainWallP50, 0).padStart(12)} | ${f(gwWallP50, 0).padStart(7)} | ${r(gwWallP50, plainWallP50)}   (script launches its browser per run; gateway from its warm pool)`);
