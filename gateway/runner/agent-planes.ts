@@ -162,7 +162,12 @@ export class LocalAgentPlanes implements PlaneProvider {
     const backend = run.runtime.compute_backend;
     // a run through a proxy exit goes to the agent that served that exit last: its browser of that geo is warm
     const affinity = this.proxies?.affinityFor(run) ?? '';
-    const agent = await this.pool.take(backend, affinity);
+    const agent = await this.pool.take(backend, affinity, signal);
+    // stopped while it waited: the agent has served nobody and goes back as it came
+    if (signal?.aborted) {
+      await this.pool.unused(agent);
+      throw new PlaneUnavailable('the run was stopped before its plane opened');
+    }
     this.pool.served(agent, affinity);
     let given = false;
     const give = async (clean: boolean) => {

@@ -74,7 +74,7 @@ export class AgentPool {
   /** agents whose session is closing: each comes back (or is stopped) within seconds */
   private readonly closing = new Set<Agent>();
   /** takes waiting for the next agent offered, per plane, first come first served */
-  private readonly waiters = new Map<Backend, Array<(a: Agent | undefined, late?: boolean) => void>>();
+  private readonly waiters = new Map<Backend, Array<(a: Agent | undefined) => void>>();
   private readonly sweeper: NodeJS.Timeout;
   private closed = false;
 
@@ -93,15 +93,16 @@ export class AgentPool {
    * latest idle one), else the next one back from a closing session or out of its start
    * (waited for up to `WAIT_COMING_MS`), else a new one; keeps the next one coming.
    */
-  async take(backend: Backend, affinity = ''): Promise<Agent> {
+  async take(backend: Backend, affinity = '', signal?: AbortSignal): Promise<Agent> {
     try {
       for (;;) {
         if (this.closed) throw new PlaneUnavailable('the gateway is shutting down');
         const list = this.idle.get(backend) ?? [];
         const i = affinity ? list.findLastIndex((x) => x.affinities?.includes(affinity)) : -1;
         // an agent that is coming is closer than a boot, which costs a CPU-second or more
-        const a = list.length > 0 ? (i >= 0 ? list.splice(i, 1)[0]! : list.pop()!) : this.coming(backend) > 0 ? await this.nextOffered(backend) : await this.spawn(backend);
+        const a = list.length > 0 ? (i >= 0 ? list.splice(i, 1)[0]! : list.pop()!) : this.coming(backend) > 0 ? await this.nextOffered(backend, signal) : await this.spawn(backend);
         if (a === 'look again') continue;
+        if (a === 'stopped') throw new PlaneUnavailable('the run was stopped before its plane opened');
         if (a === 'too late') return await this.spawn(backend);
         if (alive(a) && (await this.o.healthy(a).catch(() => false))) return a;
         this.o.log.warn({ backend, pid: a.child.pid }, 'plane agent failed its health check; retired');
@@ -119,18 +120,25 @@ export class AgentPool {
     return n - (this.waiters.get(backend)?.length ?? 0);
   }
 
-  /** The next agent offered to this plane (back from a session, or started); 'look again' when one that was coming will not, 'too late' after its wait. */
-  private nextOffered(backend: Backend): Promise<Agent | 'look again' | 'too late'> {
+  /**
+   * The next agent offered to this plane (back from a session, or started); 'look again' when
+   * one that was coming will not, 'too late' after its wait, 'stopped' when `signal` aborts.
+   */
+  private nextOffered(backend: Backend, signal?: AbortSignal): Promise<Agent | 'look again' | 'too late' | 'stopped'> {
+    if (signal?.aborted) return Promise.resolve('stopped');
     return new Promise((resolve) => {
       const list = this.waiters.get(backend) ?? [];
       this.waiters.set(backend, list);
-      const wake = (a: Agent | undefined, late = false) => {
+      const wake = (a: Agent | undefined, why: 'look again' | 'too late' | 'stopped' = 'look again') => {
         clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
         const at = list.indexOf(wake);
         if (at >= 0) list.splice(at, 1);
-        resolve(a ?? (late ? 'too late' : 'look again'));
+        resolve(a ?? why);
       };
-      const timer = setTimeout(() => wake(undefined, true), this.o.waitComingMs ?? WAIT_COMING_MS);
+      const onAbort = () => wake(undefined, 'stopped');
+      const timer = setTimeout(() => wake(undefined, 'too late'), this.o.waitComingMs ?? WAIT_COMING_MS);
+      signal?.addEventListener('abort', onAbort, { once: true });
       list.push(wake);
     });
   }
@@ -146,6 +154,12 @@ export class AgentPool {
   /** An agent that was coming will not: the first waiting take looks again (and starts one if none is left coming). */
   private notComing(backend: Backend): void {
     this.waiters.get(backend)?.[0]?.(undefined);
+  }
+
+  /** An agent taken for a run that was stopped before its session began: back as it came (it served nobody). */
+  async unused(a: Agent): Promise<void> {
+    if (this.closed || !alive(a)) return this.stop(a);
+    this.offer(a);
   }
 
   /** Notes that `a`'s session is closing: `a` comes back within seconds, so a take waits for it rather than starting another. */

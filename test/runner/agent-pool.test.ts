@@ -134,6 +134,32 @@ describe('local agent pool: agents that are coming', () => {
     expect(p.stats().idle, 'the agents that came late are idle for the next runs').to.equal(2);
   });
 
+  it('ends the wait of a run that is stopped, and gives the agent back to the next run instead', async () => {
+    const { pool: made, boots } = pool();
+    [p, started] = [made, boots];
+    const a = standIn('a');
+    await p.give(a, true);
+    await p.take('dom_plane');
+    p.closingSoon(a);
+    const stop = new AbortController();
+    const t0 = Date.now();
+    const stopped = watch(p.take('dom_plane', '', stop.signal));
+    const next = watch(p.take('dom_plane'));
+    await tick();
+    stop.abort();
+    await tick();
+    expect(stopped.value()).to.be.instanceOf(PlaneUnavailable);
+    expect(Date.now() - t0, 'not after the wait of 10 s').to.be.lessThan(1000);
+    await p.give(a, true);
+    await tick();
+    expect(next.value(), 'the agent goes to the run still waiting').to.equal(a);
+    // a stopped run's agent that served nobody is offered as it came
+    const b = standIn('b');
+    await p.unused(b);
+    expect(p.stats().idle).to.equal(1);
+    expect(b.sessions).to.equal(0);
+  });
+
   it('fails a waiting run when the gateway shuts down', async () => {
     const { pool: made, boots } = pool();
     [p, started] = [made, boots];
