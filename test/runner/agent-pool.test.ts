@@ -46,6 +46,18 @@ describe('local agent pool: agents that are coming', () => {
     await p?.close();
   });
 
+  /** A pool (the test's) whose one agent `a` was taken by a run and is closing now; one more is starting. */
+  async function oneClosing(): Promise<{ a: Agent; boots: Boot[] }> {
+    const made = pool();
+    [p, started] = [made.pool, made.boots];
+    const a = standIn('a');
+    await p.give(a, true);
+    expect(await p.take('dom_plane')).to.equal(a);
+    expect(made.boots.length, 'none idle after it: the next one starts').to.equal(1);
+    p.closingSoon(a);
+    return { a, boots: made.boots };
+  }
+
   it('gives a run the agent whose session is closing, and starts no agent for it', async () => {
     const { pool: made, boots } = pool();
     [p, started] = [made, boots];
@@ -80,13 +92,7 @@ describe('local agent pool: agents that are coming', () => {
   });
 
   it('starts an agent for a waiting run when the one it waited for is stopped instead', async () => {
-    const { pool: made, boots } = pool();
-    [p, started] = [made, boots];
-    const a = standIn('a');
-    await p.give(a, true);
-    expect(await p.take('dom_plane')).to.equal(a);
-    expect(boots.length).to.equal(1);
-    p.closingSoon(a);
+    const { a, boots } = await oneClosing();
     const second = watch(p.take('dom_plane'));
     const third = watch(p.take('dom_plane'));
     await tick();
@@ -135,12 +141,7 @@ describe('local agent pool: agents that are coming', () => {
   });
 
   it('ends the wait of a run that is stopped, and gives the agent back to the next run instead', async () => {
-    const { pool: made, boots } = pool();
-    [p, started] = [made, boots];
-    const a = standIn('a');
-    await p.give(a, true);
-    await p.take('dom_plane');
-    p.closingSoon(a);
+    const { a } = await oneClosing();
     const stop = new AbortController();
     const t0 = Date.now();
     const stopped = watch(p.take('dom_plane', '', stop.signal));
@@ -161,12 +162,7 @@ describe('local agent pool: agents that are coming', () => {
   });
 
   it('fails a waiting run when the gateway shuts down', async () => {
-    const { pool: made, boots } = pool();
-    [p, started] = [made, boots];
-    const a = standIn('a');
-    await p.give(a, true);
-    await p.take('dom_plane');
-    p.closingSoon(a);
+    const { boots } = await oneClosing();
     const waiting = watch(p.take('dom_plane'));
     await tick();
     // close waits for the agent starting
