@@ -1,25 +1,22 @@
 // dom_plane: puppeteer-core on the system Chromium (headless). Structured dispatch plus
-// the DOM-aware extensions of the spec; one session per process. The browser sits
-// behind the session's egress guard; the active tab is recorded to WebM.
-import type { BrowserContext, KeyInput, Page } from 'puppeteer-core';
-import { closeLaunched, launchChromium, recordingPath, withEgress, type Launched } from '../core/chromium.ts';
+// the DOM-aware extensions of the spec; one session per process. The browser (lent by a
+// warm pool, or the session's own: browsers.ts) sits behind the session's egress guard;
+// the active tab is recorded to WebM.
+import type { KeyInput, Page } from 'puppeteer-core';
+import { recordingPath } from '../core/chromium.ts';
 import { badRequest, forbidden, notFound, unprocessable } from '../core/errors.ts';
 import { EGRESS_HEADER, sessionEgress, type EgressProxy } from '../core/egress-proxy.ts';
-import { WarmPool } from '../core/pool.ts';
-import { KeyedPools } from '../core/keyed-pools.ts';
 import { recordingEnabled, recordingFps } from '../core/recording.ts';
 import { ScreencastRecorder } from './screencast.ts';
 import { cdpEvaluate, scrollY } from '../core/pages.ts';
-import { optNum, optStr, profileDir, str, type Body } from '../core/validate.ts';
+import { optNum, optStr, str, type Body } from '../core/validate.ts';
 import type { OpResult, OpSpec, PlaneFactory, PlaneSessionImpl, SessionInitRequest } from '../core/types.ts';
 import { Tabs } from './tabs.ts';
 import { afterInput } from './settle.ts';
 import { CLIPBOARD, FOCUSED, inPage, PAGE_LOAD, PEEK } from '../core/inpage.ts';
 import { matchesPin } from './pin.ts';
 import { LostSignal } from '../core/lost.ts';
-import { geoFor, geoLaunch, sameGeo, type Geo } from '../core/geo.ts';
-import { stealthSwitches } from '../core/flags.ts';
-import { answers, browserSessions, clearSession, freshContext, renew, spareFor, type WarmBrowser } from './reuse.ts';
+import { sessionBrowser, warmPools } from './browsers.ts';
 
 const ROUTES = {
   screenshot: 'POST',
@@ -133,53 +130,6 @@ function egressBlocked(host: string): Error {
   return forbidden(`navigation blocked by the egress guard: ${host.slice(0, 200)} is or resolves to a private, loopback, link-local or metadata address`);
 }
 
-// Warm pool: headless browsers on throwaway profiles, for sessions that ask for no
-// persisted profile, no extra flags and the default viewport; lent to a session with a
-// fresh context of their own, and given back after it (reuse.ts).
-const POOL_VIEWPORT: [number, number] = [1280, 720];
-/** How long a session waits for a pooled browser being made or renewed before it launches one of its own. */
-const BORROW_WAIT_MS = 30_000;
-let pool: WarmPool<WarmBrowser> | undefined;
-/**
- * A browser's time zone and locale are set at its start (geo.ts): a session whose proxy exit
- * has another geo than the pool's runs on a browser of that geo, which then stays warm in
- * that geo's pool for the next such session (keyed-pools.ts), while the warm pool is on.
- */
-let geoPools: KeyedPools<WarmBrowser> | undefined;
-const geoKey = (g: Geo | undefined): string => (g ? `${g.tz}|${g.locale}` : '');
-const geoOfKey = (key: string): Geo | undefined => {
-  const [tz, locale] = key.split('|');
-  return tz && locale ? { tz, locale } : undefined;
-};
-
-/** A browser for a pool: throwaway profile, POOL_VIEWPORT, `geo`, and the next session's context made ahead. */
-async function pooledBrowser(geo: Geo | undefined, init?: SessionInitRequest): Promise<WarmBrowser> {
-  const l = await withEgress(init, undefined, (dir, egress, home) => launchHeadless(dir, egress, home, POOL_VIEWPORT, [], geo));
-  return freshContext(l, 0).catch(async (err: unknown) => {
-    await closeLaunched(l);
-    throw err;
-  });
-}
-
-function launchHeadless(dir: string, egress: Launched['egress'], home: string, viewport: [number, number], flags: string[], geo: Geo | undefined) {
-  const g = geoLaunch(geo);
-  return launchChromium({ userDataDir: dir, headless: true, viewport, egress, home, extraFlags: [...flags, ...g.flags], env: g.env });
-}
-
-/**
- * A pooled browser's tabs open at POOL_VIEWPORT: a session that asked for another size
- * gets it on every tab of its context, the first and those it opens (set once puppeteer
- * has made the page, which applies its default size first).
- */
-async function sized(context: BrowserContext, [width, height]: [number, number]): Promise<void> {
-  if (width === POOL_VIEWPORT[0] && height === POOL_VIEWPORT[1]) return;
-  context.on('targetcreated', (t) => void t.page().then((p) => p?.setViewport({ width, height })).catch(() => undefined));
-  for (const p of await context.pages()) await p.setViewport({ width, height });
-}
-
-/** Geo consistency (SERVICE_GEO_CONSISTENCY) applies on dom_plane too: time zone and locale of the proxy exit. */
-const geoOf = (init: { proxy_server: string | null; proxy_exit?: SessionInitRequest['proxy_exit'] }): Geo | undefined => (stealthSwitches().geo_consistency ? geoFor(init) : undefined);
-
 /** Waits for a fresh tab to leave about:blank (popups start there). */
 async function settled(p: Page): Promise<void> {
   const t0 = Date.now();
@@ -188,54 +138,13 @@ async function settled(p: Page): Promise<void> {
 }
 
 async function startDom(init: SessionInitRequest, dataDir: string): Promise<PlaneSessionImpl> {
-  const geo = geoOf(init);
-  // a pooled browser fits a session with its time zone and locale (its viewport is set per tab of the session's context, see sized)
-  const reusable = !init.persist_profile && init.chrome_flags.length === 0;
-  const lender = !reusable || !pool ? undefined : sameGeo(geo, geoOf({ proxy_server: null })) ? pool : geoPools?.poolFor(geoKey(geo));
-  let warm = await lender?.borrowSoon(BORROW_WAIT_MS);
-  // A pooled browser that died while it waited is retired.
-  if (warm && !(await answers(warm))) {
-    await lender!.giveBack(closeLaunched(warm.launched).then(() => undefined));
-    warm = undefined;
-  }
-  const pooled = warm !== undefined;
-  let launched: Launched | undefined = warm?.launched;
-  let context: BrowserContext | undefined = warm?.context;
+  const browser = await sessionBrowser(init, dataDir);
+  const { launched: l, context: ctx } = browser;
+  const b = l.browser;
   let tabs: Tabs;
   let recorder: ScreencastRecorder | undefined;
-  /** what serves the next session (a pooled browser's next context, or its replacement), made while this one closes */
-  let spare: Promise<WarmBrowser> | undefined;
-  /** ends what the session used: a pooled browser is cleared of it and goes back to its pool, a browser of its own is closed */
-  const release = async (): Promise<void> => {
-    if (!warm || !lender) return closeLaunched(launched);
-    const w = warm;
-    const next = spare;
-    await lender.giveBack(
-      clearSession(w).then(
-        () => renew(w, browserSessions(), next),
-        // a browser that could not be cleared serves nobody else
-        async (err: unknown) => {
-          await Promise.all([closeLaunched(w.launched), next?.then((n) => closeLaunched(n.launched)).catch(() => undefined)]);
-          throw err;
-        },
-      ),
-    );
-  };
   try {
-    if (launched) launched.egress.configure(sessionEgress(init));
-    else if (lender && lender !== pool) {
-      // the geo's pool had none ready: this session's browser is made as a pooled one, and the pool takes it after the session
-      warm = await pooledBrowser(geo, init);
-      launched = warm.launched;
-      context = warm.context;
-      lender.adopt();
-    } else {
-      const userDataDir = init.persist_profile ? profileDir(dataDir, init.tenant_id, init.profile_id) : undefined;
-      launched = await withEgress(init, userDataDir, (dir, egress, home) => launchHeadless(dir, egress, home, init.viewport, init.chrome_flags, geo));
-    }
-    context ??= launched.browser.defaultBrowserContext();
-    if (warm) await sized(context, init.viewport);
-    tabs = new Tabs(context);
+    tabs = new Tabs(ctx);
     await tabs.init();
     if (recordingEnabled()) {
       recorder = new ScreencastRecorder(tabs, recordingPath(dataDir, init.tenant_id, init.run_id), recordingFps(), init.viewport);
@@ -243,12 +152,9 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
     }
   } catch (err) {
     await recorder?.stop();
-    await release();
+    await browser.release();
     throw err;
   }
-  const l = launched;
-  const b = l.browser;
-  const ctx = context;
   const lost = new LostSignal();
   lost.watchBrowser(b);
   const [width, height] = init.viewport;
@@ -382,18 +288,16 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
     display: '',
     capabilities: { dom_aware: true, stealth: false, supports_cdp: true, backend: 'dom_plane' },
     ops,
-    warm: pooled,
+    warm: browser.pooled,
     recordingFile: recorder?.file,
     setProxy: (proxyServer) => l.egress.configure(sessionEgress({ ...init, proxy_server: proxyServer })),
     health: () => ({ egress: l.egress.status(), recording: recorder !== undefined }),
     lost,
     close: async () => {
       lost.closingNow();
-      // the next session's context costs a renderer's start, a browser's replacement a launch: made beside the
-      // recording's finish (which takes longer), not after it, and not during the session (its first steps paid for it)
-      if (warm) spare = spareFor(warm, browserSessions(), () => pooledBrowser(geo));
+      browser.prepareNext();
       await recorder?.stop();
-      await release();
+      await browser.release();
     },
   };
 }
@@ -403,18 +307,5 @@ export const domPlane: PlaneFactory = {
   domAware: true,
   routes: ROUTES,
   start: startDom,
-  startPool(size, log, opts) {
-    const dispose = (w: WarmBrowser) => closeLaunched(w.launched);
-    pool ??= new WarmPool(size, () => pooledBrowser(geoOf({ proxy_server: null })), dispose, log);
-    pool.fill();
-    const g = opts.geoPools;
-    geoPools ??= new KeyedPools(g.max, g.idleSeconds * 1000, (key) => pooledBrowser(geoOfKey(key)), dispose, log);
-  },
-  async stopPool() {
-    await Promise.all([pool?.close(), geoPools?.close()]);
-    pool = undefined;
-    geoPools = undefined;
-  },
-  poolReady: () => pool?.readyCount ?? 0,
-  geoPoolsReady: () => geoPools?.readyByKey() ?? {},
+  ...warmPools,
 };
