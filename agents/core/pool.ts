@@ -70,9 +70,10 @@ export class WarmPool<T> {
   async borrowSoon(waitMs: number): Promise<T | undefined> {
     const until = Date.now() + waitMs;
     for (;;) {
+      if (this.closed) return undefined;
       const item = this.borrow();
       const left = until - Date.now();
-      if (item !== undefined || this.making === 0 || this.closed || left <= 0) return item;
+      if (item !== undefined || this.making === 0 || left <= 0) return item;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, left);
         this.waiting.push(() => {

@@ -35,7 +35,7 @@ export function browserSessions(env: NodeJS.ProcessEnv = process.env): number {
 /**
  * A fresh context of `l` with its first tab and its own downloads folder. Its clipboard is
  * emptied when the browser served a session before, unless `emptyClipboard` is false: a
- * context made while a session still runs is emptied after that session (renew).
+ * context made before a session's own is closed is emptied after that (renew).
  */
 export async function freshContext(l: Launched, served: number, emptyClipboard = served > 0): Promise<WarmBrowser> {
   const context = await l.browser.createBrowserContext();

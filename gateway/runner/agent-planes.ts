@@ -177,10 +177,8 @@ export class LocalAgentPlanes implements PlaneProvider {
     };
     // a run stopped while its session starts stops the agent at once (its browser with it)
     const onAbort = () => void give(false);
-    if (signal?.aborted) onAbort();
-    else signal?.addEventListener('abort', onAbort, { once: true });
+    signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      if (signal?.aborted) throw new Error('the run was stopped before its plane opened');
       const session = connectPlane({ url: agent.url, secret: agent.secret, initDeadlineMs: 60_000 });
       const held = await lease(session, run, backend, agent, give, path.join(runDir(this.dataDir, run), 'video.webm'), this.log, this.proxies);
       const close = held.close.bind(held);

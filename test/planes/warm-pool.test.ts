@@ -27,12 +27,18 @@ async function readyPool(): Promise<{ pool: WarmPool<Item>; made: () => number; 
   return { pool, made: () => made, disposed };
 }
 
+/** A pool whose one item was lent and is being given back now, its renewal settled by the test. */
+async function renewing() {
+  const ready = await readyPool();
+  const first = ready.pool.borrow()!;
+  const renewal = deferred<Item | undefined>();
+  const back = ready.pool.giveBack(renewal.promise);
+  return { ...ready, first, renewal, back };
+}
+
 describe('warm pool: borrowSoon', () => {
   it('waits for the item being given back, and takes that one', async () => {
-    const { pool, made } = await readyPool();
-    const first = pool.borrow()!;
-    const renewal = deferred<Item | undefined>();
-    const back = pool.giveBack(renewal.promise);
+    const { pool, made, first, renewal, back } = await renewing();
     let got: Item | undefined | 'pending' = 'pending';
     const borrowed = pool.borrowSoon(5000).then((i) => (got = i));
     await new Promise((r) => setTimeout(r, 20));
@@ -46,10 +52,7 @@ describe('warm pool: borrowSoon', () => {
   });
 
   it('waits for the fresh item made after a renewal failed', async () => {
-    const { pool, made } = await readyPool();
-    pool.borrow();
-    const renewal = deferred<Item | undefined>();
-    const back = pool.giveBack(renewal.promise);
+    const { pool, made, renewal, back } = await renewing();
     const borrowed = pool.borrowSoon(5000);
     renewal.reject(new Error('the context could not be made'));
     const got = await borrowed;
@@ -77,10 +80,7 @@ describe('warm pool: borrowSoon', () => {
   });
 
   it('wakes a waiting borrow when the pool closes', async () => {
-    const { pool, disposed } = await readyPool();
-    pool.borrow();
-    const renewal = deferred<Item | undefined>();
-    const back = pool.giveBack(renewal.promise);
+    const { pool, disposed, renewal, back } = await renewing();
     const borrowed = pool.borrowSoon(60_000);
     const closing = pool.close();
     expect(await borrowed).to.equal(undefined);
