@@ -16,10 +16,11 @@ import { Writable } from 'node:stream';
 import { startSite } from '../../test/support/site.ts';
 import { startBenchGateway } from './gateway.ts';
 import { plan } from './plan.ts';
-import { numArg } from '../stats.ts';
+import { numArg, strArg } from '../stats.ts';
 
 const RUNS = numArg('runs', 3);
 const CONCURRENT = numArg('concurrent', 4);
+const CAPTURE = strArg('capture', 'model_io');
 const TICK = 100; // clock ticks per second on Linux
 const SAMPLER = process.argv.includes('--sampler');
 /** the process whose tree is sampled: this one, or the bench that started this sampler */
@@ -81,7 +82,7 @@ if (SAMPLER) {
 const site = await startSite();
 const steps = plan(site.url);
 const dir = await mkdtemp(path.join(tmpdir(), 'runplane-bench-profile-'));
-const { gw, url, token } = await startBenchGateway(dir, new Writable({ write: (_c, _e, cb) => cb() }));
+const { gw, url, token } = await startBenchGateway(dir, new Writable({ write: (_c, _e, cb) => cb() }), CAPTURE);
 
 async function oneRun(): Promise<number> {
   const t0 = performance.now();

@@ -35,7 +35,7 @@ describe('store of record on SQLite', () => {
   it('applies each migration once, also when a second process opens the same file', () => {
     const again = open();
     const rows = again.prepare('SELECT version, name FROM schema_migrations ORDER BY version').all() as Array<{ version: number; name: string }>;
-    expect(rows.map((r) => r.version)).to.deep.equal([1]);
+    expect(rows.map((r) => r.version)).to.deep.equal([1, 2]);
     expect(db.pragma('journal_mode', { simple: true })).to.equal('wal');
   });
 
@@ -167,6 +167,28 @@ describe('store of record on SQLite', () => {
     expect(await other.slotCount('tenant:t')).to.equal(3);
     expect(await ops.releaseSlot('tenant:t', 'run-0')).to.equal(true);
     expect(await other.releaseSlot('tenant:t', 'run-0')).to.equal(false);
+  });
+
+  it('keeps a count row per slot set that always equals the slots (taken, taken again, released, refused), from the slots a file had before', async () => {
+    const ops = new SqliteAtomicOps(db);
+    const exact = (key: string) => (db.prepare('SELECT COUNT(*) AS n FROM slots WHERE key = ?').get(key) as { n: number }).n;
+    for (let i = 0; i < 5; i++) expect(await ops.acquireSlot('tenant:c', `run-${i}`, 4)).to.equal(i < 4);
+    expect(await ops.acquireSlot('tenant:c', 'run-1', 4), 'a holder taking its slot again').to.equal(true);
+    expect(await ops.slotCount('tenant:c')).to.equal(4);
+    await ops.releaseSlot('tenant:c', 'run-2');
+    await ops.releaseSlot('tenant:c', 'run-2');
+    expect(await ops.slotCount('tenant:c')).to.equal(3);
+    expect(await ops.acquireSlot('tenant:c', 'run-9', 4), 'a freed slot is free').to.equal(true);
+    for (const h of ['run-0', 'run-1', 'run-3', 'run-9']) await ops.releaseSlot('tenant:c', h);
+    expect(await ops.slotCount('tenant:c')).to.equal(0);
+    expect(exact('tenant:c')).to.equal(0);
+    // a file from before the count rows: its slots are counted when migration 002 applies
+    db.exec("DROP TRIGGER slots_count_in; DROP TRIGGER slots_count_out; DROP TABLE slot_counts; DELETE FROM schema_migrations WHERE version = 2; INSERT INTO slots VALUES ('tenant:old', 'a'), ('tenant:old', 'b')");
+    const reopened = new SqliteAtomicOps(open());
+    expect(await reopened.slotCount('tenant:old')).to.equal(2);
+    expect(await reopened.acquireSlot('tenant:old', 'c', 3)).to.equal(true);
+    expect(await reopened.acquireSlot('tenant:old', 'd', 3)).to.equal(false);
+    expect(await ops.slotCount('tenant:old')).to.equal(exact('tenant:old'));
   });
 
   it('keyed stores are per namespace and survive a reopen', async () => {

@@ -41,7 +41,8 @@ export class PgAtomicOps implements AtomicOps {
   }
 
   async slotCount(key: string): Promise<number> {
-    const { rows } = await this.pool.query<{ n: string }>('SELECT count(*) AS n FROM slots WHERE key = $1', [key]);
+    // kept by a trigger with the slots (migration 003): no scan of the set
+    const { rows } = await this.pool.query<{ n: string }>('SELECT COALESCE((SELECT n FROM slot_counts WHERE key = $1), 0) AS n', [key]);
     return Number(rows[0]!.n);
   }
 

@@ -4,10 +4,9 @@
 // limit that starts full after a restart loses nothing a caller was promised.
 import { MemoryAtomicOps, type AtomicOps, type BucketResult } from '../atomic.ts';
 import type { Db } from './db.ts';
+import { unsynced } from './group-commit.ts';
 
 const NS = '__atomic';
-/** PRAGMA synchronous = NORMAL (1); FULL is 2 */
-const SYNC_NORMAL = 1;
 
 export class SqliteAtomicOps implements AtomicOps {
   readonly kind = 'sqlite' as const;
@@ -23,7 +22,8 @@ export class SqliteAtomicOps implements AtomicOps {
     this.buckets = new MemoryAtomicOps(clock);
     this.q = {
       held: db.prepare<[string, string], { n: number }>('SELECT 1 AS n FROM slots WHERE key = ? AND holder = ?'),
-      count: db.prepare<[string], { n: number }>('SELECT COUNT(*) AS n FROM slots WHERE key = ?'),
+      // kept by triggers with the slots (migration 002): no scan of the set
+      count: db.prepare<[string], { n: number }>('SELECT COALESCE((SELECT n FROM slot_counts WHERE key = ?), 0) AS n'),
       addSlot: db.prepare('INSERT INTO slots (key, holder) VALUES (?, ?)'),
       delSlot: db.prepare('DELETE FROM slots WHERE key = ? AND holder = ?'),
       get: db.prepare<[string, string, number], { value: string }>('SELECT value FROM kv WHERE namespace = ? AND key = ? AND expires_at > ?'),
@@ -55,20 +55,13 @@ export class SqliteAtomicOps implements AtomicOps {
 
   /**
    * Not synced on its own (synchronous NORMAL for this one commit): a slot is
-   * taken only by a run's acceptance, whose row commits with synchronous FULL
-   * right after, and that fsync of the write-ahead log carries this commit too.
-   * A power cut before it loses a slot whose run was never accepted. One fsync
-   * per accepted run instead of two.
+   * taken only by a run's acceptance, whose row commits right after and is not
+   * answered before the log's fsync, which carries this commit too. A power cut
+   * before it loses a slot whose run was never accepted. One fsync per accepted
+   * run instead of two.
    */
   async acquireSlot(key: string, holder: string, max: number): Promise<boolean> {
-    const level = this.db.pragma('synchronous', { simple: true }) as number;
-    if (level <= SYNC_NORMAL) return this.acquireTx.immediate(key, holder, max);
-    this.db.pragma(`synchronous = ${SYNC_NORMAL}`);
-    try {
-      return this.acquireTx.immediate(key, holder, max);
-    } finally {
-      this.db.pragma(`synchronous = ${level}`);
-    }
+    return unsynced(this.db, () => this.acquireTx.immediate(key, holder, max));
   }
 
   async releaseSlot(key: string, holder: string): Promise<boolean> {

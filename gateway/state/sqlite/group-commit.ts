@@ -1,19 +1,36 @@
-// Group commit on the embedded store. A commit with synchronous FULL waits for
-// an fsync of the write-ahead log, and better-sqlite3 waits on the event loop:
-// one write per fsync, every other request and run stalled meanwhile. Here the
-// writes asked for within one turn of the event loop share one transaction and
-// so one fsync; each write is its own savepoint, so one that throws is rolled
-// back alone and rejects its own caller only. A caller's promise settles after
-// the commit, so "answered" still means "on disk".
+// Group commit on the embedded store. The writes asked for within one turn of
+// the event loop share one transaction and so one fsync of the write-ahead log;
+// each write is its own savepoint, so one that throws is rolled back alone and
+// rejects its own caller only. The transaction commits at synchronous NORMAL, and
+// the log's fsync runs on the threadpool (wal-sync.ts), not inside the commit on
+// the event loop, where it stalled every request and run meanwhile. A caller's
+// promise settles after that fsync, so "answered" still means "on disk"; commits
+// made while an fsync runs share the next one.
 //
 // One committer per database (committerOf): were there two, each would open
 // its own transaction per turn and the turn would pay two fsyncs again.
 import type { Db } from './db.ts';
+import { WalSync } from './wal-sync.ts';
 
 interface Pending {
   write: () => unknown;
   resolve: (r: unknown) => void;
   reject: (err: unknown) => void;
+}
+
+/** PRAGMA synchronous = NORMAL (1); FULL is 2 */
+const SYNC_NORMAL = 1;
+
+/** Runs `commit` at synchronous NORMAL (the log's frames are written, not synced), whatever the connection's level. */
+export function unsynced<T>(db: Db, commit: () => T): T {
+  const level = db.pragma('synchronous', { simple: true }) as number;
+  if (level <= SYNC_NORMAL) return commit();
+  db.pragma(`synchronous = ${SYNC_NORMAL}`);
+  try {
+    return commit();
+  } finally {
+    db.pragma(`synchronous = ${level}`);
+  }
 }
 
 type Outcome = { ok: true; value: unknown } | { ok: false; err: unknown };
@@ -23,8 +40,15 @@ export class Committer {
   private readonly batchTx;
   /** commits made so far (tests count them) */
   commits = 0;
+  /** the log's fsync off the event loop; undefined when the database is not in WAL mode (then each commit syncs itself) */
+  readonly wal: WalSync | undefined;
 
-  constructor(db: Db) {
+  /** `wal`: how the log is synced (tests pass one that waits for them) */
+  constructor(
+    private readonly db: Db,
+    wal?: WalSync,
+  ) {
+    this.wal = wal ?? (!db.memory && String(db.pragma('journal_mode', { simple: true })).toLowerCase() === 'wal' ? new WalSync(`${db.name}-wal`) : undefined);
     // a transaction function called inside another transaction runs as a savepoint
     const savepoint = db.transaction((write: () => unknown) => write());
     this.batchTx = db.transaction((batch: Pending[]): Outcome[] =>
@@ -55,19 +79,26 @@ export class Committer {
     this.pending = [];
     let outcomes: Outcome[];
     try {
-      outcomes = this.batchTx.immediate(batch);
+      outcomes = this.wal ? unsynced(this.db, () => this.batchTx.immediate(batch)) : this.batchTx.immediate(batch);
       this.commits++;
     } catch (err) {
       // the commit itself failed (disk full, database closed, busy): nothing of the batch was written
       for (const p of batch) p.reject(err);
       return;
     }
-    batch.forEach((p, i) => {
-      const o = outcomes[i]!;
-      if (o.ok) p.resolve(o.value);
-      else p.reject(o.err);
+    const answer = (): void =>
+      batch.forEach((p, i) => {
+        const o = outcomes[i]!;
+        if (o.ok) p.resolve(o.value);
+        else p.reject(o.err);
+      });
+    if (!this.wal) return answer();
+    // committed but not yet durable: nobody hears of it before the log's fsync (a failed fsync fails them all)
+    this.wal.after().then(answer, (err: unknown) => {
+      for (const p of batch) p.reject(err);
     });
   }
+
 }
 
 const committers = new WeakMap<Db, Committer>();
