@@ -172,8 +172,9 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
         const format = optStr(body, 'format') ?? 'png';
         if (format !== 'png' && format !== 'jpeg' && format !== 'webp') throw badRequest('format must be png, jpeg or webp');
         const page = await tabs.current();
-        const image = Buffer.from(await page.screenshot({ type: format, optimizeForSpeed: true, ...(format === 'png' ? {} : { quality: 80 }) }));
-        return { body: { width, height, scroll_y: await scrollY(page), captured_at_ms: Date.now(), format }, blob: image };
+        // the scroll is read while the frame is made, not after it (a round trip less on every step)
+        const [shot, sy] = await Promise.all([page.screenshot({ type: format, optimizeForSpeed: true, ...(format === 'png' ? {} : { quality: 80 }) }), scrollY(page)]);
+        return { body: { width, height, scroll_y: sy, captured_at_ms: Date.now(), format }, blob: Buffer.from(shot) };
       },
     },
     dispatch: op('POST', true, async (body) => dispatch(await tabs.current(), body, l.egress)),

@@ -168,6 +168,17 @@ describe('dom_plane agent', function () {
         expect(jpeg.image.subarray(0, 2).toString('hex')).to.equal('ffd8');
       });
 
+      it('evaluates on the page its tab shows across navigations to another site (the kept DevTools session follows the swap of renderer)', async () => {
+        const other = site.url.replace('127.0.0.1', 'localhost');
+        for (const target of [`${other}/counter`, `${site.url}/counter`, `${other}/counter`]) {
+          await s.dispatch({ verb: 'navigate', url: target });
+          expect(await evalJson<string>(s, 'location.href')).to.equal(target);
+        }
+        const thrown = await s.cdp('(() => { throw new Error("boom") })()');
+        expect(thrown.returncode).to.equal(1);
+        expect(await evalJson<number>(s, '1 + 1'), 'a script that threw leaves the session usable').to.equal(2);
+      });
+
       it('answers bad input with a 400 detail, never a 500', async () => {
         await expectPlaneError(s.dispatch({ verb: 'click' }), 400);
         await expectPlaneError(s.call('dispatch', 'POST', { verb: 'fly' }, { idempotent: true }), 400);
