@@ -10,6 +10,8 @@ import path from 'node:path';
 import { openDb, type Db } from '../../gateway/state/sqlite/db.ts';
 import { Committer } from '../../gateway/state/sqlite/group-commit.ts';
 import { WalSync } from '../../gateway/state/sqlite/wal-sync.ts';
+import { SqliteEventTable } from '../../gateway/state/sqlite/tables.ts';
+import { spawn } from 'node:child_process';
 
 /** An fdatasync that waits until the test lets it go, and notes which file it was asked to sync. */
 function heldSync() {
@@ -126,5 +128,28 @@ describe('SQLite commits sync the write-ahead log off the event loop', () => {
     expect(await settled(write)).to.equal(false);
     h.waiting.shift()!.go();
     await write;
+  });
+
+  it('keeps every write a SIGKILLed process was answered for (the frames written before the fsync survive the process)', async function () {
+    this.timeout(60_000);
+    db.close();
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, '../support/commit-child.ts'), file], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let answered = 0;
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const lines = out.split('\n');
+      out = lines.pop()!;
+      for (const l of lines) answered = Math.max(answered, Number(l));
+    });
+    // killed mid-stream, once it has been answered a few hundred times
+    while (answered < 300) await new Promise((r) => setTimeout(r, 20));
+    child.kill('SIGKILL');
+    await new Promise((r) => child.once('exit', r));
+    expect(child.signalCode).to.equal('SIGKILL');
+    db = openDb(file);
+    const kept = await new SqliteEventTable(db, 100_000).after<{ n: number }>('run-kill', 0);
+    expect(kept.length, 'every answered append is there').to.be.at.least(answered);
+    expect(kept.map((e) => e.seq), 'dense, nothing half-written').to.deep.equal(Array.from({ length: kept.length }, (_, i) => i + 1));
   });
 });
