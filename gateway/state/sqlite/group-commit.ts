@@ -9,6 +9,7 @@
 //
 // One committer per database (committerOf): were there two, each would open
 // its own transaction per turn and the turn would pay two fsyncs again.
+import type { Statement } from 'better-sqlite3';
 import type { Db } from './db.ts';
 import { WalSync } from './wal-sync.ts';
 
@@ -21,15 +22,25 @@ interface Pending {
 /** PRAGMA synchronous = NORMAL (1); FULL is 2 */
 const SYNC_NORMAL = 1;
 
+/** The pragmas `unsynced` runs, prepared once per connection (db.pragma prepares on every call: three a commit). */
+const pragmas = new WeakMap<Db, { level: Statement; set: Map<number, Statement> }>();
+
 /** Runs `commit` at synchronous NORMAL (the log's frames are written, not synced), whatever the connection's level. */
 export function unsynced<T>(db: Db, commit: () => T): T {
-  const level = db.pragma('synchronous', { simple: true }) as number;
+  let p = pragmas.get(db);
+  if (!p) pragmas.set(db, (p = { level: db.prepare('PRAGMA synchronous').pluck(), set: new Map() }));
+  const set = (n: number): void => {
+    let st = p.set.get(n);
+    if (!st) p.set.set(n, (st = db.prepare(`PRAGMA synchronous = ${n}`)));
+    st.run();
+  };
+  const level = p.level.get() as number;
   if (level <= SYNC_NORMAL) return commit();
-  db.pragma(`synchronous = ${SYNC_NORMAL}`);
+  set(SYNC_NORMAL);
   try {
     return commit();
   } finally {
-    db.pragma(`synchronous = ${level}`);
+    set(level);
   }
 }
 
