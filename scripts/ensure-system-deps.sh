@@ -20,6 +20,8 @@ ensure_browser_user() {
 declare -A NEEDS=(
   [redis-server]=redis-server
   [chromium]=chromium
+  # dom_plane's lighter browser (PLANE_DOM_BROWSER=headless-shell)
+  [chromium-headless-shell]=chromium-headless-shell
   [Xvfb]=xvfb
   [xdotool]=xdotool
   [ffmpeg]=ffmpeg

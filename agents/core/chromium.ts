@@ -2,6 +2,7 @@
 // sandbox on (as the unprivileged browser user when the agent is root, see
 // browser-user.ts). The flags keep it off the network it would otherwise call home to
 // (closed network here).
+import { existsSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import puppeteer, { type Browser } from 'puppeteer-core';
@@ -11,6 +12,27 @@ import { SANDBOX_OFF_FLAGS } from './validate.ts';
 import { asBrowserUser, browserEnv, browserUser, preparePersistedProfile, privateTempDir, type BrowserUser } from './browser-user.ts';
 
 export const CHROMIUM_PATH = process.env.PLANE_CHROMIUM_PATH || '/usr/bin/chromium';
+/** The binary itself: Debian's /usr/bin wrapper runs it as a child of a shell (it does not exec), which would be the pid we stop. */
+export const HEADLESS_SHELL_PATH = process.env.PLANE_HEADLESS_SHELL_PATH || '/usr/lib/chromium/chromium-headless-shell';
+
+/**
+ * dom_plane's browser (PLANE_DOM_BROWSER). `chromium`, the default: the full browser in
+ * its new headless mode, the one the stealth patches and the fingerprint page are tuned
+ * on. `headless-shell`: Debian's chromium-headless-shell, the same Chromium built
+ * headless-only (what Playwright and puppeteer's `headless: 'shell'` run): a tab costs a
+ * fraction of the CPU, but a page can tell it is headless (HeadlessChrome brand, no
+ * plugins, no window.chrome; docs/decisions.md).
+ */
+export type HeadlessBrowser = 'chromium' | 'headless-shell';
+
+export function headlessBrowser(env: NodeJS.ProcessEnv = process.env, shellPath = HEADLESS_SHELL_PATH): HeadlessBrowser {
+  const v = (env.PLANE_DOM_BROWSER ?? '').trim().toLowerCase() || 'chromium';
+  if (v !== 'chromium' && v !== 'headless-shell') throw new Error(`PLANE_DOM_BROWSER must be chromium or headless-shell, got ${JSON.stringify(env.PLANE_DOM_BROWSER)}`);
+  if (v === 'headless-shell' && !existsSync(shellPath)) {
+    throw new Error(`PLANE_DOM_BROWSER=headless-shell needs ${shellPath} (Debian's chromium-headless-shell package, which scripts/ensure-system-deps.sh installs)`);
+  }
+  return v;
+}
 
 export const QUIET_FLAGS = [
   '--disable-background-networking',
@@ -26,7 +48,8 @@ export const QUIET_FLAGS = [
 
 export interface LaunchOptions {
   userDataDir: string;
-  headless: boolean;
+  /** `shell`: chromium-headless-shell (PLANE_DOM_BROWSER=headless-shell) */
+  headless: boolean | 'shell';
   viewport: [number, number];
   /** The session's egress guard: every request of the browser goes through it. */
   egress: EgressProxy;
@@ -53,7 +76,7 @@ export function chromiumArgs(o: Pick<LaunchOptions, 'userDataDir' | 'headless' |
 
 export async function launchChromium(o: LaunchOptions, user: BrowserUser | undefined = browserUser()): Promise<Browser> {
   const [w, h] = o.viewport;
-  const { command, prefix } = asBrowserUser(CHROMIUM_PATH, user);
+  const { command, prefix } = asBrowserUser(o.headless === 'shell' ? HEADLESS_SHELL_PATH : CHROMIUM_PATH, user);
   return puppeteer.launch({
     executablePath: command,
     headless: o.headless,

@@ -14,6 +14,7 @@ import { httpApp } from './http.ts';
 import { grpcServer } from './grpc.ts';
 import type { PlaneFactory } from './types.ts';
 import { browserUser, prepareDataDir, sweepStaleTempDirs } from './browser-user.ts';
+import { headlessBrowser } from './chromium.ts';
 import { registerSettingsFromEnv, startRegistration, type RegisterSettings } from './register.ts';
 
 export interface AgentConfig {
@@ -73,6 +74,8 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): AgentConfig
     throw new Error(`refusing to bind ${cfg.host} without PLANE_AGENT_SECRET; set a secret or use a loopback host`);
   }
   if (Boolean(cfg.tlsCert) !== Boolean(cfg.tlsKey)) throw new Error('PLANE_TLS_CERT and PLANE_TLS_KEY go together');
+  // dom_plane's browser: a bad value or a missing headless shell stops the agent here, not each session
+  headlessBrowser(env);
   return cfg;
 }
 

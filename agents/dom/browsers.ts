@@ -6,7 +6,7 @@
 // then stays warm in that geo's pool for the next such session (keyed-pools.ts). A
 // persisted profile or extra flags get a browser of their own, closed after the session.
 import type { BrowserContext } from 'puppeteer-core';
-import { closeLaunched, launchChromium, withEgress, type Launched } from '../core/chromium.ts';
+import { closeLaunched, headlessBrowser, launchChromium, withEgress, type Launched } from '../core/chromium.ts';
 import { sessionEgress } from '../core/egress-proxy.ts';
 import { WarmPool } from '../core/pool.ts';
 import { KeyedPools } from '../core/keyed-pools.ts';
@@ -39,9 +39,13 @@ async function pooledBrowser(geo: Geo | undefined, init?: SessionInitRequest): P
   });
 }
 
+/** PLANE_DOM_BROWSER, read (and checked) once: the agent refused to start on a bad value (serve.ts). */
+let shell: boolean | undefined;
+
 function launchHeadless(dir: string, egress: Launched['egress'], home: string, viewport: [number, number], flags: string[], geo: Geo | undefined) {
   const g = geoLaunch(geo);
-  return launchChromium({ userDataDir: dir, headless: true, viewport, egress, home, extraFlags: [...flags, ...g.flags], env: g.env });
+  shell ??= headlessBrowser() === 'headless-shell';
+  return launchChromium({ userDataDir: dir, headless: shell ? 'shell' : true, viewport, egress, home, extraFlags: [...flags, ...g.flags], env: g.env });
 }
 
 /**

@@ -1,13 +1,15 @@
 // The baseline bench/runs compares against: the same plan written as a plain
 // puppeteer-core script on the same system Chromium, as a user could write it
-// without the service. No recording, no trace, no egress guard, no records.
+// without the service. No recording, no trace, no egress guard, no records. It runs
+// on the browser the gateway's dom_plane runs on (PLANE_DOM_BROWSER).
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { CHROMIUM_PATH, QUIET_FLAGS } from '../../agents/core/chromium.ts';
+import { CHROMIUM_PATH, HEADLESS_SHELL_PATH, QUIET_FLAGS, headlessBrowser } from '../../agents/core/chromium.ts';
 
-const ARGS = ['--no-sandbox', '--headless=new', '--window-size=1280,720', ...QUIET_FLAGS];
+const SHELL = headlessBrowser() === 'headless-shell';
+const ARGS = ['--no-sandbox', '--window-size=1280,720', ...QUIET_FLAGS];
 
 /** The bench plan by hand: open the listings, extract, paginate twice (extracting), open the counter, 12 clicks, read the URL. */
 export async function plainPlan(page: Page, site: string): Promise<number> {
@@ -27,7 +29,7 @@ export async function plainPlan(page: Page, site: string): Promise<number> {
 
 async function launch(): Promise<{ browser: Browser; dir: string }> {
   const dir = await mkdtemp(path.join(tmpdir(), 'runplane-bench-plain-'));
-  const browser = await puppeteer.launch({ executablePath: CHROMIUM_PATH, args: ARGS, userDataDir: dir, defaultViewport: { width: 1280, height: 720 } });
+  const browser = await puppeteer.launch({ executablePath: SHELL ? HEADLESS_SHELL_PATH : CHROMIUM_PATH, headless: SHELL ? 'shell' : true, args: ARGS, userDataDir: dir, defaultViewport: { width: 1280, height: 720 } });
   return { browser, dir };
 }
 

@@ -7,7 +7,7 @@
 // gateway process itself.
 // The sampling runs in a child process of its own (listed as "sampler"), so its
 // CPU is not billed to the gateway.
-// Usage: node --import tsx bench/runs/profile.ts [--runs 3 --concurrent 4]
+// Usage: [PLANE_DOM_BROWSER=headless-shell] node --import tsx bench/runs/profile.ts [--runs 3 --concurrent 4 --capture trace]
 import { mkdtemp, rm, readdir, readFile } from 'node:fs/promises';
 import { spawn } from 'node:child_process';
 import { tmpdir, loadavg } from 'node:os';
@@ -16,6 +16,7 @@ import { Writable } from 'node:stream';
 import { startSite } from '../../test/support/site.ts';
 import { startBenchGateway } from './gateway.ts';
 import { plan } from './plan.ts';
+import { headlessBrowser } from '../../agents/core/chromium.ts';
 import { numArg, strArg } from '../stats.ts';
 
 const RUNS = numArg('runs', 3);
@@ -127,7 +128,7 @@ for (const p of seen.values()) {
 byKind.set('gateway + bench (node)', { cpu: (self.user + self.system) / 1e6, n: 1, started: 0 });
 const total = [...byKind.entries()].filter(([kind]) => !kind.startsWith('sampler')).reduce((s, [, k]) => s + k.cpu, 0);
 const runs = walls.length;
-console.log(`bench/runs/profile: ${runs} runs at ${CONCURRENT} concurrent, ${(runs / minutes).toFixed(1)} runs/min, load ${load0.toFixed(2)} -> ${loadavg()[0]!.toFixed(2)}`);
+console.log(`bench/runs/profile: ${runs} runs at ${CONCURRENT} concurrent on ${headlessBrowser()}, capture ${CAPTURE}, ${(runs / minutes).toFixed(1)} runs/min, load ${load0.toFixed(2)} -> ${loadavg()[0]!.toFixed(2)}`);
 console.log('process kind              | CPU s | per run | share | processes (started during the level)');
 for (const [kind, k] of [...byKind.entries()].sort((a, b) => b[1].cpu - a[1].cpu)) {
   console.log(`${kind.padEnd(25)} | ${k.cpu.toFixed(1).padStart(5)} | ${(k.cpu / runs).toFixed(2).padStart(7)} | ${((100 * k.cpu) / total).toFixed(0).padStart(4)}% | ${k.n} (${k.started})`);

@@ -14,8 +14,9 @@
 //     and of the agents at the start and the end.
 // --capture MODE runs the gateway with SERVICE_TRACE_CAPTURE_MODE=MODE (default
 // model_io, the service's default): `trace` records no screenshots, which shows
-// what a step's post screenshot costs.
-// Usage: npm run bench:runs [-- --runs 4 --soak 1000 --capture trace]
+// what a step's post screenshot costs. PLANE_DOM_BROWSER=headless-shell runs the
+// agents and the plain script on chromium-headless-shell.
+// Usage: [PLANE_DOM_BROWSER=headless-shell] npm run bench:runs [-- --runs 4 --soak 1000 --capture trace]
 import { mkdtemp, rm, readdir, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -31,6 +32,7 @@ import type { PluginHost, StepHandler } from '../../gateway/plugins/contract.ts'
 import stepsCore from '../../plugins/steps-core/index.ts';
 import { startSite } from '../../test/support/site.ts';
 import { plainRunOwnBrowser, sharedBrowser } from './plain.ts';
+import { headlessBrowser } from '../../agents/core/chromium.ts';
 import { startBenchGateway } from './gateway.ts';
 import { plan } from './plan.ts';
 import { numArg, pct, strArg } from '../stats.ts';
@@ -224,7 +226,7 @@ const gwWallP50 = pct(gwWall.map((t) => t.wallMs), 50);
 const gwPerStep = pct(gwWall.map((t) => t.perStepMs), 50);
 const plainPerStep = plainLevels.get(1)!.perRun / steps.length;
 const directPerStep = Math.min(...direct);
-console.log(`bench/runs: ${steps.length}-step mechanical plan on dom_plane, trace capture ${CAPTURE}, ${RUNS_PER_LEVEL} runs per client, node ${process.version}, load average ${f(load0, 2)} at the start, ${f(loadavg()[0]!, 2)} at the end`);
+console.log(`bench/runs: ${steps.length}-step mechanical plan on dom_plane (browser ${headlessBrowser()}), trace capture ${CAPTURE}, ${RUNS_PER_LEVEL} runs per client, node ${process.version}, load average ${f(load0, 2)} at the start, ${f(loadavg()[0]!, 2)} at the end`);
 console.log('');
 console.log('                                   | plain script | gateway | gateway / plain');
 console.log(`single run wall ms (p50)           | ${f(plainWallP50, 0).padStart(12)} | ${f(gwWallP50, 0).padStart(7)} | ${r(gwWallP50, plainWallP50)}   (script launches its browser per run; gateway from its warm pool)`);

@@ -52,15 +52,17 @@ describe('plane agents: video and warm pool', function () {
     await site?.close();
   });
 
-  for (const plane of ['dom', 'computer'] as const) {
-    it(`${plane}_plane: a pooled init is the fast path, isolated from the session before it; the session video is a WebM/VP8 file`, async () => {
-      const agent = await startAgentProcess(plane, { PLANE_WARM_POOL: '1', PLANE_RECORD_FPS: '5', SERVICE_BEHAVIORAL_JITTER: '0', PLANE_BROWSER_SESSIONS: '2' });
+  // dom_plane on each of its browsers (PLANE_DOM_BROWSER), computer_plane on the headful one
+  for (const [plane, browser] of [['dom', 'chromium'], ['dom', 'headless-shell'], ['computer', 'chromium']] as const) {
+    it(`${plane}_plane${browser === 'headless-shell' ? ' on chromium-headless-shell' : ''}: a pooled init is the fast path, isolated from the session before it; the session video is a WebM/VP8 file`, async () => {
+      const agent = await startAgentProcess(plane, { PLANE_WARM_POOL: '1', PLANE_RECORD_FPS: '5', SERVICE_BEHAVIORAL_JITTER: '0', PLANE_BROWSER_SESSIONS: '2', PLANE_DOM_BROWSER: browser });
       const grpc = connectPlane({ url: `grpc://127.0.0.1:${agent.grpcPort}`, deadlineMs: 20_000 });
       const http = connectPlane({ url: `http://127.0.0.1:${agent.httpPort}`, deadlineMs: 20_000 });
       try {
         await waitFor(async () => ((await grpc.status()).pool_ready === 1 ? true : undefined), 30_000, 'a warm item');
         const first = await grpc.init({ tenant_id: 'acme', profile_id: 'a', run_id: 'run-a', enable_cdp: true, persist_profile: false });
         expect(first.warm).to.equal(true);
+        if (plane === 'dom') expect(cmdline(first.chrome_pid!)).to.match(browser === 'headless-shell' ? /^\/usr\/lib\/chromium\/chromium-headless-shell .*--headless / : /^\/usr\/lib\/chromium\/chromium .*--headless=new /);
         await load(grpc, `${site.url}/counter`);
         await evalJson(grpc, `(document.cookie = 'tenant=acme; max-age=3600', localStorage.setItem('k', 'acme-secret'), true)`);
         expect(await evalJson<string>(grpc, 'document.cookie')).to.equal('tenant=acme');
@@ -223,5 +225,21 @@ describe('plane agents: video and warm pool', function () {
       s.disconnect();
       await agent.stop();
     }
+  });
+
+  it('dom_plane: an agent refuses to start on an unknown PLANE_DOM_BROWSER, or on the headless shell when it is not installed', async () => {
+    const refusal = async (env: Record<string, string>): Promise<string> => {
+      const err = await startAgentProcess('dom', env).then(
+        async (a) => {
+          await a.stop();
+          return undefined;
+        },
+        (e: unknown) => e as Error,
+      );
+      expect(err, 'the agent started').to.be.instanceOf(Error);
+      return err!.message;
+    };
+    expect(await refusal({ PLANE_DOM_BROWSER: 'firefox' })).to.match(/exited with 2: PLANE_DOM_BROWSER must be chromium or headless-shell, got "firefox"/);
+    expect(await refusal({ PLANE_DOM_BROWSER: 'headless-shell', PLANE_HEADLESS_SHELL_PATH: '/nonexistent/headless' })).to.match(/exited with 2: PLANE_DOM_BROWSER=headless-shell needs \/nonexistent\/headless \(Debian's chromium-headless-shell package/);
   });
 });
