@@ -47,6 +47,8 @@ export class SessionCore {
   readonly events = new Map<string, string[]>();
   readonly reasoning: string[] = [];
   readonly modelioByHash = new Map<string, string>();
+  /** the last post image hashed, and its hash: a step that changed nothing on screen shows the same bytes, which need no second decode */
+  lastPhash: { image: Buffer; hash: Promise<string> } | null = null;
   readonly modelioSeq = new Map<string, number>();
   readonly pendingStepPatches = new Map<number, Array<(s: StepRecord) => void>>();
   readonly sideEffects = new Map<string, SideEffect>();

@@ -77,12 +77,21 @@ const laterTurn = (): Promise<void> => new Promise((r) => setImmediate(r));
 function laterWork(core: SessionCore, stepIndex: number, kind: string, rel: string, bytes: Buffer): Promise<unknown> {
   const hashed =
     kind === 'post' &&
-    phash64(bytes).then((hash) =>
+    postHash(core, bytes).then((hash) =>
       core.patchStep(stepIndex, (s) => {
         s.observation = { ...(s.observation ?? {}), hashes: { ...(s.observation?.hashes ?? {}), phash_64: hash } };
       }),
     );
   return Promise.all([core.putFile(rel, bytes), hashed]);
+}
+
+/** The perceptual hash of a post image: the last one's again when the bytes are the same (a look, an extraction). */
+function postHash(core: SessionCore, bytes: Buffer): Promise<string> {
+  const last = core.lastPhash;
+  if (last && last.image.equals(bytes)) return last.hash;
+  const hash = phash64(bytes);
+  core.lastPhash = { image: bytes, hash };
+  return hash;
 }
 
 export async function attachObservation(core: SessionCore, stepIndex: number, kind: 'pre' | 'post' | 'target' | 'diff', png: Uint8Array): Promise<string> {

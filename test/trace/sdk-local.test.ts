@@ -6,6 +6,7 @@ import {
   shortId, sha256Hex, validateBundle, withDebugSession, RulesEngine, BundleContext, rule, ModelApiAdapterBase, FileStore,
 } from '../../sdk/index.ts';
 import { TRACE_SCHEMA_FILES, traceSchemaBytes } from '../../schemas/trace/index.ts';
+import { phash64 } from '../../sdk/phash.ts';
 import { collectingLogger, png, tempDir } from '../support/trace.ts';
 
 const readJson = async (file: string) => JSON.parse(await readFile(file, 'utf8'));
@@ -108,6 +109,24 @@ describe('trace SDK, local bundle', () => {
     expect(trace.session.tags).to.deep.equal({ team: 'a' });
     // the atomic write leaves nothing beside the bundle
     expect((await readdir(path.dirname(dir))).filter((n) => n.includes('partial'))).to.deep.equal([]);
+  });
+
+  it('hashes each post image: the same bytes as the step before give its hash, other bytes their own', async () => {
+    const dir = path.join(await tempDir(), 'bundle');
+    const s = new DebugSession({ runId: 'run-h', clientName: 'test', outDir: dir, dsn: null, captureMode: 'screenshots', logger: collectingLogger() });
+    const [a, b] = [await png(3, 320, 200), await png(4, 320, 200)];
+    // a, a again (a copy, not the same Buffer), b, then a after b: the hash of a is not held over b
+    const posts = [a, Buffer.from(a), b, a];
+    for (const [i, image] of posts.entries()) {
+      s.recordStep({ step_index: i, status: 'passed' });
+      await s.attachObservation(i, 'post', image);
+    }
+    await s.close();
+    const hashes: string[] = [];
+    for (let i = 0; i < posts.length; i++) hashes.push((await readJson(path.join(dir, `steps/${String(i).padStart(4, '0')}.json`))).observation.hashes.phash_64);
+    const [ha, hb] = [await phash64(a), await phash64(b)];
+    expect(ha).to.not.equal(hb);
+    expect(hashes).to.deep.equal([ha, ha, hb, ha]);
   });
 
   it('verdicts: attach_verifier composes its reason and adds a rule judge; judge promotion; scores clamp; inferred default', async () => {
