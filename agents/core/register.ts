@@ -40,7 +40,9 @@ export function parseLabels(raw: string | undefined): Record<string, string> {
     const [k, v] = part.split('=', 2) as [string, string];
     out[k] = v;
   }
-  if (Object.keys(out).length > 16) throw new Error('PLANE_LABELS: at most 16 labels');
+  // the 16th is the agent's own `browser` label (serve.ts), which a run can ask for as any other
+  if (Object.keys(out).length > 15) throw new Error('PLANE_LABELS: at most 15 labels');
+  if ('browser' in out) throw new Error('PLANE_LABELS: `browser` is the agent\'s own label (chromium, or headless-shell with PLANE_DOM_BROWSER on dom_plane)');
   return out;
 }
 

@@ -148,6 +148,8 @@ export async function startAgent(factory: PlaneFactory, cfg: AgentConfig): Promi
   }
 
   const reg = cfg.register;
+  // which browser the agent's sessions run on, so a run can ask for one (plane_labels: {browser: chromium} where stealth matters)
+  const browser = factory.backend === 'dom_plane' ? headlessBrowser() : 'chromium';
   const registration = reg
     ? startRegistration(
       reg,
@@ -155,7 +157,7 @@ export async function startAgent(factory: PlaneFactory, cfg: AgentConfig): Promi
         plane: factory.backend,
         slots: slots.map((sl) => `${tls ? 'grpcs' : 'grpc'}://${reg.advertiseHost.includes(':') ? `[${reg.advertiseHost}]` : reg.advertiseHost}:${sl.grpcPort}`),
         busy: slots.filter((sl) => sl.core.health().session_bound).length,
-        labels: reg.labels,
+        labels: { ...reg.labels, browser },
         capabilities: { dom_aware: factory.domAware, stealth: true, gpu: reg.gpu },
       }),
       logFn,

@@ -227,7 +227,7 @@ describe('plane agents: video and warm pool', function () {
     }
   });
 
-  it('dom_plane: an agent refuses to start on an unknown PLANE_DOM_BROWSER, or on the headless shell when it is not installed', async () => {
+  it('dom_plane: an agent refuses to start on an unknown PLANE_DOM_BROWSER, on the headless shell when it is not installed, or when PLANE_LABELS names its browser', async () => {
     const refusal = async (env: Record<string, string>): Promise<string> => {
       const err = await startAgentProcess('dom', env).then(
         async (a) => {
@@ -240,6 +240,8 @@ describe('plane agents: video and warm pool', function () {
       return err!.message;
     };
     expect(await refusal({ PLANE_DOM_BROWSER: 'firefox' })).to.match(/exited with 2: PLANE_DOM_BROWSER must be chromium or headless-shell, got "firefox"/);
+    // the `browser` label is the agent's own fact: an operator's label could contradict it
+    expect(await refusal({ PLANE_AGENT_SECRET: 's'.repeat(32), PLANE_REGISTER_URL: 'http://127.0.0.1:9', PLANE_LABELS: 'region=eu,browser=chromium' })).to.match(/exited with 2: PLANE_LABELS: `browser` is the agent's own label/);
     expect(await refusal({ PLANE_DOM_BROWSER: 'headless-shell', PLANE_HEADLESS_SHELL_PATH: '/nonexistent/headless' })).to.match(/exited with 2: PLANE_DOM_BROWSER=headless-shell needs \/nonexistent\/headless \(Debian's chromium-headless-shell package/);
   });
 });

@@ -39,7 +39,8 @@ describe('a fleet of agents that register themselves, behind two replicas (Redis
     r1 = await startGatewayProcess({ ...fleetEnv(redis.url), SERVICE_MAX_ACTIVE_RUNS: '6', SERVICE_DATA_DIR: dir, SERVICE_TENANT_KEYS_PATH: path.join(dir, 'keys.json'), SERVICE_LOG_LEVEL: 'info' });
     [agents.a, agents.b, agents.c] = await Promise.all([
       startAgentProcess('dom', agentEnv(IDS.a, { PLANE_CAPACITY: '2', PLANE_LABELS: 'region=eu-west,pool=resi' })),
-      startAgentProcess('dom', agentEnv(IDS.b, { PLANE_LABELS: 'region=us-east' })),
+      // b runs its sessions on chromium-headless-shell: its `browser` label says so
+      startAgentProcess('dom', agentEnv(IDS.b, { PLANE_LABELS: 'region=us-east', PLANE_DOM_BROWSER: 'headless-shell' })),
       startAgentProcess('computer', agentEnv(IDS.c)),
     ]);
   });
@@ -78,10 +79,10 @@ describe('a fleet of agents that register themselves, behind two replicas (Redis
     let list: Body[] = [];
     await until(async () => (list = await planes()).length === 3 && list.every((a) => a.state === 'free'), 30_000);
     const byId = Object.fromEntries(list.map((a) => [a.id, a]));
-    expect(byId[IDS.a]).to.deep.include({ plane: 'dom_plane', source: 'registered', capacity: 2, busy: 0, labels: { region: 'eu-west', pool: 'resi' } });
+    expect(byId[IDS.a]).to.deep.include({ plane: 'dom_plane', source: 'registered', capacity: 2, busy: 0, labels: { region: 'eu-west', pool: 'resi', browser: 'chromium' } });
     expect(byId[IDS.a].slots.map((s: Body) => s.address)).to.deep.equal([`127.0.0.1:${agents.a!.slots[0]!.grpc_port}`, `127.0.0.1:${agents.a!.slots[1]!.grpc_port}`]);
-    expect(byId[IDS.b]).to.deep.include({ plane: 'dom_plane', capacity: 1 });
-    expect(byId[IDS.c]).to.deep.include({ plane: 'computer_plane', capacity: 1 });
+    expect(byId[IDS.b]).to.deep.include({ plane: 'dom_plane', capacity: 1, labels: { region: 'us-east', browser: 'headless-shell' } });
+    expect(byId[IDS.c]).to.deep.include({ plane: 'computer_plane', capacity: 1, labels: { browser: 'chromium' } });
     const reg = { agent_id: '0123456789ab', plane: 'dom_plane', slots: ['grpc://10.0.0.9:7443'] };
     expect((await request(r0.url, 'POST', '/v1/planes/register', { body: reg })).status, 'no credentials').to.equal(401);
     expect((await request(r0.url, 'POST', '/v1/planes/register', { body: reg, headers: { authorization: 'Bearer wrong' } })).status, 'a wrong secret').to.equal(401);
@@ -126,6 +127,11 @@ describe('a fleet of agents that register themselves, behind two replicas (Redis
     const eu = await Promise.all([submit(r0.url, 0.3, { plane_labels: { region: 'eu-west' } }), submit(r1.url, 0.3, { plane_labels: { pool: 'resi' } })]);
     expect((await Promise.all(eu.map(ended))).map((e) => e.status)).to.deep.equal(['succeeded', 'succeeded']);
     for (const id of eu) expect(placements().get(id)).to.match(new RegExp(`^${IDS.a}:`));
+    // the browser label: a run that needs the full browser (stealth) and one that takes the shell
+    const [full, shell] = await Promise.all([submit(r0.url, 0.3, { plane_labels: { browser: 'chromium' } }), submit(r1.url, 0.3, { plane_labels: { browser: 'headless-shell' } })]);
+    expect((await Promise.all([full, shell].map(ended))).map((e) => e.status)).to.deep.equal(['succeeded', 'succeeded']);
+    expect(placements().get(full)).to.match(new RegExp(`^${IDS.a}:`));
+    expect(placements().get(shell)).to.match(new RegExp(`^${IDS.b}:`));
     const none = await request(r0.url, 'POST', '/v1/predict', { token, body: { plan: [{ intent: 'open', type: 'navigate', url: `${site.url}/counter` }], plane_labels: { region: 'mars' }, detached: false } });
     expect(none.body.status, none.text).to.equal('failed');
     expect(none.body.summary).to.include('no dom_plane agent has the labels');
@@ -144,7 +150,7 @@ describe('a fleet of agents that register themselves, behind two replicas (Redis
     const meanwhile = await ended(await submit(r1.url, 0.3));
     expect(meanwhile.status).to.equal('succeeded');
     expect(placements().get(meanwhile.run_id)).to.match(new RegExp(`^${IDS.a}:`));
-    agents.b = await startAgentProcess('dom', agentEnv(IDS.b, { PLANE_LABELS: 'region=us-east' }));
+    agents.b = await startAgentProcess('dom', agentEnv(IDS.b, { PLANE_LABELS: 'region=us-east', PLANE_DOM_BROWSER: 'headless-shell' }));
     expect(await until(async () => (await planes()).some((a) => a.id === IDS.b && a.state === 'free'), 20_000), 'B is back').to.equal(true);
     const back = await ended(await submit(r0.url, 0.3, { plane_labels: { region: 'us-east' } }));
     expect(back.status, back.summary).to.equal('succeeded');
