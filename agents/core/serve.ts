@@ -14,10 +14,12 @@ import { httpApp } from './http.ts';
 import { grpcServer } from './grpc.ts';
 import type { PlaneFactory } from './types.ts';
 import { browserUser, prepareDataDir, sweepStaleTempDirs } from './browser-user.ts';
-import { headlessBrowser } from './chromium.ts';
+import { headlessBrowser, type HeadlessBrowser } from './chromium.ts';
 import { registerSettingsFromEnv, startRegistration, type RegisterSettings } from './register.ts';
 
 export interface AgentConfig {
+  /** PLANE_DOM_BROWSER, checked at start (dom_plane agents run their sessions on it) */
+  domBrowser: HeadlessBrowser;
   host: string;
   httpPort: number;
   grpcPort: number;
@@ -62,6 +64,8 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): AgentConfig
     geoPools: { max: Number(env.PLANE_GEO_POOLS || 2), idleSeconds: Number(env.PLANE_GEO_POOL_IDLE_SECONDS || 300) },
     capacity: Number(env.PLANE_CAPACITY || 1),
     register: undefined,
+    // a bad value or a missing headless shell stops the agent here, not each session
+    domBrowser: headlessBrowser(env),
     orphanSeconds: Number(env.PLANE_SESSION_ORPHAN_SECONDS ?? 60),
   };
   if (!Number.isFinite(cfg.orphanSeconds) || cfg.orphanSeconds < 0 || cfg.orphanSeconds > 86_400) throw new Error('PLANE_SESSION_ORPHAN_SECONDS must be in [0, 86400]');
@@ -74,8 +78,6 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): AgentConfig
     throw new Error(`refusing to bind ${cfg.host} without PLANE_AGENT_SECRET; set a secret or use a loopback host`);
   }
   if (Boolean(cfg.tlsCert) !== Boolean(cfg.tlsKey)) throw new Error('PLANE_TLS_CERT and PLANE_TLS_KEY go together');
-  // dom_plane's browser: a bad value or a missing headless shell stops the agent here, not each session
-  headlessBrowser(env);
   return cfg;
 }
 
@@ -149,7 +151,7 @@ export async function startAgent(factory: PlaneFactory, cfg: AgentConfig): Promi
 
   const reg = cfg.register;
   // which browser the agent's sessions run on, so a run can ask for one (plane_labels: {browser: chromium} where stealth matters)
-  const browser = factory.backend === 'dom_plane' ? headlessBrowser() : 'chromium';
+  const browser = factory.backend === 'dom_plane' ? cfg.domBrowser : 'chromium';
   const registration = reg
     ? startRegistration(
       reg,
