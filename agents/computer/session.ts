@@ -11,7 +11,7 @@ import type { OpResult, PlaneFactory, PlaneSessionImpl, SessionInitRequest } fro
 import { sessionEgress, type EgressProxy } from '../core/egress-proxy.ts';
 import { WarmPool } from '../core/pool.ts';
 import { browserUser } from '../core/browser-user.ts';
-import { Recording, recordingEnabled, recordingFps } from '../core/recording.ts';
+import { Recording, recordingEnabled, recordingFps, recordingSize } from '../core/recording.ts';
 import { Grabber, type ImageFormat } from './grabber.ts';
 import { startXvfb, type Display } from './xvfb.ts';
 import { XInput, type XdotoolResult } from './xinput.ts';
@@ -139,9 +139,12 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
     }
     if (recordingEnabled()) {
       const fps = String(recordingFps());
+      // the display is grabbed whole and scaled before encoding: VP8's cost goes with the pixels it encodes
+      const [vw, vh] = recordingSize([width, height]);
+      const scale = vw === width && vh === height ? [] : ['-vf', `scale=${vw}:${vh}:flags=bilinear`];
       recording = new Recording(
         recordingPath(dataDir, init.tenant_id, init.run_id),
-        ['-f', 'x11grab', '-draw_mouse', '1', '-framerate', fps, '-video_size', `${width}x${height}`, '-i', `${screen.display.name}.0+0,0`],
+        ['-f', 'x11grab', '-draw_mouse', '1', '-framerate', fps, '-video_size', `${width}x${height}`, '-i', `${screen.display.name}.0+0,0`, ...scale],
         false,
         screen.display.env,
       );

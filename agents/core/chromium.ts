@@ -44,6 +44,11 @@ export const QUIET_FLAGS = [
   '--disable-dev-shm-usage',
   '--password-store=basic',
   '--use-mock-keychain',
+  // Chromium 156 preloads its omnibox popup as a WebUI page (a renderer of its own) for
+  // every window, and a browser context is a window: 1.8 of the 2.9 CPU-s a fresh context,
+  // tab and first page cost on a dom_plane browser (decisions.md). No page can see it;
+  // the omnibox falls back to its native popup. puppeteer merges this with its own list.
+  '--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup',
 ];
 
 export interface LaunchOptions {

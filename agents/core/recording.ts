@@ -16,6 +16,31 @@ export function recordingEnabled(env: NodeJS.ProcessEnv = process.env): boolean 
   return flag(env.PLANE_RECORD, true);
 }
 
+/**
+ * PLANE_RECORD_SIZE: the box a video frame fits in, `WxH` (each 64-3840), or `viewport`
+ * for the viewport's own size. The default, 800x800, is Playwright's: a 1280x720 viewport
+ * is recorded at 800x450. A full-size screencast made every click and screenshot of a
+ * session 40-50 ms slower (Chromium encodes a JPEG of every repaint): see decisions.md.
+ */
+export function recordingBox(env: NodeJS.ProcessEnv = process.env): [number, number] | 'viewport' {
+  const v = (env.PLANE_RECORD_SIZE ?? '').trim().toLowerCase();
+  if (v === '') return [800, 800];
+  if (v === 'viewport') return 'viewport';
+  const m = /^(\d{2,4})x(\d{2,4})$/.exec(v);
+  const [w, h] = [Number(m?.[1]), Number(m?.[2])];
+  if (!m || w < 64 || h < 64 || w > 3840 || h > 3840) throw new Error(`PLANE_RECORD_SIZE must be WxH (each 64-3840) or viewport, got ${JSON.stringify(env.PLANE_RECORD_SIZE)}`);
+  return [w, h];
+}
+
+/** The video's frame size for a viewport: scaled down to fit PLANE_RECORD_SIZE's box (never up), aspect kept, even sides (yuv420p needs them). */
+export function recordingSize(viewport: readonly [number, number], env: NodeJS.ProcessEnv = process.env): [number, number] {
+  const box = recordingBox(env);
+  const [w, h] = viewport;
+  const scale = box === 'viewport' ? 1 : Math.min(1, box[0] / w, box[1] / h);
+  const even = (n: number): number => Math.max(2, Math.floor((n * scale) / 2) * 2);
+  return [even(w), even(h)];
+}
+
 export function recordingFps(env: NodeJS.ProcessEnv = process.env): number {
   const n = Number(env.PLANE_RECORD_FPS || 5);
   return Number.isFinite(n) && n >= 1 && n <= 30 ? n : 5;

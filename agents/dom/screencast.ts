@@ -33,6 +33,7 @@ export class ScreencastRecorder {
     private readonly tabs: Tabs,
     readonly file: string,
     private readonly fps: number,
+    /** the video's frame size (core/recording.ts recordingSize): Chromium scales the screencast to it, so it encodes no more pixels than the video keeps */
     private readonly size: [number, number],
   ) {
     const [w, h] = size;

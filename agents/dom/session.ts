@@ -6,7 +6,7 @@ import type { KeyInput, Page } from 'puppeteer-core';
 import { recordingPath } from '../core/chromium.ts';
 import { badRequest, forbidden, notFound, unprocessable } from '../core/errors.ts';
 import { EGRESS_HEADER, sessionEgress, type EgressProxy } from '../core/egress-proxy.ts';
-import { recordingEnabled, recordingFps } from '../core/recording.ts';
+import { recordingEnabled, recordingFps, recordingSize } from '../core/recording.ts';
 import { ScreencastRecorder } from './screencast.ts';
 import { cdpEvaluate, scrollY } from '../core/pages.ts';
 import { optNum, optStr, str, type Body } from '../core/validate.ts';
@@ -147,7 +147,7 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
     tabs = new Tabs(ctx);
     await tabs.init();
     if (recordingEnabled()) {
-      recorder = new ScreencastRecorder(tabs, recordingPath(dataDir, init.tenant_id, init.run_id), recordingFps(), init.viewport);
+      recorder = new ScreencastRecorder(tabs, recordingPath(dataDir, init.tenant_id, init.run_id), recordingFps(), recordingSize(init.viewport));
       recorder.start();
     }
   } catch (err) {

@@ -55,7 +55,9 @@ describe('plane agents: video and warm pool', function () {
   // dom_plane on each of its browsers (PLANE_DOM_BROWSER), computer_plane on the headful one
   for (const [plane, browser] of [['dom', 'chromium'], ['dom', 'headless-shell'], ['computer', 'chromium']] as const) {
     it(`${plane}_plane${browser === 'headless-shell' ? ' on chromium-headless-shell' : ''}: a pooled init is the fast path, isolated from the session before it; the session video is a WebM/VP8 file`, async () => {
-      const agent = await startAgentProcess(plane, { PLANE_WARM_POOL: '1', PLANE_RECORD_FPS: '5', SERVICE_BEHAVIORAL_JITTER: '0', PLANE_BROWSER_SESSIONS: '2', PLANE_DOM_BROWSER: browser });
+      // the shell's agent records at the viewport's size; the others at the default box, 800x800
+      const recordSize = browser === 'headless-shell' ? { PLANE_RECORD_SIZE: 'viewport' } : {};
+      const agent = await startAgentProcess(plane, { PLANE_WARM_POOL: '1', PLANE_RECORD_FPS: '5', SERVICE_BEHAVIORAL_JITTER: '0', PLANE_BROWSER_SESSIONS: '2', PLANE_DOM_BROWSER: browser, ...recordSize });
       const grpc = connectPlane({ url: `grpc://127.0.0.1:${agent.grpcPort}`, deadlineMs: 20_000 });
       const http = connectPlane({ url: `http://127.0.0.1:${agent.httpPort}`, deadlineMs: 20_000 });
       try {
@@ -79,7 +81,8 @@ describe('plane agents: video and warm pool', function () {
         expect(viaHttp.video.equals(viaGrpc.video)).to.equal(true);
         const probe = ffprobe(viaGrpc.video);
         expect(probe.format.format_name).to.match(/webm/);
-        expect(probe.streams[0]).to.include({ codec_name: 'vp8', width: 1280, height: 720 });
+        // a 1280x720 viewport: scaled to fit 800x800 (800x450), or whole with PLANE_RECORD_SIZE=viewport
+        expect(probe.streams[0]).to.include(browser === 'headless-shell' ? { codec_name: 'vp8', width: 1280, height: 720 } : { codec_name: 'vp8', width: 800, height: 450 });
         // At 5 fps a second of session is ~5 frames; under heavy load ffmpeg may drop some.
         expect(Number(probe.format.duration)).to.be.greaterThan(0.4);
 
@@ -227,7 +230,7 @@ describe('plane agents: video and warm pool', function () {
     }
   });
 
-  it('dom_plane: an agent refuses to start on an unknown PLANE_DOM_BROWSER, on the headless shell when it is not installed, or when PLANE_LABELS names its browser', async () => {
+  it('dom_plane: an agent refuses to start on an unknown PLANE_DOM_BROWSER, on the headless shell when it is not installed, when PLANE_LABELS names its browser, or on a bad PLANE_RECORD_SIZE', async () => {
     const refusal = async (env: Record<string, string>): Promise<string> => {
       const err = await startAgentProcess('dom', env).then(
         async (a) => {
@@ -242,6 +245,8 @@ describe('plane agents: video and warm pool', function () {
     expect(await refusal({ PLANE_DOM_BROWSER: 'firefox' })).to.match(/exited with 2: PLANE_DOM_BROWSER must be chromium or headless-shell, got "firefox"/);
     // the `browser` label is the agent's own fact: an operator's label could contradict it
     expect(await refusal({ PLANE_AGENT_SECRET: 's'.repeat(32), PLANE_REGISTER_URL: 'http://127.0.0.1:9', PLANE_LABELS: 'region=eu,browser=chromium' })).to.match(/exited with 2: PLANE_LABELS: `browser` is the agent's own label/);
+    expect(await refusal({ PLANE_RECORD_SIZE: '800' })).to.match(/exited with 2: PLANE_RECORD_SIZE must be WxH \(each 64-3840\) or viewport, got "800"/);
+    expect(await refusal({ PLANE_RECORD_SIZE: '8000x450' })).to.match(/exited with 2: PLANE_RECORD_SIZE must be WxH/);
     expect(await refusal({ PLANE_DOM_BROWSER: 'headless-shell', PLANE_HEADLESS_SHELL_PATH: '/nonexistent/headless' })).to.match(/exited with 2: PLANE_DOM_BROWSER=headless-shell needs \/nonexistent\/headless \(Debian's chromium-headless-shell package/);
   });
 });
