@@ -56,7 +56,7 @@ describe('plane agents: video and warm pool', function () {
   for (const [plane, browser] of [['dom', 'chromium'], ['dom', 'headless-shell'], ['computer', 'chromium']] as const) {
     it(`${plane}_plane${browser === 'headless-shell' ? ' on chromium-headless-shell' : ''}: a pooled init is the fast path, isolated from the session before it; the session video is a WebM/VP8 file`, async () => {
       // the shell's agent records at the viewport's size; the others at the default box, 800x800
-      const recordSize = browser === 'headless-shell' ? { PLANE_RECORD_SIZE: 'viewport' } : {};
+      const recordSize: Record<string, string> = browser === 'headless-shell' ? { PLANE_RECORD_SIZE: 'viewport' } : {};
       const agent = await startAgentProcess(plane, { PLANE_WARM_POOL: '1', PLANE_RECORD_FPS: '5', SERVICE_BEHAVIORAL_JITTER: '0', PLANE_BROWSER_SESSIONS: '2', PLANE_DOM_BROWSER: browser, ...recordSize });
       const grpc = connectPlane({ url: `grpc://127.0.0.1:${agent.grpcPort}`, deadlineMs: 20_000 });
       const http = connectPlane({ url: `http://127.0.0.1:${agent.httpPort}`, deadlineMs: 20_000 });
