@@ -41,9 +41,13 @@ export function recordingSize(viewport: readonly [number, number], env: NodeJS.P
   return [even(w), even(h)];
 }
 
+/** PLANE_RECORD_FPS: the video's most frames a second, 1-30 (default 5); anything else is refused (it fell back to 5 unsaid). */
 export function recordingFps(env: NodeJS.ProcessEnv = process.env): number {
-  const n = Number(env.PLANE_RECORD_FPS || 5);
-  return Number.isFinite(n) && n >= 1 && n <= 30 ? n : 5;
+  const v = (env.PLANE_RECORD_FPS ?? '').trim();
+  if (v === '') return 5;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n < 1 || n > 30) throw new Error(`PLANE_RECORD_FPS must be a number in [1, 30], got ${JSON.stringify(env.PLANE_RECORD_FPS)}`);
+  return n;
 }
 
 const WEBM_OUT = ['-an', '-c:v', 'libvpx', '-deadline', 'realtime', '-cpu-used', '8', '-b:v', '600k', '-threads', '1', '-pix_fmt', 'yuv420p', '-f', 'webm'];

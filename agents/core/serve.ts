@@ -16,7 +16,7 @@ import type { PlaneFactory } from './types.ts';
 import { browserUser, prepareDataDir, sweepStaleTempDirs } from './browser-user.ts';
 import { headlessBrowser, type HeadlessBrowser } from './chromium.ts';
 import { registerSettingsFromEnv, startRegistration, type RegisterSettings } from './register.ts';
-import { recordingBox } from './recording.ts';
+import { recordingBox, recordingFps } from './recording.ts';
 
 export interface AgentConfig {
   /** PLANE_DOM_BROWSER, checked at start (dom_plane agents run their sessions on it) */
@@ -69,7 +69,9 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): AgentConfig
     domBrowser: headlessBrowser(env),
     orphanSeconds: Number(env.PLANE_SESSION_ORPHAN_SECONDS ?? 60),
   };
-  recordingBox(env); // a bad PLANE_RECORD_SIZE stops the agent here, not each session
+  // a bad PLANE_RECORD_SIZE or PLANE_RECORD_FPS stops the agent here, not each session
+  recordingBox(env);
+  recordingFps(env);
   if (!Number.isFinite(cfg.orphanSeconds) || cfg.orphanSeconds < 0 || cfg.orphanSeconds > 86_400) throw new Error('PLANE_SESSION_ORPHAN_SECONDS must be in [0, 86400]');
   if (!Number.isInteger(cfg.warmPool) || cfg.warmPool < 0 || cfg.warmPool > 8) throw new Error('PLANE_WARM_POOL must be an integer in [0, 8]');
   if (!Number.isInteger(cfg.geoPools.max) || cfg.geoPools.max < 0 || cfg.geoPools.max > 8) throw new Error('PLANE_GEO_POOLS must be an integer in [0, 8]');

@@ -230,7 +230,7 @@ describe('plane agents: video and warm pool', function () {
     }
   });
 
-  it('dom_plane: an agent refuses to start on an unknown PLANE_DOM_BROWSER, on the headless shell when it is not installed, when PLANE_LABELS names its browser, or on a bad PLANE_RECORD_SIZE', async () => {
+  it('dom_plane: an agent refuses to start on an unknown PLANE_DOM_BROWSER, on the headless shell when it is not installed, when PLANE_LABELS names its browser, or on a bad PLANE_RECORD_SIZE or PLANE_RECORD_FPS', async () => {
     const refusal = async (env: Record<string, string>): Promise<string> => {
       const err = await startAgentProcess('dom', env).then(
         async (a) => {
@@ -247,6 +247,7 @@ describe('plane agents: video and warm pool', function () {
     expect(await refusal({ PLANE_AGENT_SECRET: 's'.repeat(32), PLANE_REGISTER_URL: 'http://127.0.0.1:9', PLANE_LABELS: 'region=eu,browser=chromium' })).to.match(/exited with 2: PLANE_LABELS: `browser` is the agent's own label/);
     expect(await refusal({ PLANE_RECORD_SIZE: '800' })).to.match(/exited with 2: PLANE_RECORD_SIZE must be WxH \(each 64-3840\) or viewport, got "800"/);
     expect(await refusal({ PLANE_RECORD_SIZE: '8000x450' })).to.match(/exited with 2: PLANE_RECORD_SIZE must be WxH/);
+    expect(await refusal({ PLANE_RECORD_FPS: '0' })).to.match(/exited with 2: PLANE_RECORD_FPS must be a number in \[1, 30\], got "0"/);
     expect(await refusal({ PLANE_DOM_BROWSER: 'headless-shell', PLANE_HEADLESS_SHELL_PATH: '/nonexistent/headless' })).to.match(/exited with 2: PLANE_DOM_BROWSER=headless-shell needs \/nonexistent\/headless \(Debian's chromium-headless-shell package/);
   });
 });
