@@ -43,10 +43,20 @@ export class Limits {
     return headers;
   }
 
-  /** Holds one of the tenant's run slots for runId, or throws 429 with Retry-After 5. */
-  async acquireRunSlot(tenant: Tenant, runId: string): Promise<void> {
+  /**
+   * Holds one of the tenant's run slots for runId, or throws 429 with Retry-After 5.
+   * At the limit, holders that `hasEnded` says are over are released first: the
+   * run record is the truth, and a slot its ending did not free (a crash between
+   * the two) must not count against the tenant forever.
+   */
+  async acquireRunSlot(tenant: Tenant, runId: string, hasEnded?: (holder: string) => Promise<boolean>): Promise<void> {
     const key = `runs:${tenant.tenant_id}`;
-    const ok = await this.atomic.acquireSlot(key, runId, tenant.max_concurrent_runs);
+    let ok = await this.atomic.acquireSlot(key, runId, tenant.max_concurrent_runs);
+    if (!ok && hasEnded) {
+      let freed = 0;
+      for (const holder of await this.atomic.slotHolders(key)) if ((await hasEnded(holder)) && (await this.atomic.releaseSlot(key, holder))) freed++;
+      if (freed > 0) ok = await this.atomic.acquireSlot(key, runId, tenant.max_concurrent_runs);
+    }
     if (!ok) {
       this.metrics.rateLimitRejection(tenant.tenant_id, 'concurrent');
       throw new ServiceError('concurrency_limited', `at the limit of ${tenant.max_concurrent_runs} concurrent runs`, { 'Retry-After': '5' });

@@ -34,6 +34,8 @@ export interface EventLog {
    * Absent where the events do not live beside the runs (the caller saves, then appends).
    */
   appendIfLeased?(run: RunKey, leaseKey: string, owner: string, e: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent | null>;
+  /** A run's ending with its event in one commit, both only if the run had not ended (EventTable.appendIfUnended); absent as appendIfLeased. */
+  appendIfUnended?(run: RunKey, e: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent | null>;
   /** A runner's event without a save, appended only while it holds the lease of an unfinished run (EventTable.appendWhileLeased); absent as appendIfLeased. */
   appendWhileLeased?(leaseKey: string, owner: string, e: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent | null>;
   /** events of a run with seq > after, oldest first */
@@ -219,6 +221,13 @@ export class TableEventLog extends FanOut implements EventLog {
     const { run_id, tenant_id, type, data } = input;
     if (run_id !== run.run_id) throw new Error(`appendIfLeased: event of run ${run_id} with the row of run ${run.run_id}`);
     const stored = await this.table.appendIfLeased(run, leaseKey, owner, { run_id, tenant_id, type, ts: input.ts ?? new Date().toISOString(), data });
+    return stored ? this.publish(stored as unknown as RunEvent) : null;
+  }
+
+  async appendIfUnended(run: RunKey, input: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent | null> {
+    const { run_id, tenant_id, type, data } = input;
+    if (run_id !== run.run_id) throw new Error(`appendIfUnended: event of run ${run_id} with the row of run ${run.run_id}`);
+    const stored = await this.table.appendIfUnended(run, { run_id, tenant_id, type, ts: input.ts ?? new Date().toISOString(), data });
     return stored ? this.publish(stored as unknown as RunEvent) : null;
   }
 

@@ -1,7 +1,7 @@
 // Run records and their lifecycle at the edge: accept (queued), read, cancel,
 // and end exactly once (the concurrency slot and profile lock are released by
-// the one call that moves a run to a terminal state). Executing plans is the
-// runner's job.
+// the one call that moves a run to a terminal state, or taken back from a run
+// whose record says it ended). Executing plans is the runner's job.
 import { randomUUID } from 'node:crypto';
 import { isSafeId } from '../../shared/ids.ts';
 import { ServiceError, badRequest, notFound } from '../errors.ts';
@@ -71,13 +71,14 @@ export class RunsService {
   /** Creates a queued run holding a concurrency slot (and its profile lock). */
   async accept(tenant: Tenant, spec: NewRun): Promise<RunRecord> {
     const runId = randomUUID();
-    await this.limits.acquireRunSlot(tenant, runId);
+    await this.limits.acquireRunSlot(tenant, runId, this.hasEnded);
     let lockKey: string | undefined;
     try {
       if (spec.profile_id) {
         lockKey = this.profileKey(tenant.tenant_id, spec.profile_id);
         const ttlMs = (spec.runtime.max_time_minutes + 5) * 60_000;
-        const holder = await this.atomic.claim(lockKey, runId, ttlMs);
+        let holder = await this.atomic.claim(lockKey, runId, ttlMs);
+        if (holder !== null && (await this.hasEnded(holder)) && (await this.atomic.deleteIf(lockKey, holder))) holder = await this.atomic.claim(lockKey, runId, ttlMs);
         if (holder !== null) {
           lockKey = undefined;
           throw new ServiceError('profile_busy', `profile '${spec.profile_id}' is busy: run ${holder} holds its lock`);
@@ -261,9 +262,9 @@ export class RunsService {
   }
 
   /**
-   * Moves a run to a terminal state. Limits are released by whichever call
-   * wins the slot release, so a run ending twice (cancel racing a crash, two
-   * replicas) releases once.
+   * Moves a run to a terminal state, once: of two endings racing (a cancel and
+   * a crash recovery, two replicas) one writes the row, run.ended, the releases
+   * and the webhook, and the other returns the stored run.
    */
   async end(r: RunRecord, outcome: RunOutcome): Promise<RunRecord> {
     const now = new Date().toISOString();
@@ -285,22 +286,38 @@ export class RunsService {
       ended_at: now,
       events: [...r.events, `${now} status ${status}${haltClass ? ` (halt_class ${haltClass})` : ''}`],
     };
-    if (!(await this.runs.putUnlessEnded(ended))) return (await this.runs.get(r.run_id)) ?? ended;
-    const released = await this.limits.releaseRunSlot(r.tenant_id, r.run_id);
-    if (released && r.profile_id) {
-      await this.atomic.deleteIf(`profile:${r.profile_id}`, r.run_id);
+    const endedEvent = { run_id: r.run_id, tenant_id: r.tenant_id, type: 'run.ended', data: { status, phase: ended.phase, halt_class: haltClass, error } };
+    const current = async () => (await this.runs.get(r.run_id)) ?? ended;
+    if (this.events.appendIfUnended) {
+      // the terminal row and run.ended in one commit: whoever sees the run ended finds the event, and one ending wins
+      if (!(await this.events.appendIfUnended(ended, endedEvent))) return current();
+      await this.releaseHolds(r);
+    } else {
+      // Redis's putUnlessEnded is a check then a write: the slot's release (one SREM) picks the one ending
+      if (!(await this.runs.putUnlessEnded(ended))) return current();
+      if (!(await this.releaseHolds(r))) return ended;
+      await this.events.append(endedEvent);
     }
-    if (released) {
-      await this.events.append({
-        run_id: r.run_id,
-        tenant_id: r.tenant_id,
-        type: 'run.ended',
-        data: { status, phase: ended.phase, halt_class: haltClass, error },
-      });
-      if (r.webhook) await this.webhooks.deliver(r.run_id, r.webhook, completionPayload(ended));
-    }
+    if (r.webhook) await this.webhooks.deliver(r.run_id, r.webhook, completionPayload(ended));
     return ended;
   }
+
+  /** Frees an ended run's concurrency slot and profile lock; true when this call freed the slot. */
+  private async releaseHolds(r: RunRecord): Promise<boolean> {
+    const released = await this.limits.releaseRunSlot(r.tenant_id, r.run_id);
+    if (r.profile_id) await this.atomic.deleteIf(`profile:${r.profile_id}`, r.run_id);
+    return released;
+  }
+
+  /**
+   * True when the run's row says it ended: its slot or lock is free to take even
+   * if the ending did not get to release it (a crash between the commit and the
+   * release, or a caller faster than the release).
+   */
+  private readonly hasEnded = async (runId: string): Promise<boolean> => {
+    const row = await this.runs.pick(runId, []);
+    return row !== undefined && TERMINAL.has(row.status as RunStatus);
+  };
 
   /** Appends one webhook attempt to the run's delivery log. */
   async recordDelivery(runId: string, attempt: DeliveryAttempt): Promise<void> {

@@ -22,6 +22,8 @@ export interface AtomicOps {
   /** Remove `holder`; true only for the call that actually removed it. */
   releaseSlot(key: string, holder: string): Promise<boolean>;
   slotCount(key: string): Promise<number>;
+  /** Who holds the slot set's slots (a tenant's concurrency cap: a handful), in no particular order. */
+  slotHolders(key: string): Promise<string[]>;
   /** Set key to value unless it exists; returns null when this call set it, else the existing value. */
   claim(key: string, value: string, ttlMs: number): Promise<string | null>;
   get(key: string): Promise<string | null>;
@@ -73,6 +75,10 @@ export class MemoryAtomicOps implements AtomicOps {
 
   async slotCount(key: string): Promise<number> {
     return this.slots.get(key)?.size ?? 0;
+  }
+
+  async slotHolders(key: string): Promise<string[]> {
+    return [...(this.slots.get(key) ?? [])];
   }
 
   private live(key: string): string | null {

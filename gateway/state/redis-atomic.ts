@@ -72,6 +72,10 @@ export class RedisAtomicOps implements AtomicOps {
     return this.client.sCard(this.prefix + 'slots:' + key);
   }
 
+  async slotHolders(key: string): Promise<string[]> {
+    return this.client.sMembers(this.prefix + 'slots:' + key);
+  }
+
   async claim(key: string, value: string, ttlMs: number): Promise<string | null> {
     const k = this.prefix + 'kv:' + key;
     for (let attempt = 0; attempt < 3; attempt++) {

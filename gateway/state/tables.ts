@@ -71,6 +71,13 @@ export interface EventTable {
    */
   appendIfLeased<E extends Record<string, unknown>>(run: RunKey, leaseKey: string, owner: string, event: E): Promise<(E & { seq: number }) | null>;
   /**
+   * A run's ending with its event, in one transaction: writes the run row as
+   * RunTable.putUnlessEnded and appends `event` only if that write held. So a
+   * reader who sees the run ended finds its run.ended event, and of two
+   * endings racing (a cancel, a recovery) one writes both and the other neither.
+   */
+  appendIfUnended<E extends Record<string, unknown>>(run: RunKey, event: E): Promise<(E & { seq: number }) | null>;
+  /**
    * A runner's event without a save: appended only while the run is unfinished
    * and the lease is `owner`'s, checked in the same transaction. Null: not
    * appended, so a runner that lost its run never adds to its log between saves.

@@ -91,6 +91,28 @@ describe('group commit of run writes on SQLite', () => {
     expect((await runs.get('f'))!).to.include({ status: 'failed', n: 5 });
   });
 
+  it('ends a run with its run.ended in one commit: of endings racing, one writes both and the others neither', async () => {
+    const runs = new SqliteRunTable<RunKey & { n: number }>(db);
+    const events = new SqliteEventTable(db, 10_000);
+    // another process ends the run too, as a cancel on another gateway would
+    const other = new SqliteEventTable(reader, 10_000);
+    await events.appendWithRun(run('g'), { type: 'run.status' });
+    const endings = await Promise.all([1, 2, 3, 4].map((n) => (n % 2 ? events : other).appendIfUnended(run('g', n, n % 2 ? 'cancelled' : 'failed'), { type: 'run.ended', n })));
+    const won = endings.filter((e) => e !== null);
+    expect(won).to.have.length(1);
+    const row = (await runs.get('g'))!;
+    expect(row.n, 'the row is the winner').to.equal(won[0]!.n);
+    expect((await events.after<{ type: string; n?: number }>('g', 0)).map((e) => [e.seq, e.type, e.n])).to.deep.equal([
+      [1, 'run.status', undefined],
+      [2, 'run.ended', row.n],
+    ]);
+    // a failing row write appends nothing
+    let err: unknown;
+    await events.appendIfUnended({ ...run('h'), created_at: null as unknown as string }, { type: 'run.ended' }).catch((x: unknown) => (err = x));
+    expect(err).to.be.instanceOf(Error);
+    expect(await events.after('h', 0)).to.deep.equal([]);
+  });
+
   it('keeps each run seq dense and in its caller order when four runs write at once, in fewer commits than writes', async () => {
     const runs = new SqliteRunTable<RunKey & { n: number }>(db);
     const events = new SqliteEventTable(db, 10_000);

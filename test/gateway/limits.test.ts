@@ -14,6 +14,7 @@ describe('limits: token bucket, concurrency, metrics', () => {
     const limited = newToken();
     const free = newToken();
     const single = newToken();
+    const crashy = newToken();
 
     before(async () => {
       gw = await startGateway({
@@ -21,6 +22,7 @@ describe('limits: token bucket, concurrency, metrics', () => {
           [limited]: { tenant_id: 'limited', rate_limit_per_minute: 3, max_concurrent_runs: 100 },
           [free]: { tenant_id: 'free', rate_limit_per_minute: 0, max_concurrent_runs: 100 },
           [single]: { tenant_id: 'single', rate_limit_per_minute: 0, max_concurrent_runs: 1 },
+          [crashy]: { tenant_id: 'crashy', rate_limit_per_minute: 0, max_concurrent_runs: 1 },
         },
       });
     });
@@ -92,6 +94,26 @@ describe('limits: token bucket, concurrency, metrics', () => {
       const third = await gw.req('POST', '/v1/predict', { token: single, body: { plan: [step()] } });
       expect(third.status).to.equal(200);
       expect(await limits.runningCount('single')).to.equal(1);
+    });
+
+    it('takes back the slot and profile lock of a run whose record ended but whose ending never released them', async () => {
+      const s = gw.gateway.services;
+      const first = await gw.req('POST', '/v1/predict', { token: crashy, body: { plan: [step()], profile_id: 'p1' } });
+      expect(first.status).to.equal(200);
+      // a run still queued holds both
+      expect((await gw.req('POST', '/v1/predict', { token: crashy, body: { plan: [step()] } })).status).to.equal(429);
+      // the ending committed its row, then the process died before the releases (or a caller was faster than them)
+      const row = (await s.runs.load(first.body.run_id))!;
+      await s.state.runs<typeof row>().put({ ...row, status: 'failed', phase: 'halted', halt_class: 'runner_lost', ended_at: new Date().toISOString() });
+      expect(await s.limits.runningCount('crashy')).to.equal(1);
+      const next = await gw.req('POST', '/v1/predict', { token: crashy, body: { plan: [step()], profile_id: 'p1' } });
+      expect(next.status, next.text).to.equal(200);
+      expect(await s.limits.runningCount('crashy')).to.equal(1);
+      // the new run holds them in turn: its own row is queued
+      const third = await gw.req('POST', '/v1/predict', { token: crashy, body: { plan: [step()], profile_id: 'p1' } });
+      expect(third.status).to.equal(429);
+      await gw.req('POST', `/v1/runs/${next.body.run_id}/cancel`, { token: crashy });
+      expect(await s.limits.runningCount('crashy')).to.equal(0);
     });
 
     it('exposes the spec metrics with their labels', async () => {

@@ -139,6 +139,27 @@ describe('store of record on PostgreSQL', function () {
     expect((await new PgEventTable(b, 10_000).append('sae-1', { type: 'run.ended' })).seq, 'a refused save took no seq').to.equal(3);
   });
 
+  it('ends a run with its run.ended in one statement: of endings racing on two replicas one writes both, the others neither', async () => {
+    const one = new PgEventTable(a, 10_000);
+    const two = new PgEventTable(b, 10_000);
+    const runs = new PgRunTable<RunKey & { by: number }>(a);
+    const r = (status: string, by: number) => ({ run_id: 'end-pg-1', tenant_id: 't', status, created_at: '2026-01-01T00:00:00.000Z', by });
+    await one.appendWithRun(r('running', 0), { type: 'run.status' });
+    const endings = await Promise.all([1, 2, 3, 4].map((by) => (by % 2 ? one : two).appendIfUnended(r(by % 2 ? 'cancelled' : 'failed', by), { type: 'run.ended', by })));
+    const won = endings.filter((e) => e !== null);
+    expect(won).to.have.length(1);
+    expect(won[0]!.seq).to.equal(2);
+    const row = (await runs.get('end-pg-1'))!;
+    expect(row.by, 'the row is the winner').to.equal(won[0]!.by);
+    expect((await one.after<{ type: string; by?: number }>('end-pg-1', 0)).map((e) => [e.seq, e.type, e.by])).to.deep.equal([
+      [1, 'run.status', undefined],
+      [2, 'run.ended', row.by],
+    ]);
+    // a run with no row yet is written with its event (an ending before any save)
+    expect((await two.appendIfUnended(r('failed', 9), { type: 'run.ended' }))).to.equal(null);
+    expect((await two.appendIfUnended({ ...r('failed', 9), run_id: 'end-pg-2' }, { type: 'run.ended' }))!.seq).to.equal(1);
+  });
+
   it('keeps each run seq dense and in its caller order when four runs write at once on two replicas', async () => {
     const tables = [new PgEventTable(a, 10_000), new PgEventTable(b, 10_000)];
     const ops = new PgAtomicOps(a);

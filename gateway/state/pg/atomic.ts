@@ -46,6 +46,11 @@ export class PgAtomicOps implements AtomicOps {
     return Number(rows[0]!.n);
   }
 
+  async slotHolders(key: string): Promise<string[]> {
+    const { rows } = await this.pool.query<{ holder: string }>('SELECT holder FROM slots WHERE key = $1', [key]);
+    return rows.map((r) => r.holder);
+  }
+
   async claim(key: string, value: string, ttlMs: number): Promise<string | null> {
     for (let attempt = 0; attempt < 3; attempt++) {
       // takes the key when it is absent or expired

@@ -114,9 +114,7 @@ export class PgEventTable implements EventTable {
        INSERT INTO run_events (run_id, seq, body) SELECT $1, s.seq, $2 FROM s RETURNING seq`,
       [runId, JSON.stringify(event)],
     );
-    const seq = Number(rows[0]!.seq);
-    if (seq > this.maxPerRun && seq % 100 === 0) await this.pool.query('DELETE FROM run_events WHERE run_id = $1 AND seq <= $2', [runId, seq - this.maxPerRun]);
-    return { ...event, seq };
+    return this.stored(runId, event, rows[0]!.seq);
   }
 
   async appendWithRun<E extends Record<string, unknown>>(run: RunKey, event: E): Promise<E & { seq: number }> {
@@ -130,45 +128,56 @@ export class PgEventTable implements EventTable {
        INSERT INTO run_events (run_id, seq, body) SELECT $1, s.seq, $6 FROM s RETURNING seq`,
       [run.run_id, run.tenant_id, run.status, run.created_at, JSON.stringify(run), JSON.stringify(event)],
     );
-    const seq = Number(rows[0]!.seq);
-    if (seq > this.maxPerRun && seq % 100 === 0) await this.pool.query('DELETE FROM run_events WHERE run_id = $1 AND seq <= $2', [run.run_id, seq - this.maxPerRun]);
-    return { ...event, seq };
+    return this.stored(run.run_id, event, rows[0]!.seq);
   }
 
-  async appendIfLeased<E extends Record<string, unknown>>(run: RunKey, leaseKey: string, owner: string, event: E): Promise<(E & { seq: number }) | null> {
-    // one statement: the seq counter and the event are written only from the row the fenced update returned,
-    // so a refused save appends nothing, and both commit together
+  appendIfLeased<E extends Record<string, unknown>>(run: RunKey, leaseKey: string, owner: string, event: E): Promise<(E & { seq: number }) | null> {
+    return this.appendIf(`${PUT_IF_LEASED} RETURNING run_id`, [run.status, JSON.stringify(run), run.run_id, leaseKey, owner], run.run_id, event);
+  }
+
+  appendIfUnended<E extends Record<string, unknown>>(run: RunKey, event: E): Promise<(E & { seq: number }) | null> {
+    // ON CONFLICT's update locks the row: an ending racing this one waits, then finds the row ended and writes nothing
+    return this.appendIf(
+      `${UPSERT_RUN} WHERE runs.status IN ('queued', 'running') RETURNING run_id`,
+      [run.run_id, run.tenant_id, run.status, run.created_at, JSON.stringify(run)],
+      run.run_id,
+      event,
+    );
+  }
+
+  appendWhileLeased<E extends Record<string, unknown>>(runId: string, leaseKey: string, owner: string, event: E): Promise<(E & { seq: number }) | null> {
+    // FOR SHARE holds the run's row, so an end committed meanwhile is waited for and the condition read again
+    return this.appendIf(
+      `SELECT run_id FROM runs WHERE run_id = $1 AND status IN ('queued', 'running')
+       AND EXISTS (SELECT 1 FROM kv WHERE namespace = '__atomic' AND key = $2 AND value = $3 AND expires_at > ${NOW_MS}) FOR SHARE`,
+      [runId, leaseKey, owner],
+      runId,
+      event,
+    );
+  }
+
+  /**
+   * Appends `event` only from the row `guard` (a statement returning run_id) returned, in one
+   * statement: the seq counter and the event are written only if the guard held, and all of it
+   * commits together. Null: the guard returned nothing, so nothing was written.
+   */
+  private async appendIf<E extends Record<string, unknown>>(guard: string, params: unknown[], runId: string, event: E): Promise<(E & { seq: number }) | null> {
+    const n = params.length;
     const { rows } = await this.pool.query<{ seq: string }>(
-      `WITH r AS (${PUT_IF_LEASED} RETURNING run_id),
+      `WITH r AS (${guard}),
        s AS (
          INSERT INTO run_event_seq (run_id, seq) SELECT run_id, 1 FROM r
          ON CONFLICT (run_id) DO UPDATE SET seq = run_event_seq.seq + 1 RETURNING seq
        )
-       INSERT INTO run_events (run_id, seq, body) SELECT $3, s.seq, $6 FROM s RETURNING seq`,
-      [run.status, JSON.stringify(run), run.run_id, leaseKey, owner, JSON.stringify(event)],
+       INSERT INTO run_events (run_id, seq, body) SELECT $${n + 1}, s.seq, $${n + 2} FROM s RETURNING seq`,
+      [...params, runId, JSON.stringify(event)],
     );
-    if (!rows[0]) return null;
-    const seq = Number(rows[0].seq);
-    if (seq > this.maxPerRun && seq % 100 === 0) await this.pool.query('DELETE FROM run_events WHERE run_id = $1 AND seq <= $2', [run.run_id, seq - this.maxPerRun]);
-    return { ...event, seq };
+    return rows[0] ? this.stored(runId, event, rows[0].seq) : null;
   }
 
-  async appendWhileLeased<E extends Record<string, unknown>>(runId: string, leaseKey: string, owner: string, event: E): Promise<(E & { seq: number }) | null> {
-    // one statement; FOR SHARE holds the run's row, so an end committed meanwhile is waited for and the condition read again
-    const { rows } = await this.pool.query<{ seq: string }>(
-      `WITH r AS (
-         SELECT run_id FROM runs WHERE run_id = $1 AND status IN ('queued', 'running')
-         AND EXISTS (SELECT 1 FROM kv WHERE namespace = '__atomic' AND key = $2 AND value = $3 AND expires_at > ${NOW_MS}) FOR SHARE
-       ),
-       s AS (
-         INSERT INTO run_event_seq (run_id, seq) SELECT run_id, 1 FROM r
-         ON CONFLICT (run_id) DO UPDATE SET seq = run_event_seq.seq + 1 RETURNING seq
-       )
-       INSERT INTO run_events (run_id, seq, body) SELECT $1, s.seq, $4 FROM s RETURNING seq`,
-      [runId, leaseKey, owner, JSON.stringify(event)],
-    );
-    if (!rows[0]) return null;
-    const seq = Number(rows[0].seq);
+  /** The event as stored; every 100th seq past the cap trims the run's oldest events. */
+  private async stored<E extends Record<string, unknown>>(runId: string, event: E, at: string): Promise<E & { seq: number }> {
+    const seq = Number(at);
     if (seq > this.maxPerRun && seq % 100 === 0) await this.pool.query('DELETE FROM run_events WHERE run_id = $1 AND seq <= $2', [runId, seq - this.maxPerRun]);
     return { ...event, seq };
   }

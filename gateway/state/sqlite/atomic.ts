@@ -26,6 +26,7 @@ export class SqliteAtomicOps implements AtomicOps {
       count: db.prepare<[string], { n: number }>('SELECT COALESCE((SELECT n FROM slot_counts WHERE key = ?), 0) AS n'),
       addSlot: db.prepare('INSERT INTO slots (key, holder) VALUES (?, ?)'),
       delSlot: db.prepare('DELETE FROM slots WHERE key = ? AND holder = ?'),
+      holders: db.prepare<[string], { holder: string }>('SELECT holder FROM slots WHERE key = ?'),
       get: db.prepare<[string, string, number], { value: string }>('SELECT value FROM kv WHERE namespace = ? AND key = ? AND expires_at > ?'),
       put: db.prepare('INSERT INTO kv (namespace, key, value, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at'),
       delIf: db.prepare('DELETE FROM kv WHERE namespace = ? AND key = ? AND value = ? AND expires_at > ?'),
@@ -70,6 +71,10 @@ export class SqliteAtomicOps implements AtomicOps {
 
   async slotCount(key: string): Promise<number> {
     return this.q.count.get(key)!.n;
+  }
+
+  async slotHolders(key: string): Promise<string[]> {
+    return this.q.holders.all(key).map((r) => r.holder);
   }
 
   async claim(key: string, value: string, ttlMs: number): Promise<string | null> {

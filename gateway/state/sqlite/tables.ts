@@ -42,6 +42,7 @@ export class SqliteKeyedStore<T> implements KeyedStore<T> {
 }
 
 const UPSERT_RUN = 'INSERT INTO runs (run_id, tenant_id, status, created_at, body) VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, body = excluded.body';
+const PUT_UNLESS_ENDED = `${UPSERT_RUN} WHERE runs.status IN ('queued', 'running')`;
 const PUT_IF_LEASED =
   "UPDATE runs SET status = ?, body = ? WHERE run_id = ? AND status IN ('queued', 'running') AND EXISTS (SELECT 1 FROM kv WHERE namespace = '__atomic' AND key = ? AND value = ? AND expires_at > ?)";
 
@@ -60,9 +61,7 @@ export class SqliteRunTable<T extends RunKey> implements RunTable<T> {
     this.q = {
       get: db.prepare<[string], { body: string }>('SELECT body FROM runs WHERE run_id = ?'),
       put: db.prepare(UPSERT_RUN),
-      putUnlessEnded: db.prepare(
-        "INSERT INTO runs (run_id, tenant_id, status, created_at, body) VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, body = excluded.body WHERE runs.status IN ('queued', 'running')",
-      ),
+      putUnlessEnded: db.prepare(PUT_UNLESS_ENDED),
       putIfLeased: db.prepare(PUT_IF_LEASED),
       first: db.prepare<[string, number], { body: string }>('SELECT body FROM runs WHERE tenant_id = ? ORDER BY created_at DESC, run_id DESC LIMIT ?'),
       firstByStatus: db.prepare<[string, string, number], { body: string }>(
@@ -89,7 +88,9 @@ export class SqliteRunTable<T extends RunKey> implements RunTable<T> {
     if (!stmt) {
       // json_extract with several paths answers one JSON array of their values (true stays true); $.run_id makes it several
       const paths = ['$.run_id', ...keys.map((k) => `$.${pickableKey(k)}`)].map((p) => `'${p}'`).join(', ');
-      stmt = this.db.prepare<[string], RunKey & { v: string }>(`SELECT run_id, tenant_id, status, created_at, json_extract(body, ${paths}) AS v FROM runs WHERE run_id = ?`);
+      // no keys: the row's columns alone (one path would answer a scalar, not an array)
+      const v = keys.length > 0 ? `json_extract(body, ${paths})` : "'[]'";
+      stmt = this.db.prepare<[string], RunKey & { v: string }>(`SELECT run_id, tenant_id, status, created_at, ${v} AS v FROM runs WHERE run_id = ?`);
       this.picks.set(sig, stmt);
     }
     const row = stmt.get(runId) as (RunKey & { v: string }) | undefined;
@@ -153,6 +154,7 @@ export class SqliteEventTable implements EventTable {
       after: db.prepare<[string, number], { body: string }>('SELECT body FROM run_events WHERE run_id = ? AND seq > ? ORDER BY seq'),
       putRun: db.prepare(UPSERT_RUN),
       putIfLeased: db.prepare(PUT_IF_LEASED),
+      putUnlessEnded: db.prepare(PUT_UNLESS_ENDED),
       leased: db.prepare<[string, string, string, number], { one: number }>(LEASED),
     };
     this.appendTx = db.transaction((runId: string, event: Record<string, unknown>) => {
@@ -181,6 +183,14 @@ export class SqliteEventTable implements EventTable {
     const body = JSON.stringify(run);
     return this.committer.run(() => {
       if (this.q.putIfLeased.run(run.status, body, run.run_id, leaseKey, owner, Date.now()).changes === 0) return null;
+      return this.appendTx(run.run_id, event) as E & { seq: number };
+    });
+  }
+
+  async appendIfUnended<E extends Record<string, unknown>>(run: RunKey, event: E): Promise<(E & { seq: number }) | null> {
+    const body = JSON.stringify(run);
+    return this.committer.run(() => {
+      if (this.q.putUnlessEnded.run(run.run_id, run.tenant_id, run.status, run.created_at, body).changes === 0) return null;
       return this.appendTx(run.run_id, event) as E & { seq: number };
     });
   }
