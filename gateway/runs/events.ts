@@ -14,6 +14,7 @@ import path from 'node:path';
 import type { RunEvent } from '../plugins/contract.ts';
 import { redisClient, type RedisClient } from '../state/redis-client.ts';
 import { RedisScript } from '../state/redis-script.ts';
+import type { OutboxItem } from '../state/outbox.ts';
 import type { EventTable, RunKey } from '../state/tables.ts';
 
 export type { RunEvent };
@@ -34,8 +35,8 @@ export interface EventLog {
    * Absent where the events do not live beside the runs (the caller saves, then appends).
    */
   appendIfLeased?(run: RunKey, leaseKey: string, owner: string, e: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent | null>;
-  /** A run's ending with its event in one commit, both only if the run had not ended (EventTable.appendIfUnended); absent as appendIfLeased. */
-  appendIfUnended?(run: RunKey, e: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent | null>;
+  /** A run's ending with its event (and its webhook's outbox item) in one commit, only if the run had not ended (EventTable.appendIfUnended); absent as appendIfLeased. */
+  appendIfUnended?(run: RunKey, e: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }, outbox?: OutboxItem): Promise<RunEvent | null>;
   /** A runner's event without a save, appended only while it holds the lease of an unfinished run (EventTable.appendWhileLeased); absent as appendIfLeased. */
   appendWhileLeased?(leaseKey: string, owner: string, e: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent | null>;
   /** events of a run with seq > after, oldest first */
@@ -224,10 +225,10 @@ export class TableEventLog extends FanOut implements EventLog {
     return stored ? this.publish(stored as unknown as RunEvent) : null;
   }
 
-  async appendIfUnended(run: RunKey, input: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent | null> {
+  async appendIfUnended(run: RunKey, input: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }, outbox?: OutboxItem): Promise<RunEvent | null> {
     const { run_id, tenant_id, type, data } = input;
     if (run_id !== run.run_id) throw new Error(`appendIfUnended: event of run ${run_id} with the row of run ${run.run_id}`);
-    const stored = await this.table.appendIfUnended(run, { run_id, tenant_id, type, ts: input.ts ?? new Date().toISOString(), data });
+    const stored = await this.table.appendIfUnended(run, { run_id, tenant_id, type, ts: input.ts ?? new Date().toISOString(), data }, outbox);
     return stored ? this.publish(stored as unknown as RunEvent) : null;
   }
 

@@ -14,7 +14,7 @@ import type { NormalizedPlan } from './plan-policy.ts';
 import { STATUS_KEYS, TERMINAL, statusBody, type EffectiveRuntime, type RunRecord, type RunStatus } from './records.ts';
 import type { EventLog } from './events.ts';
 import { runnerKey } from './recovery.ts';
-import type { DeliveryAttempt, Webhooks, WebhookTarget } from './webhooks.ts';
+import { outboxItem, type DeliveryAttempt, type Webhooks, type WebhookTarget } from './webhooks.ts';
 
 export interface RunOutcome {
   status: Exclude<RunStatus, 'queued' | 'running'>;
@@ -289,16 +289,19 @@ export class RunsService {
     const endedEvent = { run_id: r.run_id, tenant_id: r.tenant_id, type: 'run.ended', data: { status, phase: ended.phase, halt_class: haltClass, error } };
     const current = async () => (await this.runs.get(r.run_id)) ?? ended;
     if (this.events.appendIfUnended) {
-      // the terminal row and run.ended in one commit: whoever sees the run ended finds the event, and one ending wins
-      if (!(await this.events.appendIfUnended(ended, endedEvent))) return current();
+      // the terminal row, run.ended and the webhook's outbox item in one commit: whoever sees the run
+      // ended finds the event, a crash cannot lose the webhook, and one ending wins
+      const webhook = r.webhook ? outboxItem(r.run_id, r.webhook, completionPayload(ended)) : undefined;
+      if (!(await this.events.appendIfUnended(ended, endedEvent, webhook))) return current();
+      if (webhook) this.webhooks.added();
       await this.releaseHolds(r);
     } else {
       // Redis's putUnlessEnded is a check then a write: the slot's release (one SREM) picks the one ending
       if (!(await this.runs.putUnlessEnded(ended))) return current();
       if (!(await this.releaseHolds(r))) return ended;
       await this.events.append(endedEvent);
+      if (r.webhook) await this.webhooks.deliver(r.run_id, r.webhook, completionPayload(ended));
     }
-    if (r.webhook) await this.webhooks.deliver(r.run_id, r.webhook, completionPayload(ended));
     return ended;
   }
 

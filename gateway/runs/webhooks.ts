@@ -57,6 +57,11 @@ export function sign(key: Buffer, id: string, timestamp: number, body: string): 
 
 const SECRET_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
 
+/** A first delivery of `payload` to `target`, due now; its id is the webhook-id of every retry. */
+export function outboxItem(runId: string, target: WebhookTarget, payload: Record<string, unknown>): OutboxItem {
+  return { id: `msg_${randomUUID()}`, run_id: runId, target: JSON.stringify(target), payload: JSON.stringify(payload), attempt: 1, due_at: Date.now() };
+}
+
 export class Webhooks {
   private timer: NodeJS.Timeout | undefined;
   private pumping: Promise<void> | undefined;
@@ -82,7 +87,12 @@ export class Webhooks {
 
   /** Puts a delivery in the outbox (stored before this returns); it is attempted in the background. */
   async deliver(runId: string, target: WebhookTarget, payload: Record<string, unknown>): Promise<void> {
-    await this.outbox.add({ id: `msg_${randomUUID()}`, run_id: runId, target: JSON.stringify(target), payload: JSON.stringify(payload), attempt: 1, due_at: Date.now() });
+    await this.outbox.add(outboxItem(runId, target, payload));
+    this.added();
+  }
+
+  /** An item the caller stored in the outbox itself (in the transaction of a run's ending) is due now. */
+  added(): void {
     this.wake(0);
   }
 

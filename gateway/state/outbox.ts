@@ -61,13 +61,17 @@ export class MemoryOutbox implements Outbox {
   }
 }
 
+/** An item's insert on SQLite (named parameters: an OutboxItem); also run inside a run's ending. */
+export const SQLITE_OUTBOX_ADD =
+  'INSERT INTO webhook_outbox (id, run_id, target, payload, attempt, due_at, lease_until) VALUES (@id, @run_id, @target, @payload, @attempt, @due_at, 0) ON CONFLICT (id) DO NOTHING';
+
 export class SqliteOutbox implements Outbox {
   private readonly q;
   private readonly takeTx;
 
   constructor(db: Db) {
     this.q = {
-      add: db.prepare('INSERT INTO webhook_outbox (id, run_id, target, payload, attempt, due_at, lease_until) VALUES (@id, @run_id, @target, @payload, @attempt, @due_at, 0) ON CONFLICT (id) DO NOTHING'),
+      add: db.prepare(SQLITE_OUTBOX_ADD),
       due: db.prepare<[number, number, number], OutboxItem>(
         'SELECT id, run_id, target, payload, attempt, due_at FROM webhook_outbox WHERE due_at <= ? AND lease_until <= ? ORDER BY due_at LIMIT ?',
       ),

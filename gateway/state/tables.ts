@@ -2,6 +2,8 @@
 // keyed stores (recipes), run rows that can be listed per tenant newest first,
 // and per-run event logs whose seq is taken in the same step as the append.
 
+import type { OutboxItem } from './outbox.ts';
+
 /** A store of values by key under one namespace; writes throw when they fail. */
 export interface KeyedStore<T> {
   get(key: string): Promise<T | undefined>;
@@ -72,11 +74,13 @@ export interface EventTable {
   appendIfLeased<E extends Record<string, unknown>>(run: RunKey, leaseKey: string, owner: string, event: E): Promise<(E & { seq: number }) | null>;
   /**
    * A run's ending with its event, in one transaction: writes the run row as
-   * RunTable.putUnlessEnded and appends `event` only if that write held. So a
-   * reader who sees the run ended finds its run.ended event, and of two
-   * endings racing (a cancel, a recovery) one writes both and the other neither.
+   * RunTable.putUnlessEnded and appends `event` only if that write held, with
+   * `outbox` (its completion webhook) when given. So a reader who sees the run
+   * ended finds its run.ended event, a crash cannot end a run without queueing
+   * its webhook, and of two endings racing (a cancel, a recovery) one writes
+   * everything and the other nothing.
    */
-  appendIfUnended<E extends Record<string, unknown>>(run: RunKey, event: E): Promise<(E & { seq: number }) | null>;
+  appendIfUnended<E extends Record<string, unknown>>(run: RunKey, event: E, outbox?: OutboxItem): Promise<(E & { seq: number }) | null>;
   /**
    * A runner's event without a save: appended only while the run is unfinished
    * and the lease is `owner`'s, checked in the same transaction. Null: not

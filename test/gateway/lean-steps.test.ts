@@ -10,6 +10,8 @@ import { openDb, type Db } from '../../gateway/state/sqlite/db.ts';
 import { SqliteEventTable, SqliteRunTable } from '../../gateway/state/sqlite/tables.ts';
 import { SqliteAtomicOps } from '../../gateway/state/sqlite/atomic.ts';
 import { committerOf } from '../../gateway/state/sqlite/group-commit.ts';
+import { SqliteOutbox } from '../../gateway/state/outbox.ts';
+import { outboxItem } from '../../gateway/runs/webhooks.ts';
 import type { RunKey } from '../../gateway/state/tables.ts';
 import { runnerKey } from '../../gateway/runs/recovery.ts';
 import { TEST_STORE } from '../support/store.ts';
@@ -91,13 +93,17 @@ describe('group commit of run writes on SQLite', () => {
     expect((await runs.get('f'))!).to.include({ status: 'failed', n: 5 });
   });
 
-  it('ends a run with its run.ended in one commit: of endings racing, one writes both and the others neither', async () => {
+  it('ends a run with its run.ended and its webhook in one commit: of endings racing, one writes all and the others nothing', async () => {
     const runs = new SqliteRunTable<RunKey & { n: number }>(db);
     const events = new SqliteEventTable(db, 10_000);
     // another process ends the run too, as a cancel on another gateway would
     const other = new SqliteEventTable(reader, 10_000);
+    const outbox = new SqliteOutbox(reader);
     await events.appendWithRun(run('g'), { type: 'run.status' });
-    const endings = await Promise.all([1, 2, 3, 4].map((n) => (n % 2 ? events : other).appendIfUnended(run('g', n, n % 2 ? 'cancelled' : 'failed'), { type: 'run.ended', n })));
+    const webhook = (runId: string, n: number) => outboxItem(runId, { url: 'https://example.com/hook', secret_name: '' }, { n });
+    const endings = await Promise.all(
+      [1, 2, 3, 4].map((n) => (n % 2 ? events : other).appendIfUnended(run('g', n, n % 2 ? 'cancelled' : 'failed'), { type: 'run.ended', n }, webhook('g', n))),
+    );
     const won = endings.filter((e) => e !== null);
     expect(won).to.have.length(1);
     const row = (await runs.get('g'))!;
@@ -106,11 +112,14 @@ describe('group commit of run writes on SQLite', () => {
       [1, 'run.status', undefined],
       [2, 'run.ended', row.n],
     ]);
-    // a failing row write appends nothing
+    const queued = await outbox.take(Date.now() + 1000, 10, 1000);
+    expect(queued.map((i) => [i.run_id, JSON.parse(i.payload).n]), "the winner's webhook only").to.deep.equal([['g', row.n]]);
+    // a failing row write appends nothing and queues nothing
     let err: unknown;
-    await events.appendIfUnended({ ...run('h'), created_at: null as unknown as string }, { type: 'run.ended' }).catch((x: unknown) => (err = x));
+    await events.appendIfUnended({ ...run('h'), created_at: null as unknown as string }, { type: 'run.ended' }, webhook('h', 0)).catch((x: unknown) => (err = x));
     expect(err).to.be.instanceOf(Error);
     expect(await events.after('h', 0)).to.deep.equal([]);
+    expect(await outbox.take(Date.now() + 1000, 10, 1000)).to.deep.equal([]);
   });
 
   it('keeps each run seq dense and in its caller order when four runs write at once, in fewer commits than writes', async () => {

@@ -7,6 +7,7 @@ import { PgAtomicOps } from '../../gateway/state/pg/atomic.ts';
 import { PgEventTable, PgKeyedStore, PgOutbox, PgRunTable } from '../../gateway/state/pg/tables.ts';
 import { BadCursor, pageOf, type RunKey } from '../../gateway/state/tables.ts';
 import { sleep } from '../support/gateway.ts';
+import { outboxItem } from '../../gateway/runs/webhooks.ts';
 import { startPostgres, type PgHandle } from '../support/postgres.ts';
 
 describe('store of record on PostgreSQL', function () {
@@ -139,13 +140,16 @@ describe('store of record on PostgreSQL', function () {
     expect((await new PgEventTable(b, 10_000).append('sae-1', { type: 'run.ended' })).seq, 'a refused save took no seq').to.equal(3);
   });
 
-  it('ends a run with its run.ended in one statement: of endings racing on two replicas one writes both, the others neither', async () => {
+  it('ends a run with its run.ended and its webhook in one statement: of endings racing on two replicas one writes all, the others nothing', async () => {
     const one = new PgEventTable(a, 10_000);
     const two = new PgEventTable(b, 10_000);
     const runs = new PgRunTable<RunKey & { by: number }>(a);
     const r = (status: string, by: number) => ({ run_id: 'end-pg-1', tenant_id: 't', status, created_at: '2026-01-01T00:00:00.000Z', by });
     await one.appendWithRun(r('running', 0), { type: 'run.status' });
-    const endings = await Promise.all([1, 2, 3, 4].map((by) => (by % 2 ? one : two).appendIfUnended(r(by % 2 ? 'cancelled' : 'failed', by), { type: 'run.ended', by })));
+    const webhook = (by: number) => outboxItem('end-pg-1', { url: 'https://example.com/hook', secret_name: '' }, { by });
+    const endings = await Promise.all(
+      [1, 2, 3, 4].map((by) => (by % 2 ? one : two).appendIfUnended(r(by % 2 ? 'cancelled' : 'failed', by), { type: 'run.ended', by }, webhook(by))),
+    );
     const won = endings.filter((e) => e !== null);
     expect(won).to.have.length(1);
     expect(won[0]!.seq).to.equal(2);
@@ -155,6 +159,11 @@ describe('store of record on PostgreSQL', function () {
       [1, 'run.status', undefined],
       [2, 'run.ended', row.by],
     ]);
+    const { rows: queued } = await b.query<{ run_id: string; payload: string; attempt: number; due_at: string }>("SELECT run_id, payload, attempt, due_at FROM webhook_outbox WHERE run_id = 'end-pg-1'");
+    expect(queued.map((q) => [q.run_id, JSON.parse(q.payload).by, q.attempt]), "the winner's webhook only").to.deep.equal([['end-pg-1', row.by, 1]]);
+    expect(Number(queued[0]!.due_at)).to.be.closeTo(Date.now(), 60_000);
+    // the outbox test below starts from an empty outbox
+    await b.query("DELETE FROM webhook_outbox WHERE run_id = 'end-pg-1'");
     // a run with no row yet is written with its event (an ending before any save)
     expect((await two.appendIfUnended(r('failed', 9), { type: 'run.ended' }))).to.equal(null);
     expect((await two.appendIfUnended({ ...r('failed', 9), run_id: 'end-pg-2' }, { type: 'run.ended' }))!.seq).to.equal(1);

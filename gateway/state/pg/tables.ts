@@ -135,14 +135,18 @@ export class PgEventTable implements EventTable {
     return this.appendIf(`${PUT_IF_LEASED} RETURNING run_id`, [run.status, JSON.stringify(run), run.run_id, leaseKey, owner], run.run_id, event);
   }
 
-  appendIfUnended<E extends Record<string, unknown>>(run: RunKey, event: E): Promise<(E & { seq: number }) | null> {
+  appendIfUnended<E extends Record<string, unknown>>(run: RunKey, event: E, outbox?: OutboxItem): Promise<(E & { seq: number }) | null> {
     // ON CONFLICT's update locks the row: an ending racing this one waits, then finds the row ended and writes nothing
-    return this.appendIf(
-      `${UPSERT_RUN} WHERE runs.status IN ('queued', 'running') RETURNING run_id`,
-      [run.run_id, run.tenant_id, run.status, run.created_at, JSON.stringify(run)],
-      run.run_id,
-      event,
-    );
+    const params: unknown[] = [run.run_id, run.tenant_id, run.status, run.created_at, JSON.stringify(run)];
+    let also = '';
+    if (outbox) {
+      params.push(outbox.id, outbox.target, outbox.payload, outbox.attempt, outbox.due_at);
+      also = `, o AS (
+         INSERT INTO webhook_outbox (id, run_id, target, payload, attempt, due_at, lease_until)
+         SELECT $6, run_id, $7, $8, $9::integer, $10::bigint, 0 FROM r ON CONFLICT (id) DO NOTHING
+       )`;
+    }
+    return this.appendIf(`${UPSERT_RUN} WHERE runs.status IN ('queued', 'running') RETURNING run_id`, params, run.run_id, event, also);
   }
 
   appendWhileLeased<E extends Record<string, unknown>>(runId: string, leaseKey: string, owner: string, event: E): Promise<(E & { seq: number }) | null> {
@@ -158,13 +162,14 @@ export class PgEventTable implements EventTable {
 
   /**
    * Appends `event` only from the row `guard` (a statement returning run_id) returned, in one
-   * statement: the seq counter and the event are written only if the guard held, and all of it
-   * commits together. Null: the guard returned nothing, so nothing was written.
+   * statement: the seq counter and the event (and `also`, more writes selecting from r) are
+   * written only if the guard held, and all of it commits together. Null: the guard returned
+   * nothing, so nothing was written.
    */
-  private async appendIf<E extends Record<string, unknown>>(guard: string, params: unknown[], runId: string, event: E): Promise<(E & { seq: number }) | null> {
+  private async appendIf<E extends Record<string, unknown>>(guard: string, params: unknown[], runId: string, event: E, also = ''): Promise<(E & { seq: number }) | null> {
     const n = params.length;
     const { rows } = await this.pool.query<{ seq: string }>(
-      `WITH r AS (${guard}),
+      `WITH r AS (${guard})${also},
        s AS (
          INSERT INTO run_event_seq (run_id, seq) SELECT run_id, 1 FROM r
          ON CONFLICT (run_id) DO UPDATE SET seq = run_event_seq.seq + 1 RETURNING seq

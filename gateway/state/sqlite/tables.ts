@@ -5,6 +5,7 @@
 // events) go through the database's committer: those of one event-loop turn
 // share one commit, so four runs stepping at once pay one fsync, not four.
 import { decodeCursor, encodeCursor, pickableKey, type EventTable, type KeyedStore, type RunKey, type RunPage, type RunQuery, type RunTable } from '../tables.ts';
+import { SQLITE_OUTBOX_ADD, type OutboxItem } from '../outbox.ts';
 import type { Db } from './db.ts';
 import { committerOf, type Committer } from './group-commit.ts';
 
@@ -155,6 +156,7 @@ export class SqliteEventTable implements EventTable {
       putRun: db.prepare(UPSERT_RUN),
       putIfLeased: db.prepare(PUT_IF_LEASED),
       putUnlessEnded: db.prepare(PUT_UNLESS_ENDED),
+      outboxAdd: db.prepare(SQLITE_OUTBOX_ADD),
       leased: db.prepare<[string, string, string, number], { one: number }>(LEASED),
     };
     this.appendTx = db.transaction((runId: string, event: Record<string, unknown>) => {
@@ -187,10 +189,11 @@ export class SqliteEventTable implements EventTable {
     });
   }
 
-  async appendIfUnended<E extends Record<string, unknown>>(run: RunKey, event: E): Promise<(E & { seq: number }) | null> {
+  async appendIfUnended<E extends Record<string, unknown>>(run: RunKey, event: E, outbox?: OutboxItem): Promise<(E & { seq: number }) | null> {
     const body = JSON.stringify(run);
     return this.committer.run(() => {
       if (this.q.putUnlessEnded.run(run.run_id, run.tenant_id, run.status, run.created_at, body).changes === 0) return null;
+      if (outbox) this.q.outboxAdd.run(outbox);
       return this.appendTx(run.run_id, event) as E & { seq: number };
     });
   }
