@@ -71,14 +71,14 @@ export class RunsService {
   /** Creates a queued run holding a concurrency slot (and its profile lock). */
   async accept(tenant: Tenant, spec: NewRun): Promise<RunRecord> {
     const runId = randomUUID();
-    await this.limits.acquireRunSlot(tenant, runId, this.hasEnded);
+    await this.limits.acquireRunSlot(tenant, runId, this.endedHolder);
     let lockKey: string | undefined;
     try {
       if (spec.profile_id) {
         lockKey = this.profileKey(tenant.tenant_id, spec.profile_id);
         const ttlMs = (spec.runtime.max_time_minutes + 5) * 60_000;
         let holder = await this.atomic.claim(lockKey, runId, ttlMs);
-        if (holder !== null && (await this.hasEnded(holder)) && (await this.atomic.deleteIf(lockKey, holder))) holder = await this.atomic.claim(lockKey, runId, ttlMs);
+        if (holder !== null && this.endedHolder && (await this.endedHolder(holder)) && (await this.atomic.deleteIf(lockKey, holder))) holder = await this.atomic.claim(lockKey, runId, ttlMs);
         if (holder !== null) {
           lockKey = undefined;
           throw new ServiceError('profile_busy', `profile '${spec.profile_id}' is busy: run ${holder} holds its lock`);
@@ -315,12 +315,17 @@ export class RunsService {
   /**
    * True when the run's row says it ended: its slot or lock is free to take even
    * if the ending did not get to release it (a crash between the commit and the
-   * release, or a caller faster than the release).
+   * release, or a caller faster than the release). Only where an ending is one
+   * commit: on Redis the slot's release is what picks the one ending that appends
+   * run.ended, so a release taken from it would leave the run without its event.
    */
-  private readonly hasEnded = async (runId: string): Promise<boolean> => {
-    const row = await this.runs.pick(runId, []);
-    return row !== undefined && TERMINAL.has(row.status as RunStatus);
-  };
+  private get endedHolder(): ((runId: string) => Promise<boolean>) | undefined {
+    if (!this.events.appendIfUnended) return undefined;
+    return async (runId) => {
+      const row = await this.runs.pick(runId, []);
+      return row !== undefined && TERMINAL.has(row.status as RunStatus);
+    };
+  }
 
   /** Appends one webhook attempt to the run's delivery log. */
   async recordDelivery(runId: string, attempt: DeliveryAttempt): Promise<void> {
