@@ -638,6 +638,11 @@ export interface components {
             max_time_minutes?: number;
             /** @enum {string} */
             compute_backend?: "computer_plane" | "dom_plane";
+            /**
+             * @description Our extension: how much of this run its trace records, in the capture SDK's order (off, metadata, trace, screenshots, video, model_io, dispatch, replay, full); default and most allowed: the gateway's SERVICE_TRACE_CAPTURE_MODE. `trace` records every step without its screenshot, the per-step capture that most of a mechanical step's time goes to (a failed step keeps the screenshot its result carries); `off`: no trace
+             * @enum {string}
+             */
+            capture_mode?: "off" | "metadata" | "trace" | "screenshots" | "video" | "model_io" | "dispatch" | "replay" | "full";
             /** @description Our extension: place the run only on a plane agent whose labels (PLANE_LABELS) include all of these, e.g. {"region": "eu-west"} */
             plane_labels?: {
                 [key: string]: string;
@@ -773,6 +778,11 @@ export interface components {
             tail?: number;
             /** @enum {string} */
             compute_backend?: "computer_plane" | "dom_plane";
+            /**
+             * @description Our extension: how much of this run its trace records, in the capture SDK's order (off, metadata, trace, screenshots, video, model_io, dispatch, replay, full); default and most allowed: the gateway's SERVICE_TRACE_CAPTURE_MODE. `trace` records every step without its screenshot, the per-step capture that most of a mechanical step's time goes to (a failed step keeps the screenshot its result carries); `off`: no trace
+             * @enum {string}
+             */
+            capture_mode?: "off" | "metadata" | "trace" | "screenshots" | "video" | "model_io" | "dispatch" | "replay" | "full";
             /** @description Our extension: place the run only on a plane agent whose labels (PLANE_LABELS) include all of these, e.g. {"region": "eu-west"} */
             plane_labels?: {
                 [key: string]: string;

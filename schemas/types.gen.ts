@@ -111,6 +111,10 @@ max_cost?: number
 max_time_minutes?: number
 compute_backend?: ("computer_plane" | "dom_plane")
 /**
+ * Our extension: how much of this run its trace records, in the capture SDK's order (off, metadata, trace, screenshots, video, model_io, dispatch, replay, full); default and most allowed: the gateway's SERVICE_TRACE_CAPTURE_MODE. `trace` records every step without its screenshot, the per-step capture that most of a mechanical step's time goes to (a failed step keeps the screenshot its result carries); `off`: no trace
+ */
+capture_mode?: ("off" | "metadata" | "trace" | "screenshots" | "video" | "model_io" | "dispatch" | "replay" | "full")
+/**
  * Our extension: place the run only on a plane agent whose labels (PLANE_LABELS) include all of these, e.g. {"region": "eu-west"}
  */
 plane_labels?: {
@@ -156,6 +160,10 @@ callback_url?: string
 run_id?: string
 tail?: number
 compute_backend?: ("computer_plane" | "dom_plane")
+/**
+ * Our extension: how much of this run its trace records, in the capture SDK's order (off, metadata, trace, screenshots, video, model_io, dispatch, replay, full); default and most allowed: the gateway's SERVICE_TRACE_CAPTURE_MODE. `trace` records every step without its screenshot, the per-step capture that most of a mechanical step's time goes to (a failed step keeps the screenshot its result carries); `off`: no trace
+ */
+capture_mode?: ("off" | "metadata" | "trace" | "screenshots" | "video" | "model_io" | "dispatch" | "replay" | "full")
 /**
  * Our extension: place the run only on a plane agent whose labels (PLANE_LABELS) include all of these, e.g. {"region": "eu-west"}
  */

@@ -14,9 +14,11 @@
 //     and of the agents at the start and the end.
 // --capture MODE runs the gateway with SERVICE_TRACE_CAPTURE_MODE=MODE (default
 // model_io, the service's default): `trace` records no screenshots, which shows
-// what a step's post screenshot costs. PLANE_DOM_BROWSER=headless-shell runs the
-// agents and the plain script on chromium-headless-shell.
-// Usage: [PLANE_DOM_BROWSER=headless-shell] npm run bench:runs [-- --runs 4 --soak 1000 --capture trace]
+// what a step's post screenshot costs. --ask MODE leaves the gateway at its mode and
+// has each run ask for capture_mode MODE in its body, as a caller would.
+// PLANE_DOM_BROWSER=headless-shell runs the agents and the plain script on
+// chromium-headless-shell.
+// Usage: [PLANE_DOM_BROWSER=headless-shell] npm run bench:runs [-- --runs 4 --soak 1000 --capture trace --ask trace]
 import { mkdtemp, rm, readdir, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -40,6 +42,7 @@ import { numArg, pct, strArg } from '../stats.ts';
 const RUNS_PER_LEVEL = numArg('runs', 4);
 const SOAK = numArg('soak', 0);
 const CAPTURE = strArg('capture', 'model_io');
+const ASK = strArg('ask', '');
 
 const f = (n: number, d = 1) => n.toFixed(d);
 
@@ -123,7 +126,7 @@ interface RunTiming {
 }
 async function oneRun(): Promise<RunTiming> {
   const t0 = performance.now();
-  const res = await fetch(`${url}/v1/predict`, { method: 'POST', headers: { 'X-Service-Token': token, 'Content-Type': 'application/json' }, body: JSON.stringify({ plan: steps, detached: false }) });
+  const res = await fetch(`${url}/v1/predict`, { method: 'POST', headers: { 'X-Service-Token': token, 'Content-Type': 'application/json' }, body: JSON.stringify({ plan: steps, detached: false, ...(ASK ? { capture_mode: ASK } : {}) }) });
   const body = (await res.json()) as { run_id: string; status: string; summary?: string };
   const wallMs = performance.now() - t0;
   if (body.status !== 'succeeded') throw new Error(`run ended ${body.status}: ${body.summary ?? JSON.stringify(body)}`);
@@ -226,7 +229,7 @@ const gwWallP50 = pct(gwWall.map((t) => t.wallMs), 50);
 const gwPerStep = pct(gwWall.map((t) => t.perStepMs), 50);
 const plainPerStep = plainLevels.get(1)!.perRun / steps.length;
 const directPerStep = Math.min(...direct);
-console.log(`bench/runs: ${steps.length}-step mechanical plan on dom_plane (browser ${headlessBrowser()}), trace capture ${CAPTURE}, ${RUNS_PER_LEVEL} runs per client, node ${process.version}, load average ${f(load0, 2)} at the start, ${f(loadavg()[0]!, 2)} at the end`);
+console.log(`bench/runs: ${steps.length}-step mechanical plan on dom_plane (browser ${headlessBrowser()}), trace capture ${CAPTURE}${ASK ? ` (each run asks for ${ASK})` : ''}, ${RUNS_PER_LEVEL} runs per client, node ${process.version}, load average ${f(load0, 2)} at the start, ${f(loadavg()[0]!, 2)} at the end`);
 console.log('');
 console.log('                                   | plain script | gateway | gateway / plain');
 console.log(`single run wall ms (p50)           | ${f(plainWallP50, 0).padStart(12)} | ${f(gwWallP50, 0).padStart(7)} | ${r(gwWallP50, plainWallP50)}   (script launches its browser per run; gateway from its warm pool)`);

@@ -13,6 +13,7 @@ import type { NewRun } from '../runs/runs-service.ts';
 import type { RouteSpec } from './route.ts';
 
 import type { PredictRequest as PredictBody } from '../../schemas/types.gen.ts';
+import { compareCaptureModes, type CaptureMode } from '../../sdk/capture.ts';
 
 const stepList = validator('plan.schema.json#/$defs/StepList');
 const planObject = validator('plan.schema.json#/$defs/PlanObject');
@@ -28,7 +29,7 @@ export function checkPlanShape(root: string, plan: unknown): void {
   }
 }
 
-const RUNTIME_OVERRIDES = ['compute_backend', 'plane_labels', 'proxy_disabled', 'proxy_provider', 'proxy_city', 'proxy_state', 'state_repeat_threshold', 'pinned_source_url_pattern', 'off_source_step_budget'] as const;
+const RUNTIME_OVERRIDES = ['compute_backend', 'plane_labels', 'capture_mode', 'proxy_disabled', 'proxy_provider', 'proxy_city', 'proxy_state', 'state_repeat_threshold', 'pinned_source_url_pattern', 'off_source_step_budget'] as const;
 
 function effectiveRuntime(planRuntime: Record<string, unknown>, body: PredictBody, tenant: Tenant, s: Services): EffectiveRuntime {
   const rt: Record<string, unknown> = { ...planRuntime };
@@ -38,11 +39,22 @@ function effectiveRuntime(planRuntime: Record<string, unknown>, body: PredictBod
   const minutes = body.max_time_minutes ?? (rt.max_time_minutes as number | undefined);
   return {
     ...rt,
+    capture_mode: runCaptureMode(rt.capture_mode as CaptureMode | undefined, s.config.traceCaptureMode),
     compute_backend: (rt.compute_backend as EffectiveRuntime['compute_backend'] | undefined) ?? tenant.default_compute_backend ?? 'computer_plane',
     proxy_provider: tenant.proxy_provider ?? (rt.proxy_provider as string | undefined) ?? s.config.proxyProvider,
     max_cost: Math.min(cost ?? tenant.max_cost_per_run, tenant.max_cost_per_run),
     max_time_minutes: Math.min(minutes ?? tenant.max_time_minutes_per_run, tenant.max_time_minutes_per_run),
   };
+}
+
+/**
+ * A run may record less than the gateway does (a caller that wants a plain script's speed asks
+ * `trace`), never more: the gateway's SERVICE_TRACE_CAPTURE_MODE is its default and its ceiling.
+ */
+function runCaptureMode(asked: CaptureMode | undefined, gateway: CaptureMode): CaptureMode {
+  if (asked === undefined) return gateway;
+  if (compareCaptureModes(asked, gateway) > 0) throw badRequest(`capture_mode: '${asked}' records more than this deployment allows (SERVICE_TRACE_CAPTURE_MODE ${gateway})`, 'capture_mode');
+  return asked;
 }
 
 function checkCallbackUrl(url: string | undefined): void {

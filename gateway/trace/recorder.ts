@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
-import { DebugSession, reconcileBundle, type CaptureMode, type SdkLogger, type StepInput } from '../../sdk/index.ts';
+import { DebugSession, compareCaptureModes, isCaptureMode, reconcileBundle, type CaptureMode, type SdkLogger, type StepInput } from '../../sdk/index.ts';
 import { isSafeId } from '../../shared/ids.ts';
 import type { Logger } from '../log.ts';
 import { runDir, type RunRecord } from '../runs/records.ts';
@@ -151,7 +151,8 @@ export class SdkRunRecorder implements RunRecorder {
   }
 
   async begin(run: RunRecord): Promise<RunRecording | undefined> {
-    if (this.o.captureMode === 'off') return undefined;
+    const captureMode = runCaptureMode(run, this.o.captureMode);
+    if (captureMode === 'off') return undefined;
     const log = this.o.log.child({ run_id: run.run_id, tenant_id: run.tenant_id });
     const sdkLog: SdkLogger = { debug: (m) => log.debug(m), warn: (m) => log.warn(m) };
     try {
@@ -166,7 +167,7 @@ export class SdkRunRecorder implements RunRecorder {
         clientName: 'runplane-gateway',
         clientVersion: this.o.version,
         outDir: traceDir(this.o.dataDir, run),
-        captureMode: this.o.captureMode,
+        captureMode,
         dsn: dsn ?? null,
         env: {},
         logger: sdkLog,
@@ -174,12 +175,18 @@ export class SdkRunRecorder implements RunRecorder {
         startedAt: run.created_at,
       });
       const committed = () => clearStagingNote(this.o.dataDir, run, this.owner).catch((err: Error) => log.warn({ err: err.message }, 'trace: the staging note could not be removed'));
-      return new SdkRecording(session, this.o.captureMode, log, (p) => this.own(p.then(() => this.noteUndelivered(run, session)).catch((err: Error) => log.warn({ err: err.message }, 'trace: the undelivered note could not be written'))), committed);
+      return new SdkRecording(session, captureMode, log, (p) => this.own(p.then(() => this.noteUndelivered(run, session)).catch((err: Error) => log.warn({ err: err.message }, 'trace: the undelivered note could not be written'))), committed);
     } catch (err) {
       log.error({ err: (err as Error).message }, 'trace recording could not start');
       return undefined;
     }
   }
+}
+
+/** The run's own capture mode (runtime.capture_mode), never above the gateway's (a resumed run keeps its mode after the operator lowered the gateway's); older runs have none. */
+function runCaptureMode(run: RunRecord, gateway: CaptureMode): CaptureMode {
+  const asked = run.runtime.capture_mode;
+  return isCaptureMode(asked) && compareCaptureModes(asked, gateway) < 0 ? asked : gateway;
 }
 
 class SdkRecording implements RunRecording {

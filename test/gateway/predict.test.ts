@@ -58,6 +58,9 @@ describe('POST /v1/predict: plans, policies and idempotency', () => {
       ['an unknown action', { action: 'explode' }, /^action: must be one of/],
       ['an unknown brain', { plan: [step()], cua_model: 'gpt-9' }, /^cua_model: unknown brain/],
       ['a non-http callback_url', { plan: [step()], callback_url: 'file:///etc/passwd' }, /^callback_url: only http and https/],
+      ['an unknown capture_mode', { plan: [step()], capture_mode: 'everything' }, /^capture_mode: must be one of "off", "metadata", "trace"/],
+      ['a capture_mode above the gateway', { plan: [step()], capture_mode: 'full' }, /^capture_mode: 'full' records more than this deployment allows \(SERVICE_TRACE_CAPTURE_MODE model_io\)/],
+      ['a capture_mode above the gateway in the plan', { plan: { steps: [step()], runtime: { capture_mode: 'replay' } } }, /^capture_mode: 'replay' records more/],
       ['a status read without run_id', { action: 'status' }, /^run_id: is required for action status/],
     ];
     for (const [name, body, detail] of cases) {
@@ -158,6 +161,15 @@ describe('POST /v1/predict: plans, policies and idempotency', () => {
       expect(defaults.runtime).to.include({ max_cost: 2, max_time_minutes: 10, compute_backend: 'dom_plane', proxy_provider: 'residential-c' });
       const acmeDefault = await record(acme, (await run(acme, { plan: [step()] })).body.run_id);
       expect(acmeDefault.runtime.compute_backend).to.equal('computer_plane');
+    });
+
+    it("records the run's capture_mode: the gateway's unless asked for less, the submission's over the plan's", async () => {
+      const byDefault = await record(acme, (await run(acme, { plan: [step()] })).body.run_id);
+      expect(byDefault.runtime.capture_mode).to.equal('model_io');
+      const lean = await record(acme, (await run(acme, { plan: { steps: [step()], runtime: { capture_mode: 'screenshots' } }, capture_mode: 'trace' })).body.run_id);
+      expect(lean.runtime.capture_mode).to.equal('trace');
+      const fromPlan = await record(acme, (await run(acme, { plan: { steps: [step()], runtime: { capture_mode: 'off' } } })).body.run_id);
+      expect(fromPlan.runtime.capture_mode).to.equal('off');
     });
 
     it('accepts unknown step types and extra properties, and stores profile and workflow ids tenant-prefixed', async () => {

@@ -20,8 +20,8 @@ const withSquare = async () =>
     .png()
     .toBuffer();
 
-function run(id: string): RunRecord {
-  return { run_id: id, tenant_id: 'rec', created_at: new Date().toISOString(), cua_model: 'default-cua', runtime: { compute_backend: 'dom_plane' } } as unknown as RunRecord;
+function run(id: string, captureMode?: string): RunRecord {
+  return { run_id: id, tenant_id: 'rec', created_at: new Date().toISOString(), cua_model: 'default-cua', runtime: { compute_backend: 'dom_plane', capture_mode: captureMode } } as unknown as RunRecord;
 }
 
 const step = (index: number) => ({
@@ -48,6 +48,24 @@ describe('run recorder (capture SDK)', () => {
 
   it('records nothing in capture mode off', async () => {
     expect(await recorder('off').begin(run('r-off'))).to.equal(undefined);
+  });
+
+  it("records a run at its own capture mode (runtime.capture_mode), never above the gateway's", async () => {
+    expect(await recorder('model_io').begin(run('r-own-off', 'off')), 'a run that asked for no trace').to.equal(undefined);
+    const cases = [
+      ['trace', 'model_io', false, 'trace'],
+      ['full', 'screenshots', true, 'screenshots'],
+      [undefined, 'screenshots', true, 'screenshots'],
+    ] as const;
+    for (const [asked, gateway, shots, stamped] of cases) {
+      const r = run(`r-own-${asked}-${gateway}`, asked);
+      const rec = (await recorder(gateway).begin(r))!;
+      expect(rec.wantsScreenshots, `${asked} on a ${gateway} gateway`).to.equal(shots);
+      await rec.step(step(0), shots ? { pre: await blank(), post: await blank() } : {});
+      await rec.close({ status: 'succeeded', summary: 'ok', cost_usd: 0 });
+      const manifest = JSON.parse(await readFile(path.join(traceDir(dataDir, r), 'manifest.json'), 'utf8'));
+      expect(manifest.capture_mode).to.equal(stamped);
+    }
   });
 
   it('writes a pre/post difference image per step in capture mode full, and only there', async () => {

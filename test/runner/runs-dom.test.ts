@@ -262,6 +262,28 @@ describe('runs end to end on dom_plane (real agent, real Chromium)', function ()
     expect((await shot(1, 'post')).equals(await shot(1, 'pre')), 'the post is the changed page').to.equal(false);
   });
 
+  it('records a run that asked for capture_mode trace without the screenshots of the steps that passed, and still shows its failed step', async () => {
+    const r = await runToEnd(
+      [
+        { intent: 'open the tally', type: 'navigate', url: `${site.url}/tally` },
+        { intent: 'hit it', type: 'click', params: { selector: '#hit' } },
+        { intent: 'press what is not there', type: 'click', params: { selector: '#nowhere' } },
+      ],
+      { capture_mode: 'trace' },
+    );
+    expect(r.steps.map((s: Body) => s.success)).to.deep.equal([true, true, false]);
+    // the result keeps the spec's post-failure screenshot, whatever the trace records
+    expect(Buffer.from(r.steps[2].screenshot_b64 as string, 'base64').subarray(1, 4).toString()).to.equal('PNG');
+    const t = await gw.req('GET', `/v1/runs/${r.run_id}/trace`, { token });
+    expect(t.status, t.text).to.equal(200);
+    expect(t.body.manifest.capture_mode).to.equal('trace');
+    const files: string[] = t.body.files.map((f: Body) => f.path);
+    expect(files.filter((f) => f.startsWith('steps/'))).to.have.length(3);
+    // no screenshot of a step that passed; the failed step's own (taken for the result anyway) is kept
+    expect(files.filter((f) => f.startsWith('screenshots/')), files.join(' ')).to.deep.equal(['screenshots/0002_post.png']);
+    expect(await validateBundle(path.join(gw.dir, 'runs', 'e2e', r.run_id, 'trace'))).to.deep.equal([]);
+  });
+
   it('records the run as a trace bundle that validates and reads back with its screenshots, decisions and side effect', async () => {
     const r = await runToEnd([
       { intent: 'open the form', type: 'navigate', url: `${site.url}/form` },
