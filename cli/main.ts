@@ -19,6 +19,7 @@ options:
   --url <url>                 gateway (env RUNPLANE_URL, default http://127.0.0.1:8080)
   --token <token>             X-Service-Token (env RUNPLANE_TOKEN)
   --compute-backend <name>    computer_plane | dom_plane
+  --capture-mode <mode>       how much the run's trace records, at most the gateway's (trace: no step screenshots)
   --max-cost <usd>            --max-time-minutes <n>
   --proxy-provider <name>     --proxy-city <city>   --proxy-state <XX>   --proxy-disabled
   --cua-model <id>            --profile-id <id>     --workflow-id <id>   --callback-url <url>
@@ -31,6 +32,7 @@ const { values: opts, positionals } = parseArgs({
     url: { type: 'string' },
     token: { type: 'string' },
     'compute-backend': { type: 'string' },
+    'capture-mode': { type: 'string' },
     'max-cost': { type: 'string' },
     'max-time-minutes': { type: 'string' },
     'proxy-provider': { type: 'string' },
@@ -157,6 +159,7 @@ async function run(file: string): Promise<number> {
   // flags override the plan's runtime only when given
   const map: Array<[keyof typeof opts, string, (v: string) => unknown]> = [
     ['compute-backend', 'compute_backend', String],
+    ['capture-mode', 'capture_mode', String],
     ['max-cost', 'max_cost', numberFlag('max-cost')],
     ['max-time-minutes', 'max_time_minutes', numberFlag('max-time-minutes')],
     ['proxy-provider', 'proxy_provider', String],

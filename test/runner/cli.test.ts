@@ -41,7 +41,7 @@ describe('runplane CLI', function () {
   });
 
   it('overrides the plan runtime only with the flags given, and shows progress on stderr', async () => {
-    const r = await cli(['run', planFile, '--url', gw.url, '--token', token, '--max-cost', '0.5', '--compute-backend', 'computer_plane']);
+    const r = await cli(['run', planFile, '--url', gw.url, '--token', token, '--max-cost', '0.5', '--compute-backend', 'computer_plane', '--capture-mode', 'trace']);
     expect(r.code).to.equal(1);
     const runId = /run ([0-9a-f-]{36})/.exec(r.stderr)?.[1];
     expect(runId).to.be.a('string');
@@ -50,7 +50,7 @@ describe('runplane CLI', function () {
     expect(r.stderr).to.match(/- failed \(halt_class plane_unavailable\)/);
     expect(r.stdout).to.include('(no rows)');
     const rec = await gw.gateway.services.runs.get((await gw.gateway.services.tenants.resolve(token))!, runId!);
-    expect(rec.runtime).to.include({ max_cost: 0.5, compute_backend: 'computer_plane' });
+    expect(rec.runtime).to.include({ max_cost: 0.5, compute_backend: 'computer_plane', capture_mode: 'trace' });
   });
 
   it('reports a clear error for a missing token, an unreadable plan and a refused request', async () => {
