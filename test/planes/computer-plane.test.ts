@@ -188,6 +188,13 @@ describe('computer_plane agent', function () {
         if (transport === 'grpc') {
           it('stamps a screenshot with the instant its frame was grabbed, and shows the screen after the last input', async () => {
             await navigate(s, `${site.url}/clock`);
+            // the load event can come before the clock's first paint reaches the display (CI once read an unpainted page):
+            // the stop below starts from a screen that shows the clock
+            await waitFor(async () => {
+              const shot = await s.screenshot();
+              const age = sinceOnClock(shot.captured_at_ms, await clockOf(shot));
+              return age >= 0 && age <= 800 ? true : undefined;
+            }, 10_000, 'the clock on the screen');
             // a stopped agent drains the capture pipe seconds late: the frame it reads first was grabbed before the stop
             process.kill(agent.pid, 'SIGSTOP');
             await new Promise((r) => setTimeout(r, 2000));
