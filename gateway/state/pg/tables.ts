@@ -36,6 +36,7 @@ export class PgKeyedStore<T> implements KeyedStore<T> {
 }
 
 const UPSERT_RUN = 'INSERT INTO runs (run_id, tenant_id, status, created_at, body) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, body = excluded.body';
+const PUT_UNLESS_ENDED = `${UPSERT_RUN} WHERE runs.status IN ('queued', 'running')`;
 /** $1 status, $2 body, $3 run_id, $4 lease key, $5 owner */
 const PUT_IF_LEASED = `UPDATE runs SET status = $1, body = $2 WHERE run_id = $3 AND status IN ('queued', 'running')
   AND EXISTS (SELECT 1 FROM kv WHERE namespace = '__atomic' AND key = $4 AND value = $5 AND expires_at > ${NOW_MS})`;
@@ -62,7 +63,7 @@ export class PgRunTable<T extends RunKey> implements RunTable<T> {
   }
 
   async putUnlessEnded(run: T): Promise<boolean> {
-    const r = await this.pool.query(`${UPSERT_RUN} WHERE runs.status IN ('queued', 'running')`, [run.run_id, run.tenant_id, run.status, run.created_at, JSON.stringify(run)]);
+    const r = await this.pool.query(PUT_UNLESS_ENDED, [run.run_id, run.tenant_id, run.status, run.created_at, JSON.stringify(run)]);
     return (r.rowCount ?? 0) > 0;
   }
 
@@ -146,7 +147,7 @@ export class PgEventTable implements EventTable {
          SELECT $6, run_id, $7, $8, $9::integer, $10::bigint, 0 FROM r ON CONFLICT (id) DO NOTHING
        )`;
     }
-    return this.appendIf(`${UPSERT_RUN} WHERE runs.status IN ('queued', 'running') RETURNING run_id`, params, run.run_id, event, also);
+    return this.appendIf(`${PUT_UNLESS_ENDED} RETURNING run_id`, params, run.run_id, event, also);
   }
 
   appendWhileLeased<E extends Record<string, unknown>>(runId: string, leaseKey: string, owner: string, event: E): Promise<(E & { seq: number }) | null> {
