@@ -171,10 +171,19 @@ export class RunExecutor {
     } catch (e) {
       this.d.log.error({ run_id: runId, err: (e as Error).message }, 'saving run artifacts failed');
     }
-    await this.d.store.end(run, { ...outcome, costUsd: st.cost });
-    // the trace bundle is written after the result is recorded, off the run's
-    // critical path (the trace routes wait for it); shutdown drains it
-    if (recording) track(this.tracing, runId, recording.close({ status: outcome.status, halt_class: outcome.haltClass, summary: outcome.summary ?? '', cost_usd: st.cost }), (e) => this.d.log.error({ run_id: runId, err: e.message }, 'trace close failed'));
+    // The trace bundle is written after the result is recorded, off the run's
+    // critical path; shutdown drains it. Its write is tracked before the end
+    // commits: a client told of the end at once (the end's commit wakes it
+    // before end() returns) asks the trace routes, which wait for it.
+    const ending = this.d.store.end(run, { ...outcome, costUsd: st.cost });
+    if (recording) {
+      const written = ending.then(
+        () => recording.close({ status: outcome.status, halt_class: outcome.haltClass, summary: outcome.summary ?? '', cost_usd: st.cost }),
+        () => undefined,
+      );
+      track(this.tracing, runId, written, (e) => this.d.log.error({ run_id: runId, err: e.message }, 'trace close failed'));
+    }
+    await ending;
     await this.d.store.releaseRunner(runId, this.d.owner).catch(() => undefined);
   }
 

@@ -236,6 +236,26 @@ describe('runs end to end on dom_plane (real agent, real Chromium)', function ()
     expect(waits.life.failure_help.summary).to.match(/Every step/);
   });
 
+  it("serves the trace to a client told of the run's end at once, though the runner has not yet heard back from the end's commit", async () => {
+    // the end's commit wakes the waiting predict; the releases that follow it are held back
+    const runs = gw.gateway.services.runs as unknown as { releaseHolds: (...a: unknown[]) => Promise<boolean> };
+    const release = runs.releaseHolds;
+    runs.releaseHolds = async (...a) => {
+      const held = await release.apply(runs, a);
+      await sleep(600);
+      return held;
+    };
+    try {
+      const r = await runToEnd([{ intent: 'open', type: 'navigate', url: `${site.url}/static` }]);
+      expect(r.status, r.summary).to.equal('succeeded');
+      const trace = await gw.req('GET', `/v1/runs/${r.run_id}/trace`, { token });
+      expect(trace.status, 'the bundle is written').to.equal(200);
+      expect(trace.body.files.map((f: Body) => f.path)).to.include('trace.json');
+    } finally {
+      runs.releaseHolds = release;
+    }
+  });
+
   it("records each step's post screenshot as that step left the page, though the next step's writes do not wait for it", async () => {
     const r = await runToEnd([{ intent: 'open the tally', type: 'navigate', url: `${site.url}/tally` }, ...Array.from({ length: 4 }, (_, i) => ({ intent: `hit ${i + 1}`, type: 'click', params: { selector: '#hit' } }))]);
     expect(r.status, r.summary).to.equal('succeeded');
