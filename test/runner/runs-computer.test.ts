@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
-import { startGateway, newToken, sleep, type TestGateway } from '../support/gateway.ts';
+import { startGateway, newToken, sleep, type TestGateway, until } from '../support/gateway.ts';
 import { checkPlaneFit } from '../../gateway/runs/plan-policy.ts';
 import { startSite, type Site } from '../support/site.ts';
 
@@ -113,7 +113,7 @@ describe('runs end to end on computer_plane, and a plane lost mid-run', function
     }
     expect(status).to.include({ status: 'failed', halt_class: 'plane_lost' });
     expect(status.failure_help.next_steps.join(' ')).to.match(/fresh workflow_id/);
-    expect(await gw.gateway.services.limits.runningCount('desk')).to.equal(0);
+    expect(await until(async () => (await gw.gateway.services.limits.runningCount('desk')) === 0, 5_000), 'the slot is released (just after the end commits)').to.equal(true);
     expect((await gw.req('GET', '/health')).status).to.equal(200);
     // and the next run works (max_concurrent_runs is 1, so the slot really was released)
     const next = await gw.req('POST', '/v1/predict', { token, body: { detached: false, plan: [{ intent: 'open', type: 'navigate', url: `${site.url}/static` }] } });

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { startGateway, newToken, sleep, type TestGateway } from '../support/gateway.ts';
+import { startGateway, newToken, sleep, type TestGateway, until } from '../support/gateway.ts';
 import { startSite, type Site } from '../support/site.ts';
 import { freePort } from '../support/redis.ts';
 import { validateBundle } from '../../sdk/index.ts';
@@ -195,7 +195,7 @@ describe('runs end to end on dom_plane (real agent, real Chromium)', function ()
       await sleep(50);
     }
     expect(status).to.include({ status: 'cancelled', halt_class: 'cancelled' });
-    expect(await gw.gateway.services.limits.runningCount('e2e')).to.equal(0);
+    expect(await until(async () => (await gw.gateway.services.limits.runningCount('e2e')) === 0, 5_000), 'the slot is released (just after the end commits)').to.equal(true);
   });
 
   it('demotes a click that changes nothing to no_state_change, and keeps one that changes the page text', async () => {
@@ -216,7 +216,7 @@ describe('runs end to end on dom_plane (real agent, real Chromium)', function ()
     expect(r.life.halt_class).to.equal('time_cap');
     expect(r.life.failure_help.halt_class).to.equal('time_cap');
     expect(r.life.limits.max_time_minutes).to.equal(0.25);
-    expect(await gw.gateway.services.limits.runningCount('e2e')).to.equal(0);
+    expect(await until(async () => (await gw.gateway.services.limits.runningCount('e2e')) === 0, 5_000), 'the slot is released (just after the end commits)').to.equal(true);
     // the wait the cap interrupted has its entry, with the page it was on
     expect(r.steps).to.have.length(2);
     expect(r.steps[1]).to.include({ type: 'wait', success: false, failure_class: 'budget_exceeded', final_url: `${site.url}/static`, page_title: 'Static' });

@@ -74,7 +74,7 @@ describe('computer_plane twins of dom_plane behaviours (real agent, Xvfb, Chromi
     expect(r.steps, JSON.stringify(r.steps.map((s: Body) => ({ ...s, screenshot_b64: undefined })))).to.have.length(2);
     expect(r.steps[1]).to.include({ type: 'wait', success: false, failure_class: 'budget_exceeded', final_url: `${site.url}/static`, page_title: 'Static' });
     expect(r.steps[1].screenshot_b64).to.be.a('string');
-    expect(await gw.gateway.services.limits.runningCount(TENANT)).to.equal(0);
+    expect(await until(async () => (await gw.gateway.services.limits.runningCount(TENANT)) === 0, 5_000), 'the slot is released (just after the end commits)').to.equal(true);
   });
 
   it('cancels a running run: halt class cancelled, slot released', async () => {
@@ -85,7 +85,7 @@ describe('computer_plane twins of dom_plane behaviours (real agent, Xvfb, Chromi
     expect(await until(async () => (await gw.req('GET', `/v1/runs/${id}`, { token })).body.status === 'cancelled', 10_000)).to.equal(true);
     const life = (await gw.req('GET', `/v1/runs/${id}`, { token })).body as Body;
     expect(life.halt_class).to.equal('cancelled');
-    expect(await gw.gateway.services.limits.runningCount(TENANT)).to.equal(0);
+    expect(await until(async () => (await gw.gateway.services.limits.runningCount(TENANT)) === 0, 5_000), 'the slot is released (just after the end commits)').to.equal(true);
   });
 
   it('gives a run whose steps all failed a halt class and failure_help with its debug routes', async () => {
