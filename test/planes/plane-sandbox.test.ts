@@ -5,6 +5,9 @@
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
 import { readlinkSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import sharp from 'sharp';
 import { connectPlane, type PlaneSession } from '../../gateway/planes/index.ts';
 import { browserTree, cmdline, expectPlaneError, procStatus, processesMentioning, startAgentProcess, startFixture, stillPresent, waitFor, type AgentProc, type Fixture } from './support.ts';
@@ -64,21 +67,30 @@ function expectSandboxedRenderers(chromePid: number): void {
 async function expectNoInfobar(s: PlaneSession): Promise<void> {
   // The toolbar ends at ~87 px; an infobar (the --no-sandbox warning, "controlled by
   // automated test software") pushes the page down by ~57 px, leaving those rows grey.
-  const grab = async (): Promise<{ magenta: (x: number, y: number) => boolean; top: number | undefined }> => {
-    const { data, info } = await sharp((await s.screenshot()).image).raw().toBuffer({ resolveWithObject: true });
+  const grab = async (): Promise<{ image: Buffer; magenta: (x: number, y: number) => boolean; top: number | undefined }> => {
+    const image = (await s.screenshot()).image;
+    const { data, info } = await sharp(image).raw().toBuffer({ resolveWithObject: true });
     const magenta = (x: number, y: number): boolean => {
       const i = (y * info.width + x) * info.channels;
       return (data[i] ?? 0) > 230 && (data[i + 1] ?? 255) < 30 && (data[i + 2] ?? 0) > 230;
     };
-    return { magenta, top: [...Array(300).keys()].find((y) => magenta(640, y)) };
+    return { image, magenta, top: [...Array(300).keys()].find((y) => magenta(640, y)) };
   };
-  // The page may be loaded a frame or two before it is on the display.
-  const { magenta, top } = await waitFor(async () => {
-    const g = await grab();
-    return g.top === undefined ? undefined : g;
-  }, 5000, 'the band on screen');
+  // The page may be loaded a frame or two before it is on the display, and the
+  // omnibox's suggestion list (the URL was typed) can still cover the page's
+  // top rows for a moment after Return on a loaded host (a CI run saw the band
+  // start at 179). An infobar stays: the band must be seen right below the
+  // toolbar within 5 s.
+  let last: Awaited<ReturnType<typeof grab>> | undefined;
+  await waitFor(async () => {
+    last = await grab();
+    return last.top !== undefined && last.top < 100 ? true : undefined;
+  }, 5000, 'the band right below the toolbar').catch(async () => {
+    if (last) await writeFile(path.join(tmpdir(), `plane-sandbox-infobar-${Date.now()}.png`), last.image);
+  });
+  const { magenta, top } = last!;
   expect(top, 'first row of the page band').to.be.a('number');
-  expect(top as number, 'the page starts right below the toolbar').to.be.below(100);
+  expect(top as number, 'the page starts right below the toolbar (the last screenshot is in the temp dir)').to.be.below(100);
   for (let y = (top as number) + 1; y < (top as number) + 100; y += 1) {
     for (const x of [5, 320, 640, 960, 1270]) expect(magenta(x, y), `pixel ${x},${y}`).to.equal(true);
   }
