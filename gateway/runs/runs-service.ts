@@ -48,6 +48,11 @@ export interface NewRun {
 /** How long POST /v1/runs/{id}/cancel waits for a running run to end before it answers `cancelling`. */
 export const CANCEL_WAIT_MS = 5_000;
 
+/** The claim that picks a run's one ending where the store cannot write the row and the event in one commit (Redis, memory). */
+const endingKey = (runId: string): string => `ending:${runId}`;
+/** Endings race within seconds, and the ended row refuses any later one (putUnlessEnded): the claim need only outlive the race. */
+const ENDING_CLAIM_MS = 10 * 60_000;
+
 export class RunsService {
   private readonly acceptedListeners: Array<(runId: string) => void> = [];
 
@@ -78,7 +83,7 @@ export class RunsService {
         lockKey = this.profileKey(tenant.tenant_id, spec.profile_id);
         const ttlMs = (spec.runtime.max_time_minutes + 5) * 60_000;
         let holder = await this.atomic.claim(lockKey, runId, ttlMs);
-        if (holder !== null && this.endedHolder && (await this.endedHolder(holder)) && (await this.atomic.deleteIf(lockKey, holder))) holder = await this.atomic.claim(lockKey, runId, ttlMs);
+        if (holder !== null && (await this.endedHolder(holder)) && (await this.atomic.deleteIf(lockKey, holder))) holder = await this.atomic.claim(lockKey, runId, ttlMs);
         if (holder !== null) {
           lockKey = undefined;
           throw new ServiceError('profile_busy', `profile '${spec.profile_id}' is busy: run ${holder} holds its lock`);
@@ -296,36 +301,34 @@ export class RunsService {
       if (webhook) this.webhooks.added();
       await this.releaseHolds(r);
     } else {
-      // Redis's putUnlessEnded is a check then a write: the slot's release (one SREM) picks the one ending
+      // Redis (and memory): putUnlessEnded is a check then a write, so two endings can both pass it;
+      // one claim on the run's ending picks the one that appends run.ended and sends the webhook.
+      // The releases come last: a crash before them costs nothing (the take-back at the next acceptance)
       if (!(await this.runs.putUnlessEnded(ended))) return current();
-      if (!(await this.releaseHolds(r))) return ended;
+      if ((await this.atomic.claim(endingKey(r.run_id), ended.status, ENDING_CLAIM_MS)) !== null) return current();
       await this.events.append(endedEvent);
       if (r.webhook) await this.webhooks.deliver(r.run_id, r.webhook, completionPayload(ended));
+      await this.releaseHolds(r);
     }
     return ended;
   }
 
-  /** Frees an ended run's concurrency slot and profile lock; true when this call freed the slot. */
-  private async releaseHolds(r: RunRecord): Promise<boolean> {
-    const released = await this.limits.releaseRunSlot(r.tenant_id, r.run_id);
+  /** Frees an ended run's concurrency slot and profile lock. */
+  private async releaseHolds(r: RunRecord): Promise<void> {
+    await this.limits.releaseRunSlot(r.tenant_id, r.run_id);
+    // the record's profile_id is already the tenant's (tenant/profile), as profileKey makes it
     if (r.profile_id) await this.atomic.deleteIf(`profile:${r.profile_id}`, r.run_id);
-    return released;
   }
 
   /**
    * True when the run's row says it ended: its slot or lock is free to take even
-   * if the ending did not get to release it (a crash between the commit and the
-   * release, or a caller faster than the release). Only where an ending is one
-   * commit: on Redis the slot's release is what picks the one ending that appends
-   * run.ended, so a release taken from it would leave the run without its event.
+   * if the ending did not get to release it (a crash between the ending's write
+   * and the release, or a caller faster than the release).
    */
-  private get endedHolder(): ((runId: string) => Promise<boolean>) | undefined {
-    if (!this.events.appendIfUnended) return undefined;
-    return async (runId) => {
-      const row = await this.runs.pick(runId, []);
-      return row !== undefined && TERMINAL.has(row.status as RunStatus);
-    };
-  }
+  private readonly endedHolder = async (runId: string): Promise<boolean> => {
+    const row = await this.runs.pick(runId, []);
+    return row !== undefined && TERMINAL.has(row.status as RunStatus);
+  };
 
   /** Appends one webhook attempt to the run's delivery log. */
   async recordDelivery(runId: string, attempt: DeliveryAttempt): Promise<void> {

@@ -15,6 +15,7 @@ describe('limits: token bucket, concurrency, metrics', () => {
     const free = newToken();
     const single = newToken();
     const crashy = newToken();
+    const twice = newToken();
 
     before(async () => {
       gw = await startGateway({
@@ -23,6 +24,7 @@ describe('limits: token bucket, concurrency, metrics', () => {
           [free]: { tenant_id: 'free', rate_limit_per_minute: 0, max_concurrent_runs: 100 },
           [single]: { tenant_id: 'single', rate_limit_per_minute: 0, max_concurrent_runs: 1 },
           [crashy]: { tenant_id: 'crashy', rate_limit_per_minute: 0, max_concurrent_runs: 1 },
+          [twice]: { tenant_id: 'twice', rate_limit_per_minute: 0, max_concurrent_runs: 1 },
         },
       });
     });
@@ -97,23 +99,11 @@ describe('limits: token bucket, concurrency, metrics', () => {
     });
 
     it('takes back the slot and profile lock of a run whose record ended but whose ending never released them', async () => {
-      const s = gw.gateway.services;
-      const first = await gw.req('POST', '/v1/predict', { token: crashy, body: { plan: [step()], profile_id: 'p1' } });
-      expect(first.status).to.equal(200);
-      // a run still queued holds both
-      expect((await gw.req('POST', '/v1/predict', { token: crashy, body: { plan: [step()] } })).status).to.equal(429);
-      // the ending committed its row, then the process died before the releases (or a caller was faster than them)
-      const row = (await s.runs.load(first.body.run_id))!;
-      await s.state.runs<typeof row>().put({ ...row, status: 'failed', phase: 'halted', halt_class: 'runner_lost', ended_at: new Date().toISOString() });
-      expect(await s.limits.runningCount('crashy')).to.equal(1);
-      const next = await gw.req('POST', '/v1/predict', { token: crashy, body: { plan: [step()], profile_id: 'p1' } });
-      expect(next.status, next.text).to.equal(200);
-      expect(await s.limits.runningCount('crashy')).to.equal(1);
-      // the new run holds them in turn: its own row is queued
-      const third = await gw.req('POST', '/v1/predict', { token: crashy, body: { plan: [step()], profile_id: 'p1' } });
-      expect(third.status).to.equal(429);
-      await gw.req('POST', `/v1/runs/${next.body.run_id}/cancel`, { token: crashy });
-      expect(await s.limits.runningCount('crashy')).to.equal(0);
+      await takesBackHolds(gw, crashy, 'crashy');
+    });
+
+    it('ends a run once when two endings race, and frees its slot and profile lock', async () => {
+      await endsOnceAndFreesHolds(gw, gw, twice, 'twice');
     });
 
     it('exposes the spec metrics with their labels', async () => {
@@ -150,12 +140,16 @@ describe('limits: token bucket, concurrency, metrics', () => {
     let g2: TestGateway;
     const token = newToken();
     const roomy = newToken();
+    const solo = newToken();
+    const crashy = newToken();
 
     before(async () => {
       redis = await startRedis();
       const keys = {
         [token]: { tenant_id: 'shared', rate_limit_per_minute: 6, max_concurrent_runs: 4 },
         [roomy]: { tenant_id: 'roomy', rate_limit_per_minute: 0, max_concurrent_runs: 100 },
+        [solo]: { tenant_id: 'solo', rate_limit_per_minute: 0, max_concurrent_runs: 1 },
+        [crashy]: { tenant_id: 'crashy', rate_limit_per_minute: 0, max_concurrent_runs: 1 },
       };
       g1 = await startGateway({ keys, env: { SERVICE_REDIS_URL: redis.url } });
       g2 = await startGateway({ keys, env: { SERVICE_REDIS_URL: redis.url } });
@@ -195,5 +189,58 @@ describe('limits: token bucket, concurrency, metrics', () => {
       expect(new Set(results.map((r) => r.body.run_id)).size).to.equal(1);
       expect(await g1.gateway.services.limits.runningCount('roomy')).to.equal(1);
     });
+
+    it('ends a run once when both replicas end it at once (Redis as the store), and frees its slot and profile lock', async () => {
+      await endsOnceAndFreesHolds(g1, g2, solo, 'solo');
+    });
+
+    it('takes back the slot and profile lock of a run whose record ended without its releases (Redis as the store)', async () => {
+      await takesBackHolds(g1, crashy, 'crashy');
+    });
   });
 });
+
+/** A run's row ended (the ending's write, then a crash before its releases): the next acceptance takes its slot and profile lock back. */
+async function takesBackHolds(gw: TestGateway, token: string, tenant: string): Promise<void> {
+  const s = gw.gateway.services;
+  const first = await gw.req('POST', '/v1/predict', { token, body: { plan: [step()], profile_id: 'p1' } });
+  expect(first.status).to.equal(200);
+  // a run still queued holds both
+  expect((await gw.req('POST', '/v1/predict', { token, body: { plan: [step()] } })).status).to.equal(429);
+  // the ending committed its row, then the process died before the releases (or a caller was faster than them)
+  const row = (await s.runs.load(first.body.run_id))!;
+  await s.state.runs<typeof row>().put({ ...row, status: 'failed', phase: 'halted', halt_class: 'runner_lost', ended_at: new Date().toISOString() });
+  expect(await s.limits.runningCount(tenant)).to.equal(1);
+  const next = await gw.req('POST', '/v1/predict', { token, body: { plan: [step()], profile_id: 'p1' } });
+  expect(next.status, next.text).to.equal(200);
+  expect(await s.limits.runningCount(tenant)).to.equal(1);
+  // the new run holds them in turn: its own row is queued
+  const third = await gw.req('POST', '/v1/predict', { token, body: { plan: [step()], profile_id: 'p1' } });
+  expect(third.status).to.equal(429);
+  await gw.req('POST', `/v1/runs/${next.body.run_id}/cancel`, { token });
+  expect(await s.limits.runningCount(tenant)).to.equal(0);
+}
+
+/**
+ * Two endings of one run at once (a cancel and a recovery; on two replicas when
+ * a and b differ): one run.ended, and the ending frees the slot and the profile
+ * lock itself.
+ */
+async function endsOnceAndFreesHolds(a: TestGateway, b: TestGateway, token: string, tenant: string): Promise<void> {
+  const first = await a.req('POST', '/v1/predict', { token, body: { plan: [step()], profile_id: 'p1' } });
+  expect(first.status, first.text).to.equal(200);
+  const id = first.body.run_id as string;
+  expect(await a.gateway.services.state.atomic.get(`profile:${tenant}/p1`), 'the run holds its profile lock').to.equal(id);
+  const row = (await a.gateway.services.runs.load(id))!;
+  const endings = await Promise.all([
+    a.gateway.services.runs.end(row, { status: 'cancelled', haltClass: 'cancelled' }),
+    b.gateway.services.runs.end(row, { status: 'failed', haltClass: 'runner_lost' }),
+  ]);
+  expect(endings.map((e) => e.status).every((st) => st === 'cancelled' || st === 'failed')).to.equal(true);
+  expect((await a.gateway.services.runs.history(id)).filter((e) => e.type === 'run.ended'), 'one run.ended').to.have.length(1);
+  expect(await a.gateway.services.limits.runningCount(tenant), 'the slot').to.equal(0);
+  expect(await a.gateway.services.state.atomic.get(`profile:${tenant}/p1`), 'the profile lock').to.equal(null);
+  const next = await b.req('POST', '/v1/predict', { token, body: { plan: [step()], profile_id: 'p1' } });
+  expect(next.status, next.text).to.equal(200);
+  await b.req('POST', `/v1/runs/${next.body.run_id}/cancel`, { token });
+}
