@@ -1114,6 +1114,11 @@ export interface components {
             workflow_id: string | null;
             /** @enum {string} */
             compute_backend: "computer_plane" | "dom_plane";
+            /**
+             * @description Our extension: how much of the run its trace records (the run's capture_mode, else the gateway's SERVICE_TRACE_CAPTURE_MODE at its acceptance); null for a run accepted before runs carried it
+             * @enum {string|null}
+             */
+            capture_mode: "off" | "metadata" | "trace" | "screenshots" | "video" | "model_io" | "dispatch" | "replay" | "full" | null;
             limits: {
                 max_cost: number;
                 max_time_minutes: number;

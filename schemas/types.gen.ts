@@ -1804,6 +1804,10 @@ cua_model: string
 profile_id: (string | null)
 workflow_id: (string | null)
 compute_backend: ("computer_plane" | "dom_plane")
+/**
+ * Our extension: how much of the run its trace records (the run's capture_mode, else the gateway's SERVICE_TRACE_CAPTURE_MODE at its acceptance); null for a run accepted before runs carried it
+ */
+capture_mode: ("off" | "metadata" | "trace" | "screenshots" | "video" | "model_io" | "dispatch" | "replay" | "full" | null)
 limits: {
 max_cost: number
 max_time_minutes: number

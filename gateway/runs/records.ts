@@ -101,6 +101,7 @@ export function lifecycleBody(r: RunRecord) {
     profile_id: r.profile_id,
     workflow_id: r.workflow_id,
     compute_backend: r.runtime.compute_backend,
+    capture_mode: r.runtime.capture_mode ?? null,
     limits: { max_cost: r.runtime.max_cost, max_time_minutes: r.runtime.max_time_minutes },
     step_count: r.plan.steps.length,
     resumed_from: r.resumed_from ?? null,

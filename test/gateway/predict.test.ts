@@ -170,6 +170,9 @@ describe('POST /v1/predict: plans, policies and idempotency', () => {
       expect(lean.runtime.capture_mode).to.equal('trace');
       const fromPlan = await record(acme, (await run(acme, { plan: { steps: [step()], runtime: { capture_mode: 'off' } } })).body.run_id);
       expect(fromPlan.runtime.capture_mode).to.equal('off');
+      // and the run says so
+      const shown = await gw.req('GET', `/v1/runs/${lean.run_id}`, { token: acme });
+      expect(shown.body.capture_mode).to.equal('trace');
     });
 
     it('accepts unknown step types and extra properties, and stores profile and workflow ids tenant-prefixed', async () => {
