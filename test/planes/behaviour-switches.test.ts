@@ -8,9 +8,10 @@ import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { connectPlane, type PlaneSession } from '../../gateway/planes/index.ts';
 import { FINGERPRINT_PAGE } from '../../gateway/routes/fingerprint-page.ts';
-import { startAgentProcess, waitFor, type AgentProc } from './support.ts';
+import { startAgentProcess, typeUrl, waitFor, type AgentProc } from './support.ts';
 
-const MOVES_PAGE = `<!doctype html><html><head><title>moves</title></head><body style="margin:0;height:100vh">
+// coloured: typeUrl waits until the window shows the page, which a blank one would not change
+const MOVES_PAGE = `<!doctype html><html><head><title>moves</title></head><body style="margin:0;height:100vh;background:#2a6">
 <script>window.moves = 0; window.clicks = 0; addEventListener('mousemove', () => window.moves++); addEventListener('click', () => window.clicks++);</script></body></html>`;
 
 describe('behaviour switches on computer_plane', function () {
@@ -30,10 +31,7 @@ describe('behaviour switches on computer_plane', function () {
     const agent = await startAgentProcess('computer', env);
     const s = connectPlane({ url: `http://127.0.0.1:${agent.httpPort}`, deadlineMs: 20_000 });
     await s.init({ tenant_id: 'acme', profile_id: 'switches', run_id: `run-switches-${Date.now()}`, enable_cdp: true, viewport: [1280, 720] });
-    await s.xdotool(['key', 'ctrl+l']);
-    await s.xdotool(['type', '--delay', '1', url]);
-    await s.xdotool(['key', 'Return']);
-    await waitFor(async () => (await s.cdp('document.readyState')).result_json === '"complete"' || undefined, 15_000, 'page loaded');
+    await typeUrl(s, url);
     return { agent, s };
   }
   async function end(x: { agent: AgentProc; s: PlaneSession }): Promise<void> {

@@ -8,37 +8,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { connectPlane, type PlaneSession } from '../../gateway/planes/index.ts';
-import { descendants, expectPlaneError, processesMentioning, startAgentProcess, startFixture, stillPresent, type AgentProc, type Fixture, waitFor } from './support.ts';
+import { descendants, expectPlaneError, processesMentioning, startAgentProcess, startFixture, stillPresent, type AgentProc, type Fixture, typeUrl, waitFor } from './support.ts';
 
 async function evalJson<T>(s: PlaneSession, expr: string): Promise<T> {
   const r = await s.cdp(expr);
   expect(r.returncode, r.result_json).to.equal(0);
   return JSON.parse(r.result_json) as T;
-}
-
-/** What the window shows of the page (below the browser's toolbar), as raw pixels. */
-async function pageOnScreen(s: PlaneSession): Promise<Buffer> {
-  const shot = await s.screenshot();
-  const top = shot.page?.content?.y ?? 100;
-  const { width = 0, height = 0 } = await sharp(shot.image).metadata();
-  return sharp(shot.image).extract({ left: 0, top, width, height: height - top }).raw().toBuffer();
-}
-
-/**
- * Loads a URL the way a user would: focus the omnibox, type, Enter; then waits
- * until the window shows the new page. Chromium drops input that arrives after
- * a navigation but before its first frame is presented, and on this display
- * that can be 30-100 ms after the load event (measured: a click 0 or 30 ms
- * after load was lost 6 times in 6, one 100 ms after it never).
- */
-async function navigate(s: PlaneSession, url: string): Promise<void> {
-  const shown = await pageOnScreen(s);
-  expect((await s.xdotool(['key', 'ctrl+l'])).returncode).to.equal(0);
-  expect((await s.xdotool(['type', '--delay', '1', url])).returncode).to.equal(0);
-  expect((await s.xdotool(['key', 'Return'])).returncode).to.equal(0);
-  await waitFor(async () => ((await evalJson<string>(s, 'location.href')) === url ? true : undefined), 10_000, `navigation to ${url}`);
-  await waitFor(async () => ((await evalJson<string>(s, 'document.readyState')) === 'complete' ? true : undefined), 10_000, 'load');
-  await waitFor(async () => (!(await pageOnScreen(s)).equals(shown) ? true : undefined), 10_000, `${url} on screen`);
 }
 
 /** Screen coordinates of an element's centre (window at 0,0; toolbar above the page). */
@@ -105,7 +80,7 @@ describe('computer_plane agent', function () {
           expect(r.capabilities).to.deep.equal({ dom_aware: false, stealth: true, supports_cdp: true, backend: 'computer_plane' });
           expect(r.xvfb_display).to.match(/^:\d+$/);
           expect(r.chrome_pid).to.be.a('number');
-          await navigate(s, `${site.url}/counter`);
+          await typeUrl(s, `${site.url}/counter`);
         });
         after(async () => {
           if (s.token) await s.close();
@@ -213,7 +188,7 @@ describe('computer_plane agent', function () {
 
         if (transport === 'grpc') {
           it('stamps a screenshot with the instant its frame was grabbed, and shows the screen after the last input', async () => {
-            await navigate(s, `${site.url}/clock`);
+            await typeUrl(s, `${site.url}/clock`);
             // the load event can come before the clock's first paint reaches the display (CI once read an unpainted page):
             // the stop below starts from a screen that shows the clock
             await waitFor(async () => {
@@ -274,7 +249,7 @@ describe('computer_plane agent', function () {
     try {
       const baseline = new Set(descendants(agent.pid));
       await s.init({ tenant_id: 'acme', profile_id: 'term', run_id: 'run-term', enable_cdp: true });
-      await navigate(s, `${site.url}/page2`);
+      await typeUrl(s, `${site.url}/page2`);
       expect(await evalJson<unknown>(s, 'window.__runplaneStealth ?? null')).to.equal(null);
       expect(await evalJson<boolean>(s, 'navigator.webdriver')).to.equal(true);
       const kids = descendants(agent.pid).filter((p) => !baseline.has(p));

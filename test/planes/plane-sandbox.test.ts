@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { connectPlane, type PlaneSession } from '../../gateway/planes/index.ts';
-import { browserTree, cmdline, expectPlaneError, procStatus, processesMentioning, startAgentProcess, startFixture, stillPresent, waitFor, type AgentProc, type Fixture } from './support.ts';
+import { browserTree, cmdline, expectPlaneError, procStatus, processesMentioning, startAgentProcess, startFixture, stillPresent, typeUrl, waitFor, type AgentProc, type Fixture } from './support.ts';
 
 const BROWSER_USER = process.env.PLANE_BROWSER_USER || 'runplane-browser';
 
@@ -22,15 +22,6 @@ async function evalJson<T>(s: PlaneSession, expr: string): Promise<T> {
   const r = await s.cdp(expr);
   expect(r.returncode, r.result_json).to.equal(0);
   return JSON.parse(r.result_json) as T;
-}
-
-/** computer_plane: load a URL through the omnibox, as a user would. */
-async function typeUrl(s: PlaneSession, url: string): Promise<void> {
-  await s.xdotool(['key', 'ctrl+l']);
-  await s.xdotool(['type', '--delay', '1', url]);
-  await s.xdotool(['key', 'Return']);
-  await waitFor(async () => ((await evalJson<string>(s, 'location.href')) === url ? true : undefined), 15_000, `navigation to ${url}`);
-  await waitFor(async () => ((await evalJson<string>(s, 'document.readyState')) === 'complete' ? true : undefined), 10_000, 'load');
 }
 
 /** (a): no process of the browser carries a sandbox-off flag; as root, all run as the browser user. */
