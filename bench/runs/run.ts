@@ -9,7 +9,8 @@
 //     with one shared browser and a fresh context per run;
 //  3. per step: through the gateway, straight on an agent session with the same
 //     handlers, and in the script;
-//  4. plane acquisition from the warm pool, p50/p99;
+//  4. plane acquisition from the warm pool, p50/p99, and how long the gateway's
+//     event loop was held up at each level (p99 and max);
 //  5. --soak N: N sequential runs, memory and open files of the gateway process
 //     and of the agents at the start and the end.
 // --capture MODE runs the gateway with SERVICE_TRACE_CAPTURE_MODE=MODE (default
@@ -24,6 +25,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { randomUUID } from 'node:crypto';
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { loadavg } from 'node:os';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -140,9 +142,12 @@ async function oneRun(): Promise<RunTiming> {
 await Promise.all(Array.from({ length: 4 }, () => oneRun()));
 const gwWall: RunTiming[] = [];
 for (let i = 0; i < RUNS_PER_LEVEL; i++) gwWall.push(await oneRun());
-const levels: Array<{ c: number; runsPerMin: number; p50: number; p99: number; perStep: number }> = [];
+const levels: Array<{ c: number; runsPerMin: number; p50: number; p99: number; perStep: number; loop: IntervalHistogram }> = [];
 for (const c of [1, 2, 4]) {
   const timings: RunTiming[] = [];
+  // how long the gateway's event loop (this process) was held up: every run and request waits behind it
+  const loop = monitorEventLoopDelay({ resolution: 10 });
+  loop.enable();
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: c }, async () => {
@@ -150,8 +155,9 @@ for (const c of [1, 2, 4]) {
     }),
   );
   const minutes = (performance.now() - t0) / 60_000;
+  loop.disable();
   const walls = timings.map((t) => t.wallMs);
-  levels.push({ c, runsPerMin: timings.length / minutes, p50: pct(walls, 50), p99: pct(walls, 99), perStep: pct(timings.map((t) => t.perStepMs), 50) });
+  levels.push({ c, runsPerMin: timings.length / minutes, p50: pct(walls, 50), p99: pct(walls, 99), perStep: pct(timings.map((t) => t.perStepMs), 50), loop });
 }
 
 // ---- soak: memory and open files, start and end
@@ -239,6 +245,8 @@ for (const l of levels) {
 }
 console.log(`per step ms (p50, one at a time)   | ${f(plainPerStep).padStart(12)} | ${f(gwPerStep).padStart(7)} | ${r(gwPerStep, plainPerStep)}   (straight on an agent session, same handlers: ${f(directPerStep)} ms)`);
 console.log(`plane acquisition from the warm pool: p50 ${f(pct(acquire, 50))} ms, p99 ${f(pct(acquire, 99))} ms (${acquire.length} opens)`);
+const ms = (ns: number) => f(ns / 1e6);
+console.log(`gateway event loop delay at 1 / 2 / 4 concurrent: p99 ${levels.map((l) => ms(l.loop.percentile(99))).join(' / ')} ms, max ${levels.map((l) => ms(l.loop.max)).join(' / ')} ms`);
 if (soak) {
   const u = usageLine;
   console.log(`soak of ${SOAK} sequential runs (wall p50 ${f(pct(soak.wall, 50), 0)} ms, p99 ${f(pct(soak.wall, 99), 0)} ms):`);
