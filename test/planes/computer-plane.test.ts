@@ -8,13 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { connectPlane, type PlaneSession } from '../../gateway/planes/index.ts';
-import { descendants, expectPlaneError, processesMentioning, startAgentProcess, startFixture, stillPresent, type AgentProc, type Fixture, typeUrl, waitFor } from './support.ts';
-
-async function evalJson<T>(s: PlaneSession, expr: string): Promise<T> {
-  const r = await s.cdp(expr);
-  expect(r.returncode, r.result_json).to.equal(0);
-  return JSON.parse(r.result_json) as T;
-}
+import { evalJson, descendants, expectPlaneError, processesMentioning, startAgentProcess, startFixture, stillPresent, type AgentProc, type Fixture, typeUrl, waitFor } from './support.ts';
 
 /** Screen coordinates of an element's centre (window at 0,0; toolbar above the page). */
 async function screenPoint(s: PlaneSession, selector: string): Promise<[string, string]> {

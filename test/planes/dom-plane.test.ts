@@ -2,13 +2,7 @@
 // the HTTP wire contract, against a real headless Chromium and local fixture pages.
 import { expect } from 'chai';
 import { connectPlane, type PlaneSession } from '../../gateway/planes/index.ts';
-import { descendants, expectPlaneError, processesMentioning, startAgentProcess, startFixture, startRecordingProxy, stillPresent, type AgentProc, type Fixture } from './support.ts';
-
-async function evalJson<T>(s: PlaneSession, expr: string): Promise<T> {
-  const r = await s.cdp(expr);
-  expect(r.returncode, r.result_json).to.equal(0);
-  return JSON.parse(r.result_json) as T;
-}
+import { evalJson, descendants, expectPlaneError, processesMentioning, startAgentProcess, startFixture, startRecordingProxy, stillPresent, type AgentProc, type Fixture } from './support.ts';
 
 describe('dom_plane agent', function () {
   this.timeout(60_000);

@@ -10,18 +10,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { connectPlane, type PlaneSession } from '../../gateway/planes/index.ts';
-import { browserTree, cmdline, expectPlaneError, procStatus, processesMentioning, startAgentProcess, startFixture, stillPresent, typeUrl, waitFor, type AgentProc, type Fixture } from './support.ts';
+import { evalJson, browserTree, cmdline, expectPlaneError, procStatus, processesMentioning, startAgentProcess, startFixture, stillPresent, typeUrl, waitFor, type AgentProc, type Fixture } from './support.ts';
 
 const BROWSER_USER = process.env.PLANE_BROWSER_USER || 'runplane-browser';
 
 function uidOf(user: string): number {
   return Number(execFileSync('id', ['-u', user], { encoding: 'utf8' }).trim());
-}
-
-async function evalJson<T>(s: PlaneSession, expr: string): Promise<T> {
-  const r = await s.cdp(expr);
-  expect(r.returncode, r.result_json).to.equal(0);
-  return JSON.parse(r.result_json) as T;
 }
 
 /** (a): no process of the browser carries a sandbox-off flag; as root, all run as the browser user. */

@@ -293,6 +293,13 @@ export async function expectPlaneError(p: Promise<unknown>, status: number): Pro
   throw new Error(`expected a ${status} refusal`);
 }
 
+/** A page expression's JSON value through the session's cdp call (which must succeed). */
+export async function evalJson<T>(s: PlaneSession, expr: string): Promise<T> {
+  const r = await s.cdp(expr);
+  expect(r.returncode, r.result_json).to.equal(0);
+  return JSON.parse(r.result_json) as T;
+}
+
 /** What a computer_plane window shows of the page (below the browser's toolbar), as raw pixels. */
 export async function pageOnScreen(s: PlaneSession): Promise<Buffer> {
   const shot = await s.screenshot();
@@ -311,14 +318,10 @@ export async function pageOnScreen(s: PlaneSession): Promise<Buffer> {
  */
 export async function typeUrl(s: PlaneSession, url: string): Promise<void> {
   const shown = await pageOnScreen(s);
-  const cdp = async (expr: string): Promise<unknown> => {
-    const r = await s.cdp(expr);
-    return r.returncode === 0 ? JSON.parse(r.result_json) : undefined;
-  };
   expect((await s.xdotool(['key', 'ctrl+l'])).returncode).to.equal(0);
   expect((await s.xdotool(['type', '--delay', '1', url])).returncode).to.equal(0);
   expect((await s.xdotool(['key', 'Return'])).returncode).to.equal(0);
-  await waitFor(async () => ((await cdp('location.href')) === url ? true : undefined), 15_000, `navigation to ${url}`);
-  await waitFor(async () => ((await cdp('document.readyState')) === 'complete' ? true : undefined), 10_000, 'load');
+  await waitFor(async () => ((await evalJson<string>(s, 'location.href')) === url ? true : undefined), 15_000, `navigation to ${url}`);
+  await waitFor(async () => ((await evalJson<string>(s, 'document.readyState')) === 'complete' ? true : undefined), 10_000, 'load');
   await waitFor(async () => (!(await pageOnScreen(s)).equals(shown) ? true : undefined), 10_000, `${url} on screen`);
 }
