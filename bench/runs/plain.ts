@@ -1,7 +1,9 @@
 // The baseline bench/runs compares against: the same plan written as a plain
 // puppeteer-core script on the same system Chromium, as a user could write it
 // without the service. No recording, no trace, no egress guard, no records. It runs
-// on the browser the gateway's dom_plane runs on (PLANE_DOM_BROWSER).
+// on the browser the gateway's dom_plane runs on (PLANE_DOM_BROWSER). With `shots`
+// it also takes a PNG screenshot after each step, as the gateway's default capture
+// (model_io) does for the trace: the like-for-like baseline for a step's cost.
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -11,19 +13,25 @@ import { CHROMIUM_PATH, HEADLESS_SHELL_PATH, QUIET_FLAGS, headlessBrowser } from
 const SHELL = headlessBrowser() === 'headless-shell';
 const ARGS = ['--no-sandbox', '--window-size=1280,720', ...QUIET_FLAGS];
 
-/** The bench plan by hand: open the listings, extract, paginate twice (extracting), open the counter, 12 clicks, read the URL. */
-export async function plainPlan(page: Page, site: string): Promise<number> {
-  const cards = () => page.$$eval('.card', (els) => els.map((e) => ({ title: e.querySelector('h2')?.textContent ?? '', price: Number.parseFloat(e.querySelector('.price')?.textContent ?? '') })));
+/** The bench plan by hand: open the listings, extract, paginate twice (extracting), open the counter, 12 clicks, read the URL: 20 steps. */
+export async function plainPlan(page: Page, site: string, shots = false): Promise<number> {
+  const step = async <T>(done: Promise<T>): Promise<T> => {
+    const out = await done;
+    if (shots) await page.screenshot({ type: 'png', optimizeForSpeed: true });
+    return out;
+  };
+  const cards = () => step(page.$$eval('.card', (els) => els.map((e) => ({ title: e.querySelector('h2')?.textContent ?? '', price: Number.parseFloat(e.querySelector('.price')?.textContent ?? '') }))));
   let rows = 0;
-  await page.goto(`${site}/list?page=1`, { waitUntil: 'load' });
+  await step(page.goto(`${site}/list?page=1`, { waitUntil: 'load' }));
   rows += (await cards()).length;
   for (let i = 0; i < 2; i++) {
-    await Promise.all([page.waitForNavigation({ waitUntil: 'load' }), page.click('nav a')]);
+    await step(Promise.all([page.waitForNavigation({ waitUntil: 'load' }), page.click('nav a')]));
     rows += (await cards()).length;
   }
-  await page.goto(`${site}/counter`, { waitUntil: 'load' });
-  for (let i = 0; i < 12; i++) await Promise.all([page.waitForResponse((r) => r.url().endsWith('/hit')), page.click('#hit')]);
-  if (!page.url().endsWith('/counter')) throw new Error(`plain script ended on ${page.url()}`);
+  await step(page.goto(`${site}/counter`, { waitUntil: 'load' }));
+  for (let i = 0; i < 12; i++) await step(Promise.all([page.waitForResponse((r) => r.url().endsWith('/hit')), page.click('#hit')]));
+  const url = await step(Promise.resolve(page.url()));
+  if (!url.endsWith('/counter')) throw new Error(`plain script ended on ${url}`);
   return rows;
 }
 
@@ -34,11 +42,11 @@ async function launch(): Promise<{ browser: Browser; dir: string }> {
 }
 
 /** One run with its own browser, launched and closed (the single-run wall time baseline). */
-export async function plainRunOwnBrowser(site: string): Promise<number> {
+export async function plainRunOwnBrowser(site: string, shots = false): Promise<number> {
   const t0 = performance.now();
   const { browser, dir } = await launch();
   try {
-    await plainPlan(await browser.newPage(), site);
+    await plainPlan(await browser.newPage(), site, shots);
   } finally {
     await browser.close();
     await rm(dir, { recursive: true, force: true });
@@ -47,14 +55,14 @@ export async function plainRunOwnBrowser(site: string): Promise<number> {
 }
 
 /** One browser shared by runs, each in a fresh incognito context (the throughput baseline). */
-export async function sharedBrowser(): Promise<{ run(site: string): Promise<number>; close(): Promise<void> }> {
+export async function sharedBrowser(shots = false): Promise<{ run(site: string): Promise<number>; close(): Promise<void> }> {
   const { browser, dir } = await launch();
   return {
     async run(site) {
       const t0 = performance.now();
       const ctx = await browser.createBrowserContext();
       try {
-        await plainPlan(await ctx.newPage(), site);
+        await plainPlan(await ctx.newPage(), site, shots);
       } finally {
         await ctx.close();
       }

@@ -3,7 +3,8 @@
 // side by side with the same plan as a plain puppeteer-core script on the same
 // Chromium (bench/runs/plain.ts), in one process:
 //  1. single-run wall time: the gateway (warm pool, one run at a time) against
-//     the script launching its own browser per run;
+//     the script launching its own browser per run; the script runs twice, as
+//     written and taking a PNG after each step (the default capture's extra);
 //  2. runs per minute at 1, 2 and 4 concurrent runs: the gateway
 //     (SERVICE_MAX_ACTIVE_RUNS=4, SERVICE_PLANE_POOL_SIZE=4) against the script
 //     with one shared browser and a fresh context per run;
@@ -54,22 +55,32 @@ const dir = await mkdtemp(path.join(tmpdir(), 'runplane-bench-runs-'));
 const sink = new Writable({ write: (_c, _e, cb) => cb() });
 const load0 = loadavg()[0]!;
 
-// ---- the plain script: own browser per run (wall time), one shared browser (throughput)
-await plainRunOwnBrowser(site.url); // the first launch reads Chromium from disk
-const plainWall: number[] = [];
-for (let i = 0; i < RUNS_PER_LEVEL; i++) plainWall.push(await plainRunOwnBrowser(site.url));
-const shared = await sharedBrowser();
-await shared.run(site.url);
-const plainLevels = new Map<number, { runsPerMin: number; perRun: number }>();
-for (const c of [1, 2, 4]) {
-  const times: number[] = [];
-  const t0 = performance.now();
-  await Promise.all(Array.from({ length: c }, async () => {
-    for (let i = 0; i < RUNS_PER_LEVEL; i++) times.push(await shared.run(site.url));
-  }));
-  plainLevels.set(c, { runsPerMin: times.length / ((performance.now() - t0) / 60_000), perRun: pct(times, 50) });
+// ---- the plain script: own browser per run (wall time), one shared browser (throughput);
+// once as written, once with a PNG screenshot after each step (what the default capture adds)
+interface Plain {
+  wall: number[];
+  levels: Map<number, { runsPerMin: number; perRun: number }>;
 }
-await shared.close();
+async function measurePlain(shots: boolean): Promise<Plain> {
+  await plainRunOwnBrowser(site.url, shots); // the first launch reads Chromium from disk
+  const wall: number[] = [];
+  for (let i = 0; i < RUNS_PER_LEVEL; i++) wall.push(await plainRunOwnBrowser(site.url, shots));
+  const shared = await sharedBrowser(shots);
+  await shared.run(site.url);
+  const levels = new Map<number, { runsPerMin: number; perRun: number }>();
+  for (const c of [1, 2, 4]) {
+    const times: number[] = [];
+    const t0 = performance.now();
+    await Promise.all(Array.from({ length: c }, async () => {
+      for (let i = 0; i < RUNS_PER_LEVEL; i++) times.push(await shared.run(site.url));
+    }));
+    levels.set(c, { runsPerMin: times.length / ((performance.now() - t0) / 60_000), perRun: pct(times, 50) });
+  }
+  await shared.close();
+  return { wall, levels };
+}
+const plain = await measurePlain(false);
+const plainPng = await measurePlain(true);
 
 // ---- the step handlers straight on an agent session, and acquisition from the warm pool
 const handlers = new Map<string, StepHandler>();
@@ -230,20 +241,21 @@ await site.close();
 await rm(dir, { recursive: true, force: true });
 
 const r = (a: number, b: number) => f(a / b, 2);
-const plainWallP50 = pct(plainWall, 50);
 const gwWallP50 = pct(gwWall.map((t) => t.wallMs), 50);
 const gwPerStep = pct(gwWall.map((t) => t.perStepMs), 50);
-const plainPerStep = plainLevels.get(1)!.perRun / steps.length;
+const perStep = (p: Plain) => p.levels.get(1)!.perRun / steps.length;
 const directPerStep = Math.min(...direct);
 console.log(`bench/runs: ${steps.length}-step mechanical plan on dom_plane (browser ${headlessBrowser()}), trace capture ${CAPTURE}${ASK ? ` (each run asks for ${ASK})` : ''}, ${RUNS_PER_LEVEL} runs per client, node ${process.version}, load average ${f(load0, 2)} at the start, ${f(loadavg()[0]!, 2)} at the end`);
+console.log('plain: the script as written; +png: the same script taking a PNG screenshot after each step, as the default capture does');
 console.log('');
-console.log('                                   | plain script | gateway | gateway / plain');
-console.log(`single run wall ms (p50)           | ${f(plainWallP50, 0).padStart(12)} | ${f(gwWallP50, 0).padStart(7)} | ${r(gwWallP50, plainWallP50)}   (script launches its browser per run; gateway from its warm pool)`);
+const row = (label: string, a: number, b: number, g: number, d: number, note: string) =>
+  console.log(`${label.padEnd(35)}| ${f(a, d).padStart(6)} | ${f(b, d).padStart(6)} | ${f(g, d).padStart(7)} | ${r(g, a).padStart(11)} | ${r(g, b).padStart(10)}   ${note}`);
+console.log('                                   |  plain |   +png | gateway |  gw / plain |  gw / +png');
+row('single run wall ms (p50)', pct(plain.wall, 50), pct(plainPng.wall, 50), gwWallP50, 0, '(script launches its browser per run; gateway from its warm pool)');
 for (const l of levels) {
-  const p = plainLevels.get(l.c)!;
-  console.log(`runs/min at ${l.c} concurrent            | ${f(p.runsPerMin).padStart(12)} | ${f(l.runsPerMin).padStart(7)} | ${r(l.runsPerMin, p.runsPerMin)}   (script: one browser, a context per run; gateway run p50 ${f(l.p50, 0)} ms, p99 ${f(l.p99, 0)} ms)`);
+  row(`runs/min at ${l.c} concurrent`, plain.levels.get(l.c)!.runsPerMin, plainPng.levels.get(l.c)!.runsPerMin, l.runsPerMin, 1, `(script: one browser, a context per run; gateway run p50 ${f(l.p50, 0)} ms, p99 ${f(l.p99, 0)} ms)`);
 }
-console.log(`per step ms (p50, one at a time)   | ${f(plainPerStep).padStart(12)} | ${f(gwPerStep).padStart(7)} | ${r(gwPerStep, plainPerStep)}   (straight on an agent session, same handlers: ${f(directPerStep)} ms)`);
+row('per step ms (p50, one at a time)', perStep(plain), perStep(plainPng), gwPerStep, 1, `(straight on an agent session, same handlers: ${f(directPerStep)} ms)`);
 console.log(`plane acquisition from the warm pool: p50 ${f(pct(acquire, 50))} ms, p99 ${f(pct(acquire, 99))} ms (${acquire.length} opens)`);
 const ms = (ns: number) => f(ns / 1e6);
 console.log(`gateway event loop delay at 1 / 2 / 4 concurrent: p99 ${levels.map((l) => ms(l.loop.percentile(99))).join(' / ')} ms, max ${levels.map((l) => ms(l.loop.max)).join(' / ')} ms`);
