@@ -2,7 +2,7 @@
 // argument (sqlite, the default, memory, or postgres with its URL as the
 // second), one tenant with the limiter off, request logs discarded. Prints
 // URL, token and a queued run id on stdout as JSON.
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
@@ -36,4 +36,5 @@ const steps = Array.from({ length: 50 }, (_, i) => ({ path: `steps[${i}]`, type:
 type Row = { run_id: string; tenant_id: string; status: string; created_at: string };
 await gw.services.state.runs<Row>().put({ ...(stored as Row), steps, events: steps.map((st) => `${new Date().toISOString()} ${st.path} click ok`) } as Row);
 process.stdout.write(JSON.stringify({ url, token, run_id: run.run_id, big_run_id: big.run_id }) + '\n');
-process.on('SIGTERM', () => void gw.close().then(() => process.exit(0)));
+// its data dir goes with it: a bench run leaves nothing behind in the temp dir
+process.on('SIGTERM', () => void gw.close().then(() => rm(dir, { recursive: true, force: true })).then(() => process.exit(0)));

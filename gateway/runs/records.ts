@@ -2,6 +2,7 @@
 import path from 'node:path';
 import type { NormalizedPlan } from './plan-policy.ts';
 import type { DeliveryAttempt, WebhookTarget } from './webhooks.ts';
+import { HEAD_KEYS } from '../state/tables.ts';
 
 export const RUN_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const;
 export type RunStatus = (typeof RUN_STATUSES)[number];
@@ -68,8 +69,8 @@ export function runDir(dataDir: string, run: Pick<RunRecord, 'tenant_id' | 'run_
 
 export const TERMINAL: ReadonlySet<RunStatus> = new Set(['succeeded', 'failed', 'cancelled']);
 
-/** What statusBody reads of a run besides its key fields (RunTable.pick reads only these). */
-export const STATUS_KEYS = ['phase', 'halt_class', 'failure_help', 'updated_at', 'ended_at'] as const;
+/** What statusBody reads of a run besides its key fields (RunTable.pick reads only these, from the stored head). */
+export const STATUS_KEYS = HEAD_KEYS satisfies ReadonlyArray<keyof RunRecord>;
 
 export function statusBody(r: Pick<RunRecord, 'run_id' | 'status' | 'created_at' | (typeof STATUS_KEYS)[number]>) {
   return {

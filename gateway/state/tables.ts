@@ -128,6 +128,27 @@ export function pageOf<T extends RunKey>(all: T[], tenantId: string, q: RunQuery
 
 export const UNFINISHED: ReadonlySet<string> = new Set(['queued', 'running']);
 
+/**
+ * The few small fields of a run a status poll reads. The SQL stores keep them,
+ * besides the whole row, in a `head` column written with every row, so a poll
+ * reads a hundred bytes however many steps and log lines the run has.
+ */
+export const HEAD_KEYS = ['phase', 'halt_class', 'failure_help', 'updated_at', 'ended_at'] as const;
+const HEAD: ReadonlySet<string> = new Set(HEAD_KEYS);
+
+/** The stored text of a run: its whole body, and its head (its RunKey and HEAD_KEYS, null for one it lacks, as pick answers). */
+export function runText(run: RunKey): { body: string; head: string } {
+  const r = run as unknown as Record<string, unknown>;
+  const head: Record<string, unknown> = { run_id: run.run_id, tenant_id: run.tenant_id, status: run.status, created_at: run.created_at };
+  for (const k of HEAD_KEYS) head[k] = r[k] ?? null;
+  return { body: JSON.stringify(run), head: JSON.stringify(head) };
+}
+
+/** True when pick can answer `keys` from the head alone. */
+export function inHead(keys: readonly string[]): boolean {
+  return keys.every((k) => HEAD.has(k));
+}
+
 /** `keys` of `row` and its RunKey, as RunTable.pick answers; a key the row lacks is left out, as JSON would. */
 export function pickKeys<T extends RunKey, K extends keyof T & string>(row: T, keys: readonly K[]): Pick<T, K> & RunKey {
   const out: Record<string, unknown> = { run_id: row.run_id, tenant_id: row.tenant_id, status: row.status, created_at: row.created_at };

@@ -4,7 +4,7 @@
 // networked stores without a thread pool. The writes of a run's path (rows,
 // events) go through the database's committer: those of one event-loop turn
 // share one commit, so four runs stepping at once pay one fsync, not four.
-import { decodeCursor, encodeCursor, pickableKey, type EventTable, type KeyedStore, type RunKey, type RunPage, type RunQuery, type RunTable } from '../tables.ts';
+import { decodeCursor, encodeCursor, inHead, pickKeys, pickableKey, runText, type EventTable, type KeyedStore, type RunKey, type RunPage, type RunQuery, type RunTable } from '../tables.ts';
 import { SQLITE_OUTBOX_ADD, type OutboxItem } from '../outbox.ts';
 import type { Db } from './db.ts';
 import { committerOf, type Committer } from './group-commit.ts';
@@ -42,10 +42,13 @@ export class SqliteKeyedStore<T> implements KeyedStore<T> {
   }
 }
 
-const UPSERT_RUN = 'INSERT INTO runs (run_id, tenant_id, status, created_at, body) VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, body = excluded.body';
+/** run_id, tenant_id, status, created_at, body, head */
+const UPSERT_RUN =
+  'INSERT INTO runs (run_id, tenant_id, status, created_at, body, head) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, body = excluded.body, head = excluded.head';
 const PUT_UNLESS_ENDED = `${UPSERT_RUN} WHERE runs.status IN ('queued', 'running')`;
+/** status, body, head, run_id, lease key, owner, now */
 const PUT_IF_LEASED =
-  "UPDATE runs SET status = ?, body = ? WHERE run_id = ? AND status IN ('queued', 'running') AND EXISTS (SELECT 1 FROM kv WHERE namespace = '__atomic' AND key = ? AND value = ? AND expires_at > ?)";
+  "UPDATE runs SET status = ?, body = ?, head = ? WHERE run_id = ? AND status IN ('queued', 'running') AND EXISTS (SELECT 1 FROM kv WHERE namespace = '__atomic' AND key = ? AND value = ? AND expires_at > ?)";
 
 /** The run is unfinished and its lease is the owner's (PUT_IF_LEASED's condition, without the write). */
 const LEASED =
@@ -61,6 +64,7 @@ export class SqliteRunTable<T extends RunKey> implements RunTable<T> {
     this.committer = committerOf(db);
     this.q = {
       get: db.prepare<[string], { body: string }>('SELECT body FROM runs WHERE run_id = ?'),
+      head: db.prepare<[string], { head: string | null }>('SELECT head FROM runs WHERE run_id = ?'),
       put: db.prepare(UPSERT_RUN),
       putUnlessEnded: db.prepare(PUT_UNLESS_ENDED),
       putIfLeased: db.prepare(PUT_IF_LEASED),
@@ -84,6 +88,12 @@ export class SqliteRunTable<T extends RunKey> implements RunTable<T> {
   }
 
   async pick<K extends keyof T & string>(runId: string, keys: readonly K[]): Promise<(Pick<T, K> & RunKey) | undefined> {
+    if (inHead(keys)) {
+      const row = this.q.head.get(runId);
+      if (!row) return undefined;
+      // a row not written since the head column came has none: its body answers
+      if (row.head !== null) return pickKeys(JSON.parse(row.head) as T, keys);
+    }
     const sig = keys.join(',');
     let stmt = this.picks.get(sig);
     if (!stmt) {
@@ -103,19 +113,19 @@ export class SqliteRunTable<T extends RunKey> implements RunTable<T> {
   }
 
   async put(run: T): Promise<void> {
-    const body = JSON.stringify(run);
-    await this.committer.run(() => this.q.put.run(run.run_id, run.tenant_id, run.status, run.created_at, body));
+    const { body, head } = runText(run);
+    await this.committer.run(() => this.q.put.run(run.run_id, run.tenant_id, run.status, run.created_at, body, head));
   }
 
   async putUnlessEnded(run: T): Promise<boolean> {
-    const body = JSON.stringify(run);
-    return this.committer.run(() => this.q.putUnlessEnded.run(run.run_id, run.tenant_id, run.status, run.created_at, body).changes > 0);
+    const { body, head } = runText(run);
+    return this.committer.run(() => this.q.putUnlessEnded.run(run.run_id, run.tenant_id, run.status, run.created_at, body, head).changes > 0);
   }
 
   async putIfLeased(run: T, leaseKey: string, owner: string): Promise<boolean> {
-    const body = JSON.stringify(run);
+    const { body, head } = runText(run);
     // the lease is checked against the clock of the commit, not of the call
-    return this.committer.run(() => this.q.putIfLeased.run(run.status, body, run.run_id, leaseKey, owner, Date.now()).changes > 0);
+    return this.committer.run(() => this.q.putIfLeased.run(run.status, body, head, run.run_id, leaseKey, owner, Date.now()).changes > 0);
   }
 
   async page(tenantId: string, q: RunQuery): Promise<RunPage<T>> {
@@ -174,25 +184,25 @@ export class SqliteEventTable implements EventTable {
   }
 
   async appendWithRun<E extends Record<string, unknown>>(run: RunKey, event: E): Promise<E & { seq: number }> {
-    const body = JSON.stringify(run);
+    const { body, head } = runText(run);
     return this.committer.run(() => {
-      this.q.putRun.run(run.run_id, run.tenant_id, run.status, run.created_at, body);
+      this.q.putRun.run(run.run_id, run.tenant_id, run.status, run.created_at, body, head);
       return this.appendTx(run.run_id, event) as E & { seq: number };
     });
   }
 
   async appendIfLeased<E extends Record<string, unknown>>(run: RunKey, leaseKey: string, owner: string, event: E): Promise<(E & { seq: number }) | null> {
-    const body = JSON.stringify(run);
+    const { body, head } = runText(run);
     return this.committer.run(() => {
-      if (this.q.putIfLeased.run(run.status, body, run.run_id, leaseKey, owner, Date.now()).changes === 0) return null;
+      if (this.q.putIfLeased.run(run.status, body, head, run.run_id, leaseKey, owner, Date.now()).changes === 0) return null;
       return this.appendTx(run.run_id, event) as E & { seq: number };
     });
   }
 
   async appendIfUnended<E extends Record<string, unknown>>(run: RunKey, event: E, outbox?: OutboxItem): Promise<(E & { seq: number }) | null> {
-    const body = JSON.stringify(run);
+    const { body, head } = runText(run);
     return this.committer.run(() => {
-      if (this.q.putUnlessEnded.run(run.run_id, run.tenant_id, run.status, run.created_at, body).changes === 0) return null;
+      if (this.q.putUnlessEnded.run(run.run_id, run.tenant_id, run.status, run.created_at, body, head).changes === 0) return null;
       if (outbox) this.q.outboxAdd.run(outbox);
       return this.appendTx(run.run_id, event) as E & { seq: number };
     });
