@@ -21,7 +21,7 @@ export { WriteQueue } from './write-queue.ts';
 export const LOG_FILE_LIMIT = 1024 * 1024;
 export const CONNECTION_WINDOW_MS = 60_000;
 export const COMMAND_TYPES = ['pause', 'resume', 'kill', 'inject_hint', 'override_action'] as const;
-/** run entries kept in memory (the routes of one run share one object between their writes) */
+/** run entries kept in memory by default (the routes of one run share one object between their writes) */
 const RUN_CACHE = 10_000;
 
 export interface IngestOptions {
@@ -33,6 +33,8 @@ export interface IngestOptions {
   objectStore?: ObjectStore;
   /** pending writes at most before 429 (default 1024) */
   queueLimit?: number;
+  /** run index entries kept in memory, the least recently claimed dropped first (default 10,000) */
+  runCacheSize?: number;
   /** JSON body cap in bytes (default 16 MiB) */
   maxBodyBytes?: number;
   /** screenshot body cap in bytes (default 20 MiB) */
@@ -233,7 +235,7 @@ export class IngestService extends RunFiles {
   private cached(e: RunEntry): RunEntry {
     const have = this.runCache.get(e.run_id);
     if (have) return have;
-    if (this.runCache.size >= RUN_CACHE) this.runCache.delete(this.runCache.keys().next().value!);
+    if (this.runCache.size >= (this.opts.runCacheSize ?? RUN_CACHE)) this.runCache.delete(this.runCache.keys().next().value!);
     this.runCache.set(e.run_id, e);
     return e;
   }
@@ -245,6 +247,9 @@ export class IngestService extends RunFiles {
     const have = this.runCache.get(runId);
     if (have) {
       if (have.tenant_id !== tenantId) throw notFound(`no run ${runId}`);
+      // claimed again: to the back of the eviction order, so a run still being written keeps its one entry
+      this.runCache.delete(runId);
+      this.runCache.set(runId, have);
       return { entry: have, created: false };
     }
     const now = new Date().toISOString();

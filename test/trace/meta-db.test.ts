@@ -226,6 +226,25 @@ describe('trace ingest metadata database', function () {
     }
   });
 
+  it('keeps a run claimed again in its in-memory index while newer runs push older ones out', async () => {
+    const dir = await tempDir('meta-lru-');
+    const svc = await IngestService.open({ dataDir: dir, databaseUrl: await metaDatabaseUrl(dir), runCacheSize: 2 });
+    try {
+      await svc.createTenant('lru');
+      const a = (await svc.claimRun('lru', 'run-a')).entry;
+      const b = (await svc.claimRun('lru', 'run-b')).entry;
+      expect((await svc.claimRun('lru', 'run-a')).entry).to.equal(a);
+      // run-c pushes out the run claimed least recently: run-b, not run-a (claimed first, but again since)
+      await svc.claimRun('lru', 'run-c');
+      expect((await svc.claimRun('lru', 'run-a')).entry, 'a run still being written keeps its one entry object').to.equal(a);
+      const again = await svc.claimRun('lru', 'run-b');
+      expect(again.entry, 'run-b was dropped from memory').to.not.equal(b);
+      expect(again.created, 'and read back from the database, not made anew').to.equal(false);
+    } finally {
+      await svc.close();
+    }
+  });
+
   it('a service SIGKILLed mid-writes keeps every run it acknowledged', async () => {
     const dir = await tempDir('meta-kill-');
     const dbUrl = await metaDatabaseUrl(dir);
