@@ -139,7 +139,7 @@ const HEAD: ReadonlySet<string> = new Set(HEAD_KEYS);
 /** The stored text of a run: its whole body, and its head (its RunKey and HEAD_KEYS, null for one it lacks, as pick answers). */
 export function runText(run: RunKey): { body: string; head: string } {
   const r = run as unknown as Record<string, unknown>;
-  const head: Record<string, unknown> = { run_id: run.run_id, tenant_id: run.tenant_id, status: run.status, created_at: run.created_at };
+  const head: Record<string, unknown> = { ...pickKeys(run, []) };
   for (const k of HEAD_KEYS) head[k] = r[k] ?? null;
   return { body: JSON.stringify(run), head: JSON.stringify(head) };
 }

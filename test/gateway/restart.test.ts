@@ -198,6 +198,11 @@ for (const store of ['sqlite', 'postgres'] as const)
       expect(lost.failure_help.halt_class).to.equal('runner_lost');
       expect(lost.failure_help.next_steps.join(' ')).to.match(/resume/);
       expect(lost.resume_step).to.equal(1);
+      // the status route reads the row's head: after the crash and the recovery it says what the record says
+      const statusOf = async (id: string) => (await req('GET', `/v1/runs/${id}/status`)).body as Body;
+      const statusFields = (b: Body) => Object.fromEntries(['run_id', 'status', 'phase', 'halt_class', 'failure_help', 'created_at', 'updated_at', 'ended_at'].map((k) => [k, b[k]]));
+      expect(await statusOf(runningId)).to.deep.equal(statusFields(lost));
+      expect(await statusOf(doneId)).to.deep.equal(statusFields(again.body as Body));
       const events = (await req('GET', `/v1/runs/${runningId}/events`)).body.events as Body[];
       expect(events.map((e) => e.seq)).to.deep.equal(events.map((_, i) => i + 1));
       expect(events.some((e) => e.type === 'run.recovered' && e.data.halt_class === 'runner_lost')).to.equal(true);

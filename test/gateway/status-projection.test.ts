@@ -130,6 +130,29 @@ describe('the status route reads a projection of the run', () => {
       }
     });
 
+    it('on SQLite, a database from before the head column: the migration adds it, its rows are read from their body until written', async () => {
+      const file = path.join(await mkdtemp(path.join(tmpdir(), 'runplane-head-old-')), 'runplane.db');
+      const first = openDb(file);
+      const old = row('old-1', 'failed', 3, true);
+      await new SqliteRunTable<Row>(first).put(old);
+      // as the version before it left the file: no head column, migration 3 not applied
+      first.exec('ALTER TABLE runs DROP COLUMN head; DELETE FROM schema_migrations WHERE version = 3');
+      first.close();
+      const db = openDb(file);
+      try {
+        expect((db.prepare('SELECT version FROM schema_migrations ORDER BY version').all() as Array<{ version: number }>).map((r) => r.version)).to.deep.equal([1, 2, 3]);
+        expect(db.prepare('SELECT head FROM runs WHERE run_id = ?').get('old-1')).to.deep.equal({ head: null });
+        const runs = new SqliteRunTable<Row>(db);
+        expect(await runs.pick('old-1', STATUS_KEYS)).to.deep.equal(expected(old));
+        const next = row('old-1', 'failed', 4, true);
+        await runs.put(next);
+        expect(db.prepare('SELECT head FROM runs WHERE run_id = ?').get('old-1')).to.not.deep.equal({ head: null });
+        expect(await runs.pick('old-1', STATUS_KEYS)).to.deep.equal(expected(next));
+      } finally {
+        db.close();
+      }
+    });
+
     it('on PostgreSQL', async function () {
       this.timeout(60_000);
       const pg = await startPostgres();
