@@ -18,7 +18,7 @@ import { MAX_EVENTS_PER_RUN, openEventLog } from './runs/events.ts';
 import { Webhooks } from './runs/webhooks.ts';
 import { Idempotency } from './runs/idempotency.ts';
 import { RecipeStore } from './recipes/store.ts';
-import type { RunRecord } from './runs/records.ts';
+import { RUN_VIEW, type RunLifecycle, type RunRecord } from './runs/records.ts';
 import { readVersionInfo } from './version.ts';
 import { SdkRunRecorder } from './trace/recorder.ts';
 import { FrameHub } from './runs/frames.ts';
@@ -103,7 +103,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
   const proxies = await ProxyProviders.load(config.proxyProvidersPath, config.secretsDir, config.proxyProvider);
   if (!proxies) log.info('no proxy providers file (SERVICE_PROXY_PROVIDERS_PATH): runs connect directly');
   const metrics = await createMetrics(opts.loadMetricsLibrary);
-  const state = await openStateBackend({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, dataDir: config.dataDir, kind: config.stateStore, maxEventsPerRun: MAX_EVENTS_PER_RUN });
+  const state = await openStateBackend({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, dataDir: config.dataDir, kind: config.stateStore, maxEventsPerRun: MAX_EVENTS_PER_RUN, runView: RUN_VIEW });
   const limits = new Limits(state.atomic, metrics);
   const tenants = await tenantResolver(config, log);
   const version = readVersionInfo(config.gitSha, config.deployedAt);
@@ -119,7 +119,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     // called only after start-up, when `services` exists
     record: (runId, attempt) => services.runs.recordDelivery(runId, attempt),
   }, state.outbox);
-  const runs = new RunsService(state.runs<RunRecord>(), state.atomic, limits, events, webhooks);
+  const runs = new RunsService(state.runs<RunRecord, RunLifecycle>(), state.atomic, limits, events, webhooks);
   const services: Services = {
     config,
     log,

@@ -1,7 +1,8 @@
 // The real gateway for the benchmark, with the store named by the first
 // argument (sqlite, the default, memory, or postgres with its URL as the
 // second), one tenant with the limiter off, request logs discarded. Prints
-// URL, token and a queued run id on stdout as JSON.
+// URL, token and a queued run id on stdout as JSON; a second tenant's token,
+// whose 100 runs of 200 recorded steps each fill a runs list page.
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -11,8 +12,10 @@ import { createGateway } from '../../gateway/server.ts';
 
 const dir = await mkdtemp(path.join(tmpdir(), 'runplane-bench-'));
 const token = 'b'.repeat(64);
+const listToken = 'l'.repeat(64);
 const keys = path.join(dir, 'keys.json');
-await writeFile(keys, JSON.stringify({ tenant_keys: { [token]: { tenant_id: 'bench', rate_limit_per_minute: 0, max_concurrent_runs: 10_000_000 } } }));
+const tenantKey = (tenant_id: string) => ({ tenant_id, rate_limit_per_minute: 0, max_concurrent_runs: 10_000_000 });
+await writeFile(keys, JSON.stringify({ tenant_keys: { [token]: tenantKey('bench'), [listToken]: tenantKey('lister') } }));
 const config = { ...loadConfig({ SERVICE_PORT: '0', SERVICE_DATA_DIR: dir, SERVICE_TENANT_KEYS_PATH: keys, SERVICE_RUNNER: 'off', SERVICE_STATE: process.argv[2] === 'memory' ? 'memory' : 'sqlite', ...(process.argv[3] ? { SERVICE_DATABASE_URL: process.argv[3] } : {}) }) };
 const sink = new Writable({ write: (_c, _e, cb) => cb() });
 const gw = await createGateway(config, { logStream: sink });
@@ -35,6 +38,15 @@ const stored = (await gw.services.runs.get(tenant, big.run_id)) as unknown as Re
 const steps = Array.from({ length: 50 }, (_, i) => ({ path: `steps[${i}]`, type: 'click', intent: `click item ${i} on the listing page`, success: true, final_url: `https://shop.example.com/item/${i}`, page_title: `Item ${i} - Shop`, attempts: 1 }));
 type Row = { run_id: string; tenant_id: string; status: string; created_at: string };
 await gw.services.state.runs<Row>().put({ ...(stored as Row), steps, events: steps.map((st) => `${new Date().toISOString()} ${st.path} click ok`) } as Row);
-process.stdout.write(JSON.stringify({ url, token, run_id: run.run_id, big_run_id: big.run_id }) + '\n');
+// a page of GET /v1/runs?limit=100 over runs this size (~60 KB rows) reads each run's lifecycle, not its steps
+const lister = (await gw.services.tenants.resolve(listToken))!;
+const long = Array.from({ length: 200 }, (_, i) => ({ intent: `fill field ${i} of the form`, type: 'type', params: { selector: `#field-${i}`, text: `value ${i}` } }));
+const longSteps = long.map((st, i) => ({ path: `steps[${i}]`, type: st.type, intent: st.intent, success: true, final_url: `https://shop.example.com/form?page=${i}`, page_title: 'Form', attempts: 1 }));
+for (let i = 0; i < 100; i++) {
+  const r = await gw.services.runs.accept(lister, { plan: { steps: long, runtime: {} }, runtime: { compute_backend: 'dom_plane', proxy_provider: 'residential-c', max_cost: 1, max_time_minutes: 1 }, cua_model: 'default-cua', detached: true });
+  const rec = (await gw.services.runs.get(lister, r.run_id)) as unknown as Row;
+  await gw.services.state.runs<Row>().put({ ...rec, steps: longSteps, events: longSteps.map((st) => `${new Date().toISOString()} ${st.path} type ok`) } as Row);
+}
+process.stdout.write(JSON.stringify({ url, token, run_id: run.run_id, big_run_id: big.run_id, list_token: listToken }) + '\n');
 // its data dir goes with it: a bench run leaves nothing behind in the temp dir
 process.on('SIGTERM', () => void gw.close().then(() => rm(dir, { recursive: true, force: true })).then(() => process.exit(0)));

@@ -1,6 +1,7 @@
 // bench/gateway: requests per second and p50/p99 latency on loopback of
 //   (a) an authenticated GET /v1/runs/{id}/status
 //   (b) POST /v1/predict validating a 50-step plan
+//   (c) GET /v1/runs?limit=100 over 100 runs of 200 recorded steps each
 // each on the in-memory store, the SQLite store of record (the embedded
 // default) and PostgreSQL (a throwaway local cluster), beside a bare Koa route
 // answering the same JSON, in the same run.
@@ -51,6 +52,8 @@ async function measure(name: string, url: string, opts: Partial<autocannon.Optio
   return { name, rps: Math.round(r.requests.average), p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx };
 }
 
+type Started = { url: string; token: string; run_id: string; big_run_id: string; list_token: string };
+
 const pg = await startPostgres();
 const mem = await start('gateway-server.ts', 'memory');
 const sql = await start('gateway-server.ts', 'sqlite');
@@ -58,9 +61,9 @@ const pgw = await start('gateway-server.ts', 'postgres', pg.url);
 const bare = await start('bare-server.ts');
 try {
   const stores = [
-    { name: 'memory', ...(JSON.parse(mem.line) as { url: string; token: string; run_id: string; big_run_id: string }) },
-    { name: 'sqlite', ...(JSON.parse(sql.line) as { url: string; token: string; run_id: string; big_run_id: string }) },
-    { name: 'postgres', ...(JSON.parse(pgw.line) as { url: string; token: string; run_id: string; big_run_id: string }) },
+    { name: 'memory', ...(JSON.parse(mem.line) as Started) },
+    { name: 'sqlite', ...(JSON.parse(sql.line) as Started) },
+    { name: 'postgres', ...(JSON.parse(pgw.line) as Started) },
   ];
   const rows: Row[] = [];
   rows.push(await measure('bare GET (same JSON)', `${bare.line}/status`, {}));
@@ -68,6 +71,8 @@ try {
   // the same route on a run with 50 steps recorded (~25 KB row): what a poll of a real run costs
   const bigRows: Row[] = [];
   for (const g of stores) bigRows.push(await measure(`gateway GET status, 50-step run (${g.name})`, `${g.url}/v1/runs/${g.big_run_id}/status`, { headers: { 'X-Service-Token': g.token } }));
+  // a page of 100 runs, each row ~60 KB (200 steps recorded): what a dashboard's list costs
+  for (const g of stores) bigRows.push(await measure(`gateway GET runs list, 100 x 200 steps (${g.name})`, `${g.url}/v1/runs?limit=100`, { headers: { 'X-Service-Token': g.list_token } }));
   const post = (token: string) => ({ method: 'POST' as const, body: predictBody, headers: { 'Content-Type': 'application/json', 'X-Service-Token': token } });
   rows.push(await measure('bare POST (parse 50 steps)', `${bare.line}/v1/predict`, post('')));
   for (const g of stores) rows.push(await measure(`gateway POST predict 50 (${g.name})`, `${g.url}/v1/predict`, post(g.token)));
@@ -77,7 +82,7 @@ try {
   const ratio = (a: Row, b: Row) => (a.rps / b.rps).toFixed(2);
   const [bareGet, gMem, gSql, gPg, barePost, pMem, pSql, pPg] = rows as [Row, Row, Row, Row, Row, Row, Row, Row];
   console.log(`\nthroughput ratio gateway/bare: status ${ratio(gMem, bareGet)} memory, ${ratio(gSql, bareGet)} sqlite, ${ratio(gPg, bareGet)} postgres; predict ${ratio(pMem, barePost)} memory, ${ratio(pSql, barePost)} sqlite, ${ratio(pPg, barePost)} postgres`);
-  console.log(`status of a 50-step run / bare: ${bigRows.map((b, i) => `${ratio(b, bareGet)} ${stores[i]!.name}`).join(', ')}`);
+  console.log(`status of a 50-step run / bare: ${bigRows.slice(0, 3).map((b, i) => `${ratio(b, bareGet)} ${stores[i]!.name}`).join(', ')}`);
   console.log(`store/memory: status ${ratio(gSql, gMem)} sqlite, ${ratio(gPg, gMem)} postgres; predict ${ratio(pSql, pMem)} sqlite, ${ratio(pPg, pMem)} postgres`);
 } finally {
   const exits = [mem, sql, pgw, bare].map((c) => new Promise((r) => (c.child.exitCode !== null ? r(null) : c.child.once('exit', r))));

@@ -4,7 +4,7 @@ import { requireScope } from '../http/auth.ts';
 import { readFile, stat } from 'node:fs/promises';
 import { createReadStream } from 'node:fs';
 import path from 'node:path';
-import { RUN_STATUSES, lifecycleBody, resultBody, runDir, statusBody, type RunStatus } from '../runs/records.ts';
+import { RUN_STATUSES, resultBody, runDir, statusBody, type RunStatus } from '../runs/records.ts';
 import { lastEventId, streamRunEvents } from './sse.ts';
 import { traceDir } from '../trace/recorder.ts';
 import { checkRelpath } from '../../sdk/store.ts';
@@ -77,7 +77,7 @@ export const runRoutes: RouteSpec[] = [
     scope: 'status',
     async handler(ctx, s) {
       const page = await s.runs.list(ctx.state.tenant!, listQuery(ctx));
-      ctx.body = { runs: page.items.map(lifecycleBody), next_cursor: page.next_cursor };
+      ctx.body = { runs: page.items, next_cursor: page.next_cursor };
     },
   },
   {
@@ -89,7 +89,7 @@ export const runRoutes: RouteSpec[] = [
     auth: true,
     scope: 'status',
     async handler(ctx, s) {
-      ctx.body = lifecycleBody(await s.runs.get(ctx.state.tenant!, runId(ctx)));
+      ctx.body = await s.runs.lifecycle(ctx.state.tenant!, runId(ctx));
     },
   },
   {

@@ -11,7 +11,7 @@ import type { Limits } from '../http/limits.ts';
 import type { Tenant } from '../http/tenants.ts';
 import { failureHelp } from './failure-help.ts';
 import type { NormalizedPlan } from './plan-policy.ts';
-import { STATUS_KEYS, TERMINAL, statusBody, type EffectiveRuntime, type RunRecord, type RunStatus } from './records.ts';
+import { TERMINAL, lifecycleOf, statusBody, type EffectiveRuntime, type LifecycleBody, type RunLifecycle, type RunRecord, type RunStatus } from './records.ts';
 import type { EventLog } from './events.ts';
 import { runnerKey } from './recovery.ts';
 import { outboxItem, type DeliveryAttempt, type Webhooks, type WebhookTarget } from './webhooks.ts';
@@ -62,7 +62,7 @@ export class RunsService {
   }
 
   constructor(
-    private readonly runs: RunTable<RunRecord>,
+    private readonly runs: RunTable<RunRecord, RunLifecycle>,
     private readonly atomic: AtomicOps,
     private readonly limits: Limits,
     private readonly events: EventLog,
@@ -140,10 +140,14 @@ export class RunsService {
     return this.owned(tenant, runId, (id) => this.runs.get(id));
   }
 
-  /** The status body of a tenant's run, read without the run's steps and logs (the most polled route). */
+  /** The status body of a tenant's run, read from its view, without the run's steps and logs (the most polled route). */
   async status(tenant: Tenant, runId: string): Promise<ReturnType<typeof statusBody>> {
-    const r = await this.owned(tenant, runId, (id) => this.runs.pick(id, STATUS_KEYS));
-    return statusBody(r as typeof r & Pick<RunRecord, 'status'>);
+    return statusBody((await this.owned(tenant, runId, (id) => this.runs.view(id))) as RunLifecycle & { status: RunStatus });
+  }
+
+  /** The lifecycle body of a tenant's run, read from its view. */
+  async lifecycle(tenant: Tenant, runId: string): Promise<LifecycleBody> {
+    return lifecycleOf(await this.owned(tenant, runId, (id) => this.runs.view(id)));
   }
 
   /** `read(runId)` when it names a run of this tenant, else 404. */
@@ -155,10 +159,11 @@ export class RunsService {
     return r;
   }
 
-  /** The tenant's runs, newest first, a page at a time. */
-  async list(tenant: Tenant, q: RunQuery): Promise<RunPage<RunRecord>> {
+  /** The tenant's runs' lifecycle bodies, newest first, a page at a time. */
+  async list(tenant: Tenant, q: RunQuery): Promise<RunPage<LifecycleBody>> {
     try {
-      return await this.runs.page(tenant.tenant_id, q);
+      const page = await this.runs.page(tenant.tenant_id, q);
+      return { items: page.items.map(lifecycleOf), next_cursor: page.next_cursor };
     } catch (err) {
       if (err instanceof BadCursor) throw badRequest(err.message, 'cursor');
       throw err;
@@ -326,7 +331,7 @@ export class RunsService {
    * and the release, or a caller faster than the release).
    */
   private readonly endedHolder = async (runId: string): Promise<boolean> => {
-    const row = await this.runs.pick(runId, []);
+    const row = await this.runs.view(runId);
     return row !== undefined && TERMINAL.has(row.status as RunStatus);
   };
 

@@ -17,7 +17,7 @@ import { PgEventTable, PgKeyedStore, PgOutbox, PgRunTable } from './pg/tables.ts
 import { SqliteAtomicOps } from './sqlite/atomic.ts';
 import { SqliteEventTable, SqliteKeyedStore, SqliteRunTable } from './sqlite/tables.ts';
 import { MemoryOutbox, SqliteOutbox, type Outbox } from './outbox.ts';
-import { UNFINISHED, pageOf, pickKeys, type EventTable, type KeyedStore, type RunKey, type RunTable } from './tables.ts';
+import { KEY_VIEW, UNFINISHED, pageOf, type EventTable, type KeyedStore, type RunKey, type RunTable, type RunView } from './tables.ts';
 
 export type { DependencyCheck };
 export type { KeyedStore, RunTable } from './tables.ts';
@@ -29,8 +29,8 @@ export interface StateBackend {
   readonly atomic: AtomicOps;
   /** A keyed store under `namespace`; writes throw on failure. */
   store<T>(namespace: string): KeyedStore<T>;
-  /** The run rows. */
-  runs<T extends RunKey>(): RunTable<T>;
+  /** The run rows (T) and their views (V: StateOptions.runView's). */
+  runs<T extends RunKey, V extends RunKey = RunKey>(): RunTable<T, V>;
   /** Webhook deliveries waiting for their next attempt. */
   readonly outbox: Outbox;
   /** The event table, when the events live in the store of record (SQLite, PostgreSQL). */
@@ -54,6 +54,8 @@ export interface StateOptions {
   kind?: 'memory' | 'sqlite';
   /** most events kept per run in the event table */
   maxEventsPerRun: number;
+  /** What a status poll and a runs list read of a run (RunTable.view); its RunKey when not given. */
+  runView?: RunView;
 }
 
 // Plain JSON: keyv's default serializer (which also encodes Buffers) was the
@@ -65,8 +67,8 @@ const json = {
 
 export async function openStateBackend(o: StateOptions): Promise<StateBackend> {
   if (o.databaseUrl) return openPgBackend(o.databaseUrl, o);
-  if (o.redisUrl) return openRedisBackend(o.redisUrl);
-  return o.kind === 'memory' ? openMemoryBackend() : openSqliteBackend(o);
+  if (o.redisUrl) return openRedisBackend(o.redisUrl, o);
+  return o.kind === 'memory' ? openMemoryBackend(o) : openSqliteBackend(o);
 }
 
 /** A keyv store seen as a KeyedStore. */
@@ -86,7 +88,7 @@ function keyed<T>(kv: Keyv<T>): KeyedStore<T> {
 }
 
 /** Run rows in a keyed store: listing reads them all (fine in memory; the Redis mode's known cost). */
-function keyedRuns<T extends RunKey>(s: KeyedStore<T>, atomic: AtomicOps): RunTable<T> {
+function keyedRuns<T extends RunKey, V extends RunKey>(s: KeyedStore<T>, atomic: AtomicOps, view: RunView<T, V>): RunTable<T, V> {
   const all = async (): Promise<T[]> => {
     const rows: T[] = [];
     for (const k of await s.keys()) {
@@ -97,7 +99,7 @@ function keyedRuns<T extends RunKey>(s: KeyedStore<T>, atomic: AtomicOps): RunTa
   };
   return {
     get: (runId) => s.get(runId),
-    pick: (runId, keys) => s.get(runId).then((r) => r && pickKeys(r, keys)),
+    view: (runId) => s.get(runId).then((r) => r && view.of(r)),
     put: (run) => s.set(run.run_id, run),
     // not atomic across replicas on Redis (the known gap of that mode until the shared store of record lands)
     async putUnlessEnded(run) {
@@ -114,7 +116,10 @@ function keyedRuns<T extends RunKey>(s: KeyedStore<T>, atomic: AtomicOps): RunTa
       await s.set(run.run_id, run);
       return true;
     },
-    page: async (tenantId, q) => pageOf(await all(), tenantId, q),
+    async page(tenantId, q) {
+      const p = pageOf(await all(), tenantId, q);
+      return { items: p.items.map((r) => view.of(r)), next_cursor: p.next_cursor };
+    },
     unfinished: async () => (await all()).filter((r) => UNFINISHED.has(r.status)).sort((a, b) => (a.created_at < b.created_at ? -1 : 1)),
   };
 }
@@ -128,7 +133,7 @@ function memoize<T>(make: (namespace: string) => T): (namespace: string) => T {
   };
 }
 
-function openMemoryBackend(): StateBackend {
+function openMemoryBackend(o: StateOptions): StateBackend {
   // one Map per namespace already isolates keys; keyv's own prefixing would
   // break its iterator for namespaces that contain ':'
   const store = memoize((_ns) => keyed(new Keyv({ store: new Map(), throwOnErrors: true, ...json })));
@@ -138,7 +143,7 @@ function openMemoryBackend(): StateBackend {
     atomic,
     outbox: new MemoryOutbox(),
     store: <T>(namespace: string) => store(namespace) as KeyedStore<T>,
-    runs: <T extends RunKey>() => keyedRuns(store('runs') as KeyedStore<T>, atomic),
+    runs: <T extends RunKey, V extends RunKey>() => keyedRuns(store('runs') as KeyedStore<T>, atomic, (o.runView ?? KEY_VIEW) as unknown as RunView<T, V>),
     async dependencies() {
       return {};
     },
@@ -151,14 +156,14 @@ function openSqliteBackend(o: StateOptions): StateBackend {
   const atomic = new SqliteAtomicOps(db);
   atomic.sweep();
   const store = memoize((ns) => new SqliteKeyedStore<unknown>(db, ns));
-  const runs = new SqliteRunTable<RunKey>(db);
+  const runs = new SqliteRunTable<RunKey>(db, o.runView);
   return {
     kind: 'sqlite',
     atomic,
     outbox: new SqliteOutbox(db),
     store: <T>(namespace: string) => store(namespace) as KeyedStore<T>,
-    runs: <T extends RunKey>() => runs as unknown as RunTable<T>,
-    eventTable: new SqliteEventTable(db, o.maxEventsPerRun),
+    runs: <T extends RunKey, V extends RunKey>() => runs as unknown as RunTable<T, V>,
+    eventTable: new SqliteEventTable(db, o.maxEventsPerRun, o.runView),
     async dependencies() {
       return {};
     },
@@ -176,15 +181,15 @@ async function openPgBackend(url: string, o: StateOptions): Promise<StateBackend
   const redis = o.redisUrl ? redisClient(o.redisUrl) : undefined;
   await redis?.connect();
   const store = memoize((ns) => new PgKeyedStore<unknown>(pool, ns));
-  const runs = new PgRunTable<RunKey>(pool);
+  const runs = new PgRunTable<RunKey>(pool, o.runView);
   return {
     kind: 'postgres',
     redis,
     atomic,
     outbox: new PgOutbox(pool),
     store: <T>(namespace: string) => store(namespace) as KeyedStore<T>,
-    runs: <T extends RunKey>() => runs as unknown as RunTable<T>,
-    eventTable: new PgEventTable(pool, o.maxEventsPerRun),
+    runs: <T extends RunKey, V extends RunKey>() => runs as unknown as RunTable<T, V>,
+    eventTable: new PgEventTable(pool, o.maxEventsPerRun, o.runView),
     async dependencies() {
       return { postgres: await pingWithin(() => pool.query('SELECT 1'), (err) => (isPgConnectionError(err) ? 'not reachable' : 'query failed')), ...(redis ? { redis: await pingRedis(redis) } : {}) };
     },
@@ -195,7 +200,7 @@ async function openPgBackend(url: string, o: StateOptions): Promise<StateBackend
   };
 }
 
-async function openRedisBackend(url: string): Promise<StateBackend> {
+async function openRedisBackend(url: string, o: StateOptions): Promise<StateBackend> {
   const client: RedisClient = redisClient(url);
   await client.connect();
   const store = memoize((namespace) => {
@@ -210,7 +215,7 @@ async function openRedisBackend(url: string): Promise<StateBackend> {
     // per replica until the shared store of record (PostgreSQL) lands: a restart of this replica loses its pending retries
     outbox: new MemoryOutbox(),
     store: <T>(namespace: string) => store(namespace) as KeyedStore<T>,
-    runs: <T extends RunKey>() => keyedRuns(store('runs') as KeyedStore<T>, atomic),
+    runs: <T extends RunKey, V extends RunKey>() => keyedRuns(store('runs') as KeyedStore<T>, atomic, (o.runView ?? KEY_VIEW) as unknown as RunView<T, V>),
     async dependencies() {
       return { redis: await pingRedis(client) };
     },

@@ -33,13 +33,13 @@ export interface RunQuery {
   cursor?: string;
 }
 
-export interface RunTable<T extends RunKey> {
+export interface RunTable<T extends RunKey, V extends RunKey = RunKey> {
   get(runId: string): Promise<T | undefined>;
   /**
-   * Only `keys` of the run (and its tenant): a status poll reads a few fields of a row
-   * whose body holds every step and log line. Keys are the record's own top-level names.
+   * The run's view (RunView.of of its row), read from the row's head: a status poll reads a few
+   * hundred bytes of a row whose body holds every step and log line.
    */
-  pick<K extends keyof T & string>(runId: string, keys: readonly K[]): Promise<(Pick<T, K> & RunKey) | undefined>;
+  view(runId: string): Promise<V | undefined>;
   put(run: T): Promise<void>;
   /** Writes `run` unless its stored row has ended (queued or running, or none yet); true when written. */
   putUnlessEnded(run: T): Promise<boolean>;
@@ -49,8 +49,8 @@ export interface RunTable<T extends RunKey> {
    * the same step as the write. False: not written (ended, or the lease is gone).
    */
   putIfLeased(run: T, leaseKey: string, owner: string): Promise<boolean>;
-  /** A tenant's runs, newest first (created_at, then run_id); throws BadCursor for a cursor it did not make. */
-  page(tenantId: string, q: RunQuery): Promise<RunPage<T>>;
+  /** A tenant's runs as views, newest first (created_at, then run_id); throws BadCursor for a cursor it did not make. */
+  page(tenantId: string, q: RunQuery): Promise<RunPage<V>>;
   /** Every run still queued or running, oldest first (recovery). */
   unfinished(): Promise<T[]>;
 }
@@ -129,35 +129,45 @@ export function pageOf<T extends RunKey>(all: T[], tenantId: string, q: RunQuery
 export const UNFINISHED: ReadonlySet<string> = new Set(['queued', 'running']);
 
 /**
- * The few small fields of a run a status poll reads. The SQL stores keep them,
- * besides the whole row, in a `head` column written with every row, so a poll
- * reads a hundred bytes however many steps and log lines the run has.
+ * What a run table keeps of each row besides its body, in a `head` column written by the same
+ * statement: a projection small enough to read on every status poll and list item, so neither
+ * parses a body holding every step and log line. The run service says what it is (its lifecycle
+ * body); `version` names that projection, so a head written before it changed (or a row from
+ * before heads) is computed again from the body until the row's next write.
  */
-export const HEAD_KEYS = ['phase', 'halt_class', 'failure_help', 'updated_at', 'ended_at'] as const;
-const HEAD: ReadonlySet<string> = new Set(HEAD_KEYS);
-
-/** The stored text of a run: its whole body, and its head (its RunKey and HEAD_KEYS, null for one it lacks, as pick answers). */
-export function runText(run: RunKey): { body: string; head: string } {
-  const r = run as unknown as Record<string, unknown>;
-  const head: Record<string, unknown> = { ...pickKeys(run, []) };
-  for (const k of HEAD_KEYS) head[k] = r[k] ?? null;
-  return { body: JSON.stringify(run), head: JSON.stringify(head) };
+export interface RunView<T extends RunKey = RunKey, V extends RunKey = RunKey> {
+  /** a small integer; bump it whenever `of` answers differently */
+  readonly version: number;
+  of(run: T): V;
 }
 
-/** True when pick can answer `keys` from the head alone. */
-export function inHead(keys: readonly string[]): boolean {
-  return keys.every((k) => HEAD.has(k));
+/** The view of a table nobody gave one: a row's RunKey. */
+export const KEY_VIEW: RunView = { version: 0, of: (r) => ({ run_id: r.run_id, tenant_id: r.tenant_id, status: r.status, created_at: r.created_at }) };
+
+/** How a stored head of `view`'s version starts: the version comes first, so SQL can tell a stale head by its prefix. */
+function headPrefix(view: RunView): string {
+  if (!Number.isSafeInteger(view.version) || view.version < 0) throw new Error(`a run view's version is a non-negative integer, not ${view.version}`);
+  return `{"_v":${view.version},`;
 }
 
-/** `keys` of `row` and its RunKey, as RunTable.pick answers; a key the row lacks is left out, as JSON would. */
-export function pickKeys<T extends RunKey, K extends keyof T & string>(row: T, keys: readonly K[]): Pick<T, K> & RunKey {
-  const out: Record<string, unknown> = { run_id: row.run_id, tenant_id: row.tenant_id, status: row.status, created_at: row.created_at };
-  for (const k of keys) if (row[k] !== undefined) out[k] = row[k];
-  return out as Pick<T, K> & RunKey;
+/** A row's head, and its body only when the head is missing or of another version (viewOfRow): SQL both dialects speak. */
+export function headColumns(view: RunView): string {
+  const prefix = headPrefix(view);
+  return `head, CASE WHEN head IS NULL OR substr(head, 1, ${prefix.length}) <> '${prefix}' THEN body END AS body`;
 }
 
-/** A top-level key of a run record, safe to name in SQL (pick's keys come from code, checked anyway). */
-export function pickableKey(k: string): string {
-  if (!/^[a-z_]{1,64}$/.test(k)) throw new Error(`not a run record key: ${k}`);
-  return k;
+export type HeadRow = { head: string | null; body: string | null };
+
+/** The stored text of a run: its whole body, and its head (the view, stamped with its version). */
+export function runText<T extends RunKey>(run: T, view: RunView<T, RunKey>): { body: string; head: string } {
+  // the view always holds its RunKey, so its JSON is never `{}`; a spread of it into a new object cost more than the text
+  return { body: JSON.stringify(run), head: headPrefix(view) + JSON.stringify(view.of(run)).slice(1) };
+}
+
+/** The view of a stored row: computed from its body when the SQL handed the body over (its head was stale or missing), else its head. */
+export function viewOfRow<T extends RunKey, V extends RunKey>(view: RunView<T, V>, row: HeadRow): V {
+  if (row.body !== null) return view.of(JSON.parse(row.body) as T);
+  const v = JSON.parse(row.head!) as V & { _v?: number };
+  delete v._v;
+  return v;
 }

@@ -1,7 +1,7 @@
-// GET /v1/runs/{id}/status reads only the status fields of a run (RunTable.pick),
-// not its steps and logs: the body must still be exactly what the full record
-// says, on the suite's store (SQLite, or PostgreSQL with RUNPLANE_TEST_STORE),
-// and another tenant's run is still 404.
+// A status poll, GET /v1/runs/{id} and a runs list read a run's view (RunTable.view: its
+// lifecycle body, kept in the row's head), not its steps and logs: the bodies must still be
+// exactly what the full record says, on the suite's store (SQLite, or PostgreSQL with
+// RUNPLANE_TEST_STORE), and another tenant's run is still 404.
 import { expect } from 'chai';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -13,13 +13,13 @@ import { SqliteAtomicOps } from '../../gateway/state/sqlite/atomic.ts';
 import { openPool } from '../../gateway/state/pg/db.ts';
 import { PgAtomicOps } from '../../gateway/state/pg/atomic.ts';
 import { PgEventTable, PgRunTable } from '../../gateway/state/pg/tables.ts';
-import { STATUS_KEYS } from '../../gateway/runs/records.ts';
+import { RUN_VIEW, lifecycleBody, lifecycleOf, type RunRecord } from '../../gateway/runs/records.ts';
 import { outboxItem } from '../../gateway/runs/webhooks.ts';
 import type { AtomicOps } from '../../gateway/state/atomic.ts';
-import type { EventTable, RunKey, RunTable } from '../../gateway/state/tables.ts';
+import type { EventTable, RunKey, RunTable, RunView } from '../../gateway/state/tables.ts';
 import { startPostgres } from '../support/postgres.ts';
 
-describe('the status route reads a projection of the run', () => {
+describe('the status, lifecycle and list routes read a view of the run', () => {
   let gw: TestGateway;
   const acme = newToken();
   const other = newToken();
@@ -31,47 +31,55 @@ describe('the status route reads a projection of the run', () => {
     await gw?.close();
   });
 
-  const fields = (b: Record<string, unknown>) => Object.fromEntries(['run_id', 'status', 'created_at', ...STATUS_KEYS].map((k) => [k, b[k]]));
+  const STATUS_FIELDS = ['run_id', 'status', 'created_at', 'phase', 'halt_class', 'failure_help', 'updated_at', 'ended_at'];
+  const fields = (b: Record<string, unknown>) => Object.fromEntries(STATUS_FIELDS.map((k) => [k, b[k]]));
+  const record = (id: string) => gw.gateway.services.state.runs<RunRecord>().get(id) as Promise<RunRecord>;
 
-  it('answers the same body as the full record, queued and after a cancel (failure_help, halt_class, ended_at set)', async () => {
-    const r = await gw.req('POST', '/v1/predict', { token: acme, body: { plan: [step()], detached: true } });
+  it('answers the same bodies as the full record, queued and after a cancel (failure_help, halt_class, ended_at set)', async () => {
+    const r = await gw.req('POST', '/v1/predict', { token: acme, body: { plan: [step(), step(), step()], detached: true } });
     expect(r.status, r.text).to.equal(200);
     const id = r.body.run_id as string;
     for (const when of ['queued', 'cancelled']) {
       if (when === 'cancelled') expect((await gw.req('POST', `/v1/runs/${id}/cancel`, { token: acme })).status).to.equal(200);
       const s = await gw.req('GET', `/v1/runs/${id}/status`, { token: acme });
       const full = await gw.req('GET', `/v1/runs/${id}`, { token: acme });
+      const list = await gw.req('GET', '/v1/runs?limit=100', { token: acme });
       expect(s.status, s.text).to.equal(200);
       expect(s.body.status).to.equal(when);
-      expect(Object.keys(s.body).sort()).to.deep.equal(['created_at', 'ended_at', 'failure_help', 'halt_class', 'phase', 'run_id', 'status', 'updated_at']);
+      expect(Object.keys(s.body).sort()).to.deep.equal([...STATUS_FIELDS].sort());
       expect(s.body).to.deep.equal(fields(full.body as Record<string, unknown>));
+      // JSON round trip: what the route sends of the record itself
+      expect(full.body, 'GET /v1/runs/{id}').to.deep.equal(JSON.parse(JSON.stringify(lifecycleBody(await record(id)))));
+      expect(full.body).to.include({ step_count: 3 });
+      expect((list.body.runs as Array<{ run_id: string }>).find((x) => x.run_id === id), 'its list item').to.deep.equal(full.body);
     }
     const s = await gw.req('GET', `/v1/runs/${id}/status`, { token: acme });
     expect(s.body.failure_help, 'an object, not its JSON text').to.be.an('object');
-    expect((await gw.req('GET', `/v1/runs/${id}/status`, { token: other })).status, "another tenant's run").to.equal(404);
-    expect((await gw.req('GET', '/v1/runs/00000000-0000-4000-8000-000000000000/status', { token: acme })).status).to.equal(404);
-  });
-
-  it('on SQLite keeps JSON types (true, numbers, objects, null) and answers null for a key the body lacks', async () => {
-    const db = openDb(path.join(await mkdtemp(path.join(tmpdir(), 'runplane-pick-')), 'runplane.db'));
-    try {
-      type Row = RunKey & { flag: boolean; n: number; obj: { a: number[] }; none: null; missing?: string };
-      const table = new SqliteRunTable<Row>(db);
-      await table.put({ run_id: 'r1', tenant_id: 't', status: 'queued', created_at: '2026-01-01T00:00:00.000Z', flag: true, n: 1.5, obj: { a: [1] }, none: null });
-      expect(await table.pick('r1', ['flag', 'n', 'obj', 'none', 'missing'])).to.deep.equal({ run_id: 'r1', tenant_id: 't', status: 'queued', created_at: '2026-01-01T00:00:00.000Z', flag: true, n: 1.5, obj: { a: [1] }, none: null, missing: null });
-      expect(await table.pick('nope', ['flag'])).to.equal(undefined);
-      const refused = await table.pick('r1', ["x') --" as 'flag']).then(
-        () => undefined,
-        (err: Error) => err.message,
-      );
-      expect(refused, 'a key is never spliced into SQL unchecked').to.match(/not a run record key/);
-    } finally {
-      db.close();
+    for (const route of ['/status', '']) {
+      expect((await gw.req('GET', `/v1/runs/${id}${route}`, { token: other })).status, `another tenant's run (${route || 'lifecycle'})`).to.equal(404);
+      expect((await gw.req('GET', `/v1/runs/00000000-0000-4000-8000-000000000000${route}`, { token: acme })).status).to.equal(404);
     }
+    expect(((await gw.req('GET', '/v1/runs', { token: other })).body.runs as unknown[]).length, "another tenant's list").to.equal(0);
   });
 
-  describe("keeps the head a poll reads in step with every write of the row", () => {
-    type Row = RunKey & { phase: string; halt_class: string | null; failure_help: { checks: string[] } | null; updated_at: string; ended_at: string | null; steps: number[] };
+  it('RUN_VIEW is the lifecycle body with the tenant, and lifecycleOf takes the tenant off again', async () => {
+    const r = await gw.req('POST', '/v1/predict', { token: acme, body: { plan: [step()], detached: true } });
+    const rec = await record(r.body.run_id as string);
+    const v = RUN_VIEW.of(rec);
+    expect(v.tenant_id).to.equal('acme');
+    expect(lifecycleOf(v)).to.deep.equal(lifecycleBody(rec));
+    expect(lifecycleOf(v)).to.not.have.property('tenant_id');
+  });
+
+  describe('keeps the head a view reads in step with every write of the row', () => {
+    type Row = RunKey & { phase: string; halt_class: string | null; failure_help: { checks: string[]; flag: boolean; n: number } | null; updated_at: string; ended_at: string | null; steps: number[] };
+    type View = RunKey & { phase: string; failure_help: Row['failure_help']; ended_at: string | null; step_count: number };
+    const VIEW: RunView<Row, View> = {
+      version: 1,
+      of: (r) => ({ run_id: r.run_id, tenant_id: r.tenant_id, status: r.status, created_at: r.created_at, phase: r.phase, failure_help: r.failure_help, ended_at: r.ended_at, step_count: r.steps.length }),
+    };
+    /** the same rows seen by a later version of the code, whose view changed */
+    const VIEW_2: RunView<Row, View> = { version: 2, of: (r) => ({ ...VIEW.of(r), phase: r.phase.toUpperCase() }) };
     const row = (id: string, status: string, n: number, ended = false): Row => ({
       run_id: id,
       tenant_id: 't',
@@ -79,17 +87,28 @@ describe('the status route reads a projection of the run', () => {
       created_at: '2026-01-01T00:00:00.000Z',
       phase: ended ? 'done' : `step ${n}`,
       halt_class: ended ? 'timeout' : null,
-      failure_help: ended ? { checks: [`check ${n}`] } : null,
+      failure_help: ended ? { checks: [`check ${n}`], flag: true, n: 1.5 } : null,
       updated_at: `2026-01-01T00:00:${String(n).padStart(2, '0')}.000Z`,
       ended_at: ended ? `2026-01-01T00:01:${String(n).padStart(2, '0')}.000Z` : null,
       steps: Array.from({ length: n }, (_, i) => i),
     });
-    const expected = (r: Row) => ({ run_id: r.run_id, tenant_id: r.tenant_id, status: r.status, created_at: r.created_at, phase: r.phase, halt_class: r.halt_class, failure_help: r.failure_help, updated_at: r.updated_at, ended_at: r.ended_at });
 
-    /** Each way a row is written, then a refused ending, then a row whose head is gone (written before the column came). */
-    async function everyWrite(runs: RunTable<Row>, events: EventTable, atomic: AtomicOps, dropHead: (id: string) => Promise<void>) {
+    interface Tables {
+      runs: RunTable<Row, View>;
+      events: EventTable;
+      atomic: AtomicOps;
+      /** runs one statement with `?` placeholders */
+      sql(q: string, ...params: string[]): Promise<void>;
+    }
+
+    /** Each way a row is written; refused writes; then the head alone, no head, a stale head and a newer view. */
+    async function everyWrite(open: (view: RunView<Row, View>) => Tables) {
+      const { runs, events, atomic, sql } = open(VIEW);
       const id = 'head-1';
-      const seen = async (r: Row, how: string) => expect(await runs.pick(id, STATUS_KEYS), how).to.deep.equal(expected(r));
+      const seen = async (r: Row, how: string, view = VIEW, table = runs) => {
+        expect(await table.view(id), how).to.deep.equal(view.of(r));
+        expect((await table.page('t', { limit: 10 })).items, `${how}: the list`).to.deep.equal([view.of(r)]);
+      };
       let last = row(id, 'queued', 1);
       await runs.put(last);
       await seen(last, 'put');
@@ -110,21 +129,36 @@ describe('the status route reads a projection of the run', () => {
       await seen(last, 'a refused fenced write');
       const ending = row(id, 'failed', 7, true);
       expect(await events.appendIfUnended(ending, { type: 'run.ended' }, outboxItem(id, { url: 'http://127.0.0.1:9/hook' } as never, { run_id: id }))).to.not.equal(null);
-      await seen(ending, 'appendIfUnended');
+      await seen(ending, 'appendIfUnended (JSON types kept: true, numbers, objects, null)');
       expect(await events.appendIfUnended(row(id, 'cancelled', 8, true), { type: 'run.ended' }), 'a second ending').to.equal(null);
       expect(await runs.putUnlessEnded(row(id, 'running', 9))).to.equal(false);
       await seen(ending, 'refused writes after the end');
-      await dropHead(id);
-      await seen(ending, 'a row with no head: its body answers');
-      expect(await runs.pick('nope', STATUS_KEYS)).to.equal(undefined);
+      await sql('UPDATE runs SET body = ? WHERE run_id = ?', 'not JSON', id);
+      await seen(ending, 'a current head: the body is not read');
+      await sql('UPDATE runs SET body = ?, head = NULL WHERE run_id = ?', JSON.stringify(ending), id);
+      await seen(ending, 'a row with no head (written before heads): its body answers');
+      await sql('UPDATE runs SET head = ? WHERE run_id = ?', JSON.stringify({ _v: 0, ...VIEW.of(ending), phase: 'stale' }), id);
+      await seen(ending, 'a head of an older view: its body answers');
+      await sql('UPDATE runs SET head = ? WHERE run_id = ?', JSON.stringify({ run_id: id, tenant_id: 't', status: 'failed', created_at: ending.created_at, phase: 'stale' }), id);
+      await seen(ending, 'a head from before views had versions (five status fields): its body answers');
+      await runs.put(ending);
+      const later = open(VIEW_2).runs;
+      await seen(ending, 'a newer view reads the body until the next write', VIEW_2, later);
+      await later.put(ending);
+      await sql('UPDATE runs SET body = ? WHERE run_id = ?', 'not JSON', id);
+      await seen(ending, 'and then its own head', VIEW_2, later);
+      expect(await runs.view('nope')).to.equal(undefined);
     }
 
     it('on SQLite', async () => {
       const db = openDb(path.join(await mkdtemp(path.join(tmpdir(), 'runplane-head-')), 'runplane.db'));
       try {
-        await everyWrite(new SqliteRunTable<Row>(db), new SqliteEventTable(db, 1000), new SqliteAtomicOps(db), async (id) => {
-          db.prepare('UPDATE runs SET head = NULL WHERE run_id = ?').run(id);
-        });
+        await everyWrite((view) => ({
+          runs: new SqliteRunTable<Row, View>(db, view),
+          events: new SqliteEventTable(db, 1000, view),
+          atomic: new SqliteAtomicOps(db),
+          sql: async (q, ...params) => void db.prepare(q).run(...params),
+        }));
       } finally {
         db.close();
       }
@@ -134,7 +168,7 @@ describe('the status route reads a projection of the run', () => {
       const file = path.join(await mkdtemp(path.join(tmpdir(), 'runplane-head-old-')), 'runplane.db');
       const first = openDb(file);
       const old = row('old-1', 'failed', 3, true);
-      await new SqliteRunTable<Row>(first).put(old);
+      await new SqliteRunTable<Row, View>(first, VIEW).put(old);
       // as the version before it left the file: no head column, migration 3 not applied
       first.exec('ALTER TABLE runs DROP COLUMN head; DELETE FROM schema_migrations WHERE version = 3');
       first.close();
@@ -142,12 +176,13 @@ describe('the status route reads a projection of the run', () => {
       try {
         expect((db.prepare('SELECT version FROM schema_migrations ORDER BY version').all() as Array<{ version: number }>).map((r) => r.version)).to.deep.equal([1, 2, 3]);
         expect(db.prepare('SELECT head FROM runs WHERE run_id = ?').get('old-1')).to.deep.equal({ head: null });
-        const runs = new SqliteRunTable<Row>(db);
-        expect(await runs.pick('old-1', STATUS_KEYS)).to.deep.equal(expected(old));
+        const runs = new SqliteRunTable<Row, View>(db, VIEW);
+        expect(await runs.view('old-1')).to.deep.equal(VIEW.of(old));
+        expect((await runs.page('t', { limit: 5 })).items).to.deep.equal([VIEW.of(old)]);
         const next = row('old-1', 'failed', 4, true);
         await runs.put(next);
         expect(db.prepare('SELECT head FROM runs WHERE run_id = ?').get('old-1')).to.not.deep.equal({ head: null });
-        expect(await runs.pick('old-1', STATUS_KEYS)).to.deep.equal(expected(next));
+        expect(await runs.view('old-1')).to.deep.equal(VIEW.of(next));
       } finally {
         db.close();
       }
@@ -158,9 +193,12 @@ describe('the status route reads a projection of the run', () => {
       const pg = await startPostgres();
       const pool = await openPool(pg.url);
       try {
-        await everyWrite(new PgRunTable<Row>(pool), new PgEventTable(pool, 1000), new PgAtomicOps(pool), async (id) => {
-          await pool.query('UPDATE runs SET head = NULL WHERE run_id = $1', [id]);
-        });
+        await everyWrite((view) => ({
+          runs: new PgRunTable<Row, View>(pool, view),
+          events: new PgEventTable(pool, 1000, view),
+          atomic: new PgAtomicOps(pool),
+          sql: async (q, ...params) => void (await pool.query(q.split('?').reduce((acc, part, i) => (i === 0 ? part : `${acc}$${i}${part}`)), params)),
+        }));
       } finally {
         await pool.end();
         await pg.stop();

@@ -1,7 +1,7 @@
 // The store of record's tables on PostgreSQL: the same behaviour as the SQLite
 // tables, shared by every replica.
 import type { Outbox, OutboxItem } from '../outbox.ts';
-import { decodeCursor, encodeCursor, inHead, pickKeys, runText, type EventTable, type KeyedStore, type RunKey, type RunPage, type RunQuery, type RunTable } from '../tables.ts';
+import { KEY_VIEW, decodeCursor, encodeCursor, headColumns, runText, viewOfRow, type EventTable, type HeadRow, type KeyedStore, type RunKey, type RunPage, type RunQuery, type RunTable, type RunView } from '../tables.ts';
 import type { Pool } from './db.ts';
 
 /** The database server's clock in milliseconds: every replica compares expiries against one clock. */
@@ -43,43 +43,45 @@ const PUT_UNLESS_ENDED = `${UPSERT_RUN} WHERE runs.status IN ('queued', 'running
 const PUT_IF_LEASED = `UPDATE runs SET status = $1, body = $2, head = $3 WHERE run_id = $4 AND status IN ('queued', 'running')
   AND EXISTS (SELECT 1 FROM kv WHERE namespace = '__atomic' AND key = $5 AND value = $6 AND expires_at > ${NOW_MS})`;
 
-export class PgRunTable<T extends RunKey> implements RunTable<T> {
-  constructor(private readonly pool: Pool) {}
+export class PgRunTable<T extends RunKey, V extends RunKey = RunKey> implements RunTable<T, V> {
+  private readonly cols: string;
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly runView: RunView<T, V> = KEY_VIEW as unknown as RunView<T, V>,
+  ) {
+    this.cols = headColumns(runView);
+  }
 
   async get(runId: string): Promise<T | undefined> {
     const { rows } = await this.pool.query<{ body: string }>('SELECT body FROM runs WHERE run_id = $1', [runId]);
     return rows[0] ? (JSON.parse(rows[0].body) as T) : undefined;
   }
 
-  /**
-   * From the head when it holds `keys` (or from the body of a row written before heads: both
-   * hold the RunKey), else from the whole row: casting the TEXT body to json in the server to
-   * extract a few keys cost more than sending it (bench/gateway, 50-step run: 1,369 against 3,718 req/s).
-   */
-  async pick<K extends keyof T & string>(runId: string, keys: readonly K[]): Promise<(Pick<T, K> & RunKey) | undefined> {
-    const column = inHead(keys) ? 'COALESCE(head, body)' : 'body';
-    const { rows } = await this.pool.query<{ v: string }>(`SELECT ${column} AS v FROM runs WHERE run_id = $1`, [runId]);
-    return rows[0] && pickKeys(JSON.parse(rows[0].v) as T, keys);
+  /** From the head; the body crosses the wire only for a row whose head is missing or stale. */
+  async view(runId: string): Promise<V | undefined> {
+    const { rows } = await this.pool.query<HeadRow>(`SELECT ${this.cols} FROM runs WHERE run_id = $1`, [runId]);
+    return rows[0] && viewOfRow(this.runView, rows[0]);
   }
 
   async put(run: T): Promise<void> {
-    const { body, head } = runText(run);
+    const { body, head } = runText(run, this.runView);
     await this.pool.query(UPSERT_RUN, [run.run_id, run.tenant_id, run.status, run.created_at, body, head]);
   }
 
   async putUnlessEnded(run: T): Promise<boolean> {
-    const { body, head } = runText(run);
+    const { body, head } = runText(run, this.runView);
     const r = await this.pool.query(PUT_UNLESS_ENDED, [run.run_id, run.tenant_id, run.status, run.created_at, body, head]);
     return (r.rowCount ?? 0) > 0;
   }
 
   async putIfLeased(run: T, leaseKey: string, owner: string): Promise<boolean> {
-    const { body, head } = runText(run);
+    const { body, head } = runText(run, this.runView);
     const r = await this.pool.query(PUT_IF_LEASED, [run.status, body, head, run.run_id, leaseKey, owner]);
     return (r.rowCount ?? 0) > 0;
   }
 
-  async page(tenantId: string, q: RunQuery): Promise<RunPage<T>> {
+  async page(tenantId: string, q: RunQuery): Promise<RunPage<V>> {
     const after = q.cursor ? decodeCursor(q.cursor) : undefined;
     const params: unknown[] = [tenantId];
     let where = 'tenant_id = $1';
@@ -92,11 +94,8 @@ export class PgRunTable<T extends RunKey> implements RunTable<T> {
       where += ` AND (created_at, run_id) < ($${params.length - 1}, $${params.length})`;
     }
     params.push(q.limit + 1);
-    const { rows } = await this.pool.query<{ body: string }>(
-      `SELECT body FROM runs WHERE ${where} ORDER BY created_at DESC, run_id DESC LIMIT $${params.length}`,
-      params,
-    );
-    const items = rows.slice(0, q.limit).map((r) => JSON.parse(r.body) as T);
+    const { rows } = await this.pool.query<HeadRow>(`SELECT ${this.cols} FROM runs WHERE ${where} ORDER BY created_at DESC, run_id DESC LIMIT $${params.length}`, params);
+    const items = rows.slice(0, q.limit).map((r) => viewOfRow(this.runView, r));
     return { items, next_cursor: rows.length > q.limit ? encodeCursor(items[items.length - 1]!) : null };
   }
 
@@ -110,6 +109,8 @@ export class PgEventTable implements EventTable {
   constructor(
     private readonly pool: Pool,
     private readonly maxPerRun: number,
+    /** the run view of the database's run table: the rows written here carry its head */
+    private readonly runView: RunView = KEY_VIEW,
   ) {}
 
   async append<E extends Record<string, unknown>>(runId: string, event: E): Promise<E & { seq: number }> {
@@ -126,7 +127,7 @@ export class PgEventTable implements EventTable {
   }
 
   async appendWithRun<E extends Record<string, unknown>>(run: RunKey, event: E): Promise<E & { seq: number }> {
-    const { body, head } = runText(run);
+    const { body, head } = runText(run, this.runView);
     // one statement, one round trip, one commit: a data-modifying WITH runs once and to completion
     const { rows } = await this.pool.query<{ seq: string }>(
       `WITH r AS (${UPSERT_RUN}),
@@ -141,13 +142,13 @@ export class PgEventTable implements EventTable {
   }
 
   appendIfLeased<E extends Record<string, unknown>>(run: RunKey, leaseKey: string, owner: string, event: E): Promise<(E & { seq: number }) | null> {
-    const { body, head } = runText(run);
+    const { body, head } = runText(run, this.runView);
     return this.appendIf(`${PUT_IF_LEASED} RETURNING run_id`, [run.status, body, head, run.run_id, leaseKey, owner], run.run_id, event);
   }
 
   appendIfUnended<E extends Record<string, unknown>>(run: RunKey, event: E, outbox?: OutboxItem): Promise<(E & { seq: number }) | null> {
     // ON CONFLICT's update locks the row: an ending racing this one waits, then finds the row ended and writes nothing
-    const { body, head } = runText(run);
+    const { body, head } = runText(run, this.runView);
     const params: unknown[] = [run.run_id, run.tenant_id, run.status, run.created_at, body, head];
     let also = '';
     if (outbox) {

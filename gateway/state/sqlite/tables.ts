@@ -4,7 +4,7 @@
 // networked stores without a thread pool. The writes of a run's path (rows,
 // events) go through the database's committer: those of one event-loop turn
 // share one commit, so four runs stepping at once pay one fsync, not four.
-import { decodeCursor, encodeCursor, inHead, pickKeys, pickableKey, runText, type EventTable, type KeyedStore, type RunKey, type RunPage, type RunQuery, type RunTable } from '../tables.ts';
+import { KEY_VIEW, decodeCursor, encodeCursor, headColumns, runText, viewOfRow, type EventTable, type HeadRow, type KeyedStore, type RunKey, type RunPage, type RunQuery, type RunTable, type RunView } from '../tables.ts';
 import { SQLITE_OUTBOX_ADD, type OutboxItem } from '../outbox.ts';
 import type { Db } from './db.ts';
 import { committerOf, type Committer } from './group-commit.ts';
@@ -54,29 +54,30 @@ const PUT_IF_LEASED =
 const LEASED =
   "SELECT 1 AS one FROM runs WHERE run_id = ? AND status IN ('queued', 'running') AND EXISTS (SELECT 1 FROM kv WHERE namespace = '__atomic' AND key = ? AND value = ? AND expires_at > ?)";
 
-export class SqliteRunTable<T extends RunKey> implements RunTable<T> {
+export class SqliteRunTable<T extends RunKey, V extends RunKey = RunKey> implements RunTable<T, V> {
   private readonly q;
   private readonly committer: Committer;
-  /** pick's statements, one per key list */
-  private readonly picks = new Map<string, ReturnType<Db['prepare']>>();
 
-  constructor(private readonly db: Db) {
+  constructor(
+    db: Db,
+    private readonly runView: RunView<T, V> = KEY_VIEW as unknown as RunView<T, V>,
+  ) {
     this.committer = committerOf(db);
+    const cols = headColumns(runView);
+    const order = 'ORDER BY created_at DESC, run_id DESC LIMIT ?';
     this.q = {
       get: db.prepare<[string], { body: string }>('SELECT body FROM runs WHERE run_id = ?'),
-      head: db.prepare<[string], { head: string | null }>('SELECT head FROM runs WHERE run_id = ?'),
+      view: db.prepare<[string], HeadRow>(`SELECT ${cols} FROM runs WHERE run_id = ?`),
       put: db.prepare(UPSERT_RUN),
       putUnlessEnded: db.prepare(PUT_UNLESS_ENDED),
       putIfLeased: db.prepare(PUT_IF_LEASED),
-      first: db.prepare<[string, number], { body: string }>('SELECT body FROM runs WHERE tenant_id = ? ORDER BY created_at DESC, run_id DESC LIMIT ?'),
-      firstByStatus: db.prepare<[string, string, number], { body: string }>(
-        'SELECT body FROM runs WHERE tenant_id = ? AND status = ? ORDER BY created_at DESC, run_id DESC LIMIT ?',
+      first: db.prepare<[string, number], HeadRow>(`SELECT ${cols} FROM runs WHERE tenant_id = ? ${order}`),
+      firstByStatus: db.prepare<[string, string, number], HeadRow>(`SELECT ${cols} FROM runs WHERE tenant_id = ? AND status = ? ${order}`),
+      after: db.prepare<[string, string, string, string, number], HeadRow>(
+        `SELECT ${cols} FROM runs WHERE tenant_id = ? AND (created_at < ? OR (created_at = ? AND run_id < ?)) ${order}`,
       ),
-      after: db.prepare<[string, string, string, string, number], { body: string }>(
-        'SELECT body FROM runs WHERE tenant_id = ? AND (created_at < ? OR (created_at = ? AND run_id < ?)) ORDER BY created_at DESC, run_id DESC LIMIT ?',
-      ),
-      afterByStatus: db.prepare<[string, string, string, string, string, number], { body: string }>(
-        'SELECT body FROM runs WHERE tenant_id = ? AND status = ? AND (created_at < ? OR (created_at = ? AND run_id < ?)) ORDER BY created_at DESC, run_id DESC LIMIT ?',
+      afterByStatus: db.prepare<[string, string, string, string, string, number], HeadRow>(
+        `SELECT ${cols} FROM runs WHERE tenant_id = ? AND status = ? AND (created_at < ? OR (created_at = ? AND run_id < ?)) ${order}`,
       ),
       unfinished: db.prepare<[], { body: string }>("SELECT body FROM runs WHERE status IN ('queued', 'running') ORDER BY created_at"),
     };
@@ -87,48 +88,29 @@ export class SqliteRunTable<T extends RunKey> implements RunTable<T> {
     return row ? (JSON.parse(row.body) as T) : undefined;
   }
 
-  async pick<K extends keyof T & string>(runId: string, keys: readonly K[]): Promise<(Pick<T, K> & RunKey) | undefined> {
-    if (inHead(keys)) {
-      const row = this.q.head.get(runId);
-      if (!row) return undefined;
-      // a row not written since the head column came has none: its body answers
-      if (row.head !== null) return pickKeys(JSON.parse(row.head) as T, keys);
-    }
-    const sig = keys.join(',');
-    let stmt = this.picks.get(sig);
-    if (!stmt) {
-      // json_extract with several paths answers one JSON array of their values (true stays true); $.run_id makes it several
-      const paths = ['$.run_id', ...keys.map((k) => `$.${pickableKey(k)}`)].map((p) => `'${p}'`).join(', ');
-      // no keys: the row's columns alone (one path would answer a scalar, not an array)
-      const v = keys.length > 0 ? `json_extract(body, ${paths})` : "'[]'";
-      stmt = this.db.prepare<[string], RunKey & { v: string }>(`SELECT run_id, tenant_id, status, created_at, ${v} AS v FROM runs WHERE run_id = ?`);
-      this.picks.set(sig, stmt);
-    }
-    const row = stmt.get(runId) as (RunKey & { v: string }) | undefined;
-    if (!row) return undefined;
-    const values = (JSON.parse(row.v) as unknown[]).slice(1);
-    const out: Record<string, unknown> = { run_id: row.run_id, tenant_id: row.tenant_id, status: row.status, created_at: row.created_at };
-    keys.forEach((k, i) => (out[k] = values[i] ?? null));
-    return out as Pick<T, K> & RunKey;
+  /** From the head; the body is read only for a row whose head is missing or stale. */
+  async view(runId: string): Promise<V | undefined> {
+    const row = this.q.view.get(runId);
+    return row && viewOfRow(this.runView, row);
   }
 
   async put(run: T): Promise<void> {
-    const { body, head } = runText(run);
+    const { body, head } = runText(run, this.runView);
     await this.committer.run(() => this.q.put.run(run.run_id, run.tenant_id, run.status, run.created_at, body, head));
   }
 
   async putUnlessEnded(run: T): Promise<boolean> {
-    const { body, head } = runText(run);
+    const { body, head } = runText(run, this.runView);
     return this.committer.run(() => this.q.putUnlessEnded.run(run.run_id, run.tenant_id, run.status, run.created_at, body, head).changes > 0);
   }
 
   async putIfLeased(run: T, leaseKey: string, owner: string): Promise<boolean> {
-    const { body, head } = runText(run);
+    const { body, head } = runText(run, this.runView);
     // the lease is checked against the clock of the commit, not of the call
     return this.committer.run(() => this.q.putIfLeased.run(run.status, body, head, run.run_id, leaseKey, owner, Date.now()).changes > 0);
   }
 
-  async page(tenantId: string, q: RunQuery): Promise<RunPage<T>> {
+  async page(tenantId: string, q: RunQuery): Promise<RunPage<V>> {
     const after = q.cursor ? decodeCursor(q.cursor) : undefined;
     const n = q.limit + 1; // one more than asked tells whether a next page exists
     const rows = after
@@ -138,8 +120,8 @@ export class SqliteRunTable<T extends RunKey> implements RunTable<T> {
       : q.status
         ? this.q.firstByStatus.all(tenantId, q.status, n)
         : this.q.first.all(tenantId, n);
-    const items = rows.slice(0, q.limit).map((r) => JSON.parse(r.body) as T);
-    return { items, next_cursor: rows.length > q.limit ? encodeCursor(items[items.length - 1]) : null };
+    const items = rows.slice(0, q.limit).map((r) => viewOfRow(this.runView, r));
+    return { items, next_cursor: rows.length > q.limit ? encodeCursor(items[items.length - 1]!) : null };
   }
 
   async unfinished(): Promise<T[]> {
@@ -156,6 +138,8 @@ export class SqliteEventTable implements EventTable {
   constructor(
     db: Db,
     private readonly maxPerRun: number,
+    /** the run view of the database's run table: the rows written here carry its head */
+    private readonly runView: RunView = KEY_VIEW,
   ) {
     this.committer = committerOf(db);
     this.q = {
@@ -184,7 +168,7 @@ export class SqliteEventTable implements EventTable {
   }
 
   async appendWithRun<E extends Record<string, unknown>>(run: RunKey, event: E): Promise<E & { seq: number }> {
-    const { body, head } = runText(run);
+    const { body, head } = runText(run, this.runView);
     return this.committer.run(() => {
       this.q.putRun.run(run.run_id, run.tenant_id, run.status, run.created_at, body, head);
       return this.appendTx(run.run_id, event) as E & { seq: number };
@@ -192,7 +176,7 @@ export class SqliteEventTable implements EventTable {
   }
 
   async appendIfLeased<E extends Record<string, unknown>>(run: RunKey, leaseKey: string, owner: string, event: E): Promise<(E & { seq: number }) | null> {
-    const { body, head } = runText(run);
+    const { body, head } = runText(run, this.runView);
     return this.committer.run(() => {
       if (this.q.putIfLeased.run(run.status, body, head, run.run_id, leaseKey, owner, Date.now()).changes === 0) return null;
       return this.appendTx(run.run_id, event) as E & { seq: number };
@@ -200,7 +184,7 @@ export class SqliteEventTable implements EventTable {
   }
 
   async appendIfUnended<E extends Record<string, unknown>>(run: RunKey, event: E, outbox?: OutboxItem): Promise<(E & { seq: number }) | null> {
-    const { body, head } = runText(run);
+    const { body, head } = runText(run, this.runView);
     return this.committer.run(() => {
       if (this.q.putUnlessEnded.run(run.run_id, run.tenant_id, run.status, run.created_at, body, head).changes === 0) return null;
       if (outbox) this.q.outboxAdd.run(outbox);
