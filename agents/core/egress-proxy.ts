@@ -144,13 +144,18 @@ export class EgressProxy {
     s.on('error', () => undefined);
   }
 
-  /** Whether the guard refuses this host now (a check without recording it). */
-  async refuses(host: string): Promise<boolean> {
+  /**
+   * What the guard would do with a tunnel to this host now, checked without recording it:
+   * `refused`, `unresolved` (a direct guard answers ERR_NAME_NOT_RESOLVED; a chained one lets
+   * the upstream resolve, so never), or null when it would connect.
+   */
+  async verdict(host: string): Promise<'refused' | 'unresolved' | null> {
     try {
       await resolvePublic(host, this.settings.allowPrivate);
-      return false;
+      return null;
     } catch (err) {
-      return err instanceof EgressRefused;
+      if (err instanceof EgressRefused) return 'refused';
+      return this.upstream ? null : 'unresolved';
     }
   }
 
