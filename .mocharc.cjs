@@ -25,8 +25,8 @@ module.exports = {
   spec: named.length > 0 ? [] : onPg ? PG_SPEC : ['test/**/*.test.ts'],
   ...(onPg && named.length === 0 ? { ignore: PG_SKIP } : {}),
   extension: ['ts'],
-  // root hooks: stops the suite's PostgreSQL cluster (RUNPLANE_TEST_STORE=postgres)
-  require: ['./test/support/store.ts'],
+  // root hooks: a temp dir per run, removed at its end; stops the suite's PostgreSQL cluster (RUNPLANE_TEST_STORE=postgres)
+  require: ['./test/support/tmp.ts', './test/support/store.ts'],
   timeout: 30000,
   reporter: './test/support/reporter.cjs',
   exit: true,

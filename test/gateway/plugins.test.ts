@@ -74,7 +74,7 @@ describe('plugin host', () => {
       this.timeout(30_000);
       const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/start.ts'], {
         cwd: root,
-        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', SERVICE_PORT: '0', SERVICE_API_TOKEN: newToken(), SERVICE_RUNNER: 'off', SERVICE_DATA_DIR: await mkdtemp(path.join(tmpdir(), 'runplane-start-')), SERVICE_PLUGINS_DIR: path.join(fixtures, 'throws-in-register') },
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', TMPDIR: tmpdir(), SERVICE_PORT: '0', SERVICE_API_TOKEN: newToken(), SERVICE_RUNNER: 'off', SERVICE_DATA_DIR: await mkdtemp(path.join(tmpdir(), 'runplane-start-')), SERVICE_PLUGINS_DIR: path.join(fixtures, 'throws-in-register') },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let err = '';

@@ -2,6 +2,7 @@
 // for tests that must see the process itself: that it survives, what it prints,
 // which processes it leaves behind.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { storeEnv } from './store.ts';
 
@@ -26,7 +27,7 @@ export async function startGatewayProcess(env: Record<string, string>, o: { via?
   const [cmd, args] = o.via === 'npm' ? ['npm', ['start']] : [process.execPath, ['--import', 'tsx', 'gateway/start.ts']];
   const child = spawn(cmd, args, {
     cwd: root,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', SERVICE_PORT: '0', ...(env.SERVICE_DATA_DIR ? await storeEnv(env.SERVICE_DATA_DIR, env) : {}), ...env },
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', TMPDIR: tmpdir(), SERVICE_PORT: '0', ...(env.SERVICE_DATA_DIR ? await storeEnv(env.SERVICE_DATA_DIR, env) : {}), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let err = '';
