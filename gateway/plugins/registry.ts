@@ -73,6 +73,8 @@ export class PluginRegistry {
   private readonly sinks: Array<Owned<TraceSink> & { failures: number }> = [];
   private readonly routeTable = new Map<string, PluginRoute[]>();
   private readonly mountTable: Array<Owned<HttpMount>> = [];
+  /** mountTable's values, kept beside it: every request of the gateway looks them up */
+  private readonly mountList: HttpMount[] = [];
   private destination: Owned<TraceDestination> | undefined;
 
   constructor(private readonly log: Logger) {}
@@ -154,7 +156,9 @@ export class PluginRegistry {
     if (typeof handler !== 'function') throw new PluginLoadError(p.name, 'a mount needs a request handler');
     const held = this.mountTable.find((m) => m.value.prefix === prefix);
     if (held) throw new PluginLoadError(p.name, `mount prefix ${prefix} is already mounted by plugin '${held.plugin}'`);
-    this.mountTable.push({ plugin: p.name, value: { prefix, handler, close } });
+    const mount = { prefix, handler, close };
+    this.mountTable.push({ plugin: p.name, value: mount });
+    this.mountList.push(mount);
     p.registered.mounts.push(prefix);
   }
 
@@ -166,7 +170,7 @@ export class PluginRegistry {
 
   /** HTTP services mounted by plugins, matched by path prefix before the gateway's router */
   mounts(): readonly HttpMount[] {
-    return this.mountTable.map((m) => m.value);
+    return this.mountList;
   }
 
   traceDestination(): TraceDestination | undefined {
