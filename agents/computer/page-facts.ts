@@ -8,6 +8,7 @@
 // serves (screenshot, xdotool, health): the spec gives it no state routes.
 import type { Browser, CDPSession, HTTPRequest, HTTPResponse, Page, Target } from 'puppeteer-core';
 import { EGRESS_HEADER, type EgressProxy } from '../core/egress-proxy.ts';
+import { sleep } from '../../shared/abort.ts';
 
 export type LoadState = 'loading' | 'interactive' | 'complete';
 
@@ -58,7 +59,14 @@ interface Tracked {
   facts: PageFacts;
   /** the DevTools session DOM snapshots are taken on, made on first use */
   snapshotSession?: Promise<CDPSession>;
+  /** when the current navigation's first request was seen */
+  navStartedAt: number;
+  /** a failed navigation's error being asked of the egress guard: a snapshot waits for it */
+  refining?: Promise<void>;
 }
+
+/** How long a snapshot waits for the guard to explain a tunnel failure (a name lookup can be slow). */
+const REFINE_WAIT_MS = 3_000;
 
 /** Most characters of page text one answer carries. */
 export const PAGE_TEXT_MAX = 200_000;
@@ -99,6 +107,7 @@ export class PageFactsTracker {
     const tracked: Tracked = {
       page,
       targetId: targetIdOf(t),
+      navStartedAt: Date.now(),
       facts: { url: page.url(), title: '', status: null, headers: {}, load_state: 'complete', nav_error: null, nav_seq: 0, navs: [], updated_at_ms: Date.now() },
     };
     this.tabs.set(t, tracked);
@@ -114,6 +123,7 @@ export class PageFactsTracker {
       // a redirect hop is the same navigation: only the first request starts one
       if (req.redirectChain().length === 0) {
         f.nav_seq += 1;
+        tracked.navStartedAt = Date.now();
         f.navs = [...f.navs.slice(1 - NAVS_KEPT), { seq: f.nav_seq, url: req.url(), status: null, error: null }];
       }
       Object.assign(f, { url: req.url(), status: null, headers: {}, nav_error: null, load_state: 'loading' });
@@ -135,10 +145,14 @@ export class PageFactsTracker {
     page.on('requestfailed', (req) => {
       if (!main(req)) return;
       const text = req.failure()?.errorText ?? 'net::ERR_FAILED';
-      f.nav_error = this.refine(text, req.url());
-      f.status = null;
+      Object.assign(f, { nav_error: text, status: null });
       recordOutcome(f);
       touch();
+      if (!text.includes('ERR_TUNNEL_CONNECTION_FAILED')) return;
+      const refining = this.explain(tracked, f.nav_seq, req.url()).finally(() => {
+        if (tracked.refining === refining) tracked.refining = undefined;
+      });
+      tracked.refining = refining;
     });
     page.on('domcontentloaded', () => {
       if (f.load_state === 'loading') f.load_state = 'interactive';
@@ -162,18 +176,27 @@ export class PageFactsTracker {
     if (tracked && this.active === tracked) this.active = [...this.tabs.values()].at(-1);
   }
 
-  /** A tunnel failure says only that the proxy refused the tunnel: the proxy knows what it met. */
-  private refine(errorText: string, url: string): string {
-    if (!errorText.includes('ERR_TUNNEL_CONNECTION_FAILED')) return errorText;
-    let host = '';
+  /**
+   * A tunnel failure says only that the proxy did not open the tunnel: the guard says why
+   * (a name that does not resolve read as a tunnel failure is a 5xx, retried, not the 4xx
+   * it is). Rewrites that navigation's error; a snapshot waits for this.
+   */
+  private async explain(t: Tracked, seq: number, url: string): Promise<void> {
+    let host: string;
     try {
       host = new URL(url).hostname.replace(/^\[|\]$/g, '');
     } catch {
-      return errorText;
+      return;
     }
-    if (this.egress.lastBlocked?.host === host) return 'EGRESS_REFUSED';
-    if (this.egress.lastFailure?.host === host) return `net::${this.egress.lastFailure.code}`;
-    return errorText;
+    const why = await this.egress.explainTunnel(host, t.navStartedAt).catch(() => null);
+    if (!why) return;
+    const error = why === 'EGRESS_REFUSED' ? why : `net::${why}`;
+    const f = t.facts;
+    const tunnel = (e: string | null | undefined) => e?.includes('ERR_TUNNEL_CONNECTION_FAILED') === true;
+    const rec = f.navs.find((n) => n.seq === seq);
+    if (rec && tunnel(rec.error)) rec.error = error;
+    if (f.nav_seq === seq && tunnel(f.nav_error)) f.nav_error = error;
+    f.updated_at_ms = Date.now();
   }
 
   /**
@@ -183,6 +206,7 @@ export class PageFactsTracker {
   async snapshot(o: { content?: { width: number; height: number } } = {}): Promise<PageFacts | null> {
     const t = this.active;
     if (!t) return null;
+    if (t.refining) await Promise.race([t.refining, sleep(REFINE_WAIT_MS)]);
     const [, content] = await Promise.all([this.readTitle(t), o.content ? this.contentRect(t, o.content).catch(() => undefined) : undefined]);
     const f = copyFacts(t.facts);
     return content ? { ...f, content } : f;

@@ -159,6 +159,20 @@ export class EgressProxy {
     }
   }
 
+  /**
+   * Why a tunnel to `host` failed, as the browser's page should be told (Chromium reports
+   * every tunnel failure as ERR_TUNNEL_CONNECTION_FAILED, and need not ask the proxy again
+   * for a tunnel it saw fail, so the log alone may not know): `EGRESS_REFUSED`, the net
+   * error the guard met connecting since `sinceMs`, `ERR_NAME_NOT_RESOLVED`, or null.
+   */
+  async explainTunnel(host: string, sinceMs: number): Promise<string | null> {
+    const verdict = this.lastBlocked?.host === host ? 'refused' : await this.verdict(host);
+    if (verdict === 'refused') return 'EGRESS_REFUSED';
+    const met = this.lastFailure;
+    if (met?.host === host && met.at_ms >= sinceMs) return met.code;
+    return verdict === 'unresolved' ? 'ERR_NAME_NOT_RESOLVED' : null;
+  }
+
   /** The address to connect to, or why not (a refusal is recorded, its reason kept for the page). */
   private async check(host: string): Promise<{ address: string; family: number } | EgressRefused | 'unresolved'> {
     try {

@@ -100,18 +100,11 @@ async function dispatch(page: Page, b: Body, egress: EgressProxy): Promise<Recor
       const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
       const startedAt = Date.now();
       const res = await page.goto(url, { waitUntil: 'domcontentloaded', timeout: NAV_WAIT_MS }).catch(async (err: unknown) => {
-        if (String(err).includes('ERR_TUNNEL_CONNECTION_FAILED')) {
-          // An https:// target the guard refused or could not resolve fails as a tunnel error.
-          // Chromium may not even ask the proxy again (a tunnel it saw fail), so ask the guard
-          // now, not only its log: a name that does not resolve read as a tunnel failure was
-          // retried as a 5xx (seen once in CI).
-          const verdict = egress.lastBlocked?.host === host ? 'refused' : await egress.verdict(host);
-          if (verdict === 'refused') throw egressBlocked(host);
-          // any other tunnel failure: the proxy knows what it met (a refused connection, a reset)
-          const met = egress.lastFailure;
-          if (met?.host === host && met.at_ms >= startedAt) throw navFailed(met.code, url);
-          if (verdict === 'unresolved') throw navFailed('ERR_NAME_NOT_RESOLVED', url);
-        }
+        // an https:// target the guard refused or could not reach fails as a tunnel error: the guard knows why
+        // (a name that does not resolve read as a tunnel failure was retried as a 5xx, seen once in CI)
+        const why = String(err).includes('ERR_TUNNEL_CONNECTION_FAILED') ? await egress.explainTunnel(host, startedAt) : null;
+        if (why === 'EGRESS_REFUSED') throw egressBlocked(host);
+        if (why) throw navFailed(why, url);
         throw unprocessable(`navigation failed: ${err instanceof Error ? err.message.split('\n')[0]?.slice(0, 200) : ''}`);
       });
       const said = res?.headers()[EGRESS_HEADER];

@@ -22,4 +22,16 @@ describe("the egress guard's verdict on a host", () => {
     expect(await guard.verdict('nohost.invalid')).to.equal(null);
     expect(await guard.verdict('10.0.0.1')).to.equal('refused');
   });
+
+  it('explains a tunnel failure: a refusal, what it met connecting since the navigation started, or a name that does not resolve', async () => {
+    const guard = new EgressProxy();
+    expect(await guard.explainTunnel('10.1.2.3', 0)).to.equal('EGRESS_REFUSED');
+    expect(await guard.explainTunnel('nohost.invalid', 0)).to.equal('ERR_NAME_NOT_RESOLVED');
+    expect(await guard.explainTunnel('93.184.215.14', 0), 'nothing known').to.equal(null);
+    guard.lastFailure = { host: '93.184.215.14', code: 'ERR_CONNECTION_REFUSED', at_ms: 1000 };
+    expect(await guard.explainTunnel('93.184.215.14', 1000)).to.equal('ERR_CONNECTION_REFUSED');
+    expect(await guard.explainTunnel('93.184.215.14', 1001), 'met before this navigation: not its cause').to.equal(null);
+    guard.lastBlocked = { host: 'example.test', address: '10.0.0.1', at_ms: 0 };
+    expect(await guard.explainTunnel('example.test', 0), 'the log names a refusal of this host').to.equal('EGRESS_REFUSED');
+  });
 });
