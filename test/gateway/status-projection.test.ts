@@ -7,7 +7,7 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { newToken, startGateway, step, type TestGateway } from '../support/gateway.ts';
-import { openDb } from '../../gateway/state/sqlite/db.ts';
+import { openDb, type Db } from '../../gateway/state/sqlite/db.ts';
 import { SqliteEventTable, SqliteRunTable } from '../../gateway/state/sqlite/tables.ts';
 import { SqliteAtomicOps } from '../../gateway/state/sqlite/atomic.ts';
 import { openPool } from '../../gateway/state/pg/db.ts';
@@ -169,12 +169,12 @@ describe('the status, lifecycle and list routes read a view of the run', () => {
       const first = openDb(file);
       const old = row('old-1', 'failed', 3, true);
       await new SqliteRunTable<Row, View>(first, VIEW).put(old);
-      // as the version before it left the file: no head column, migration 3 not applied
-      first.exec('ALTER TABLE runs DROP COLUMN head; DELETE FROM schema_migrations WHERE version = 3');
+      // as the version before it left the file: no head column, migrations 3 and 4 not applied
+      first.exec('ALTER TABLE runs DROP COLUMN head; DELETE FROM schema_migrations WHERE version >= 3');
       first.close();
       const db = openDb(file);
       try {
-        expect((db.prepare('SELECT version FROM schema_migrations ORDER BY version').all() as Array<{ version: number }>).map((r) => r.version)).to.deep.equal([1, 2, 3]);
+        expect((db.prepare('SELECT version FROM schema_migrations ORDER BY version').all() as Array<{ version: number }>).map((r) => r.version)).to.deep.equal([1, 2, 3, 4]);
         expect(db.prepare('SELECT head FROM runs WHERE run_id = ?').get('old-1')).to.deep.equal({ head: null });
         const runs = new SqliteRunTable<Row, View>(db, VIEW);
         expect(await runs.view('old-1')).to.deep.equal(VIEW.of(old));
@@ -183,6 +183,37 @@ describe('the status, lifecycle and list routes read a view of the run', () => {
         await runs.put(next);
         expect(db.prepare('SELECT head FROM runs WHERE run_id = ?').get('old-1')).to.not.deep.equal({ head: null });
         expect(await runs.view('old-1')).to.deep.equal(VIEW.of(next));
+      } finally {
+        db.close();
+      }
+    });
+
+    it('on SQLite, a database whose head follows the body (migration 3 only): migration 4 puts the head first and keeps rows, heads and indexes', async () => {
+      const file = path.join(await mkdtemp(path.join(tmpdir(), 'runplane-head-last-')), 'runplane.db');
+      const first = openDb(file);
+      const table = new SqliteRunTable<Row, View>(first, VIEW);
+      const rows = [row('a-1', 'failed', 3, true), row('a-2', 'running', 6000), row('a-3', 'queued', 0)];
+      for (const r of rows) await table.put(r);
+      // the layout migration 3 left: the head after the body
+      first.exec(`CREATE TABLE runs_v3 (run_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, status TEXT NOT NULL, created_at TEXT NOT NULL, body TEXT NOT NULL, head TEXT);
+        INSERT INTO runs_v3 SELECT run_id, tenant_id, status, created_at, body, head FROM runs; DROP TABLE runs; ALTER TABLE runs_v3 RENAME TO runs;
+        CREATE INDEX runs_by_tenant ON runs (tenant_id, created_at DESC, run_id DESC); CREATE INDEX runs_unfinished ON runs (status) WHERE status IN ('queued', 'running');
+        DELETE FROM schema_migrations WHERE version = 4`);
+      const columns = (db: Db) => (db.prepare("SELECT name FROM pragma_table_info('runs')").all() as Array<{ name: string }>).map((c) => c.name);
+      expect(columns(first)).to.deep.equal(['run_id', 'tenant_id', 'status', 'created_at', 'body', 'head']);
+      const heads = first.prepare('SELECT run_id, head, body FROM runs ORDER BY run_id').all();
+      first.close();
+      const db = openDb(file);
+      try {
+        expect(columns(db)).to.deep.equal(['run_id', 'tenant_id', 'status', 'created_at', 'head', 'body']);
+        expect(db.prepare('SELECT run_id, head, body FROM runs ORDER BY run_id').all(), 'every row, head and body as they were').to.deep.equal(heads);
+        const indexes = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs' AND sql IS NOT NULL ORDER BY name").all() as Array<{ name: string }>).map((i) => i.name);
+        expect(indexes).to.deep.equal(['runs_by_tenant', 'runs_unfinished']);
+        const plan = db.prepare("EXPLAIN QUERY PLAN SELECT head FROM runs WHERE tenant_id = 't' ORDER BY created_at DESC, run_id DESC LIMIT 5").all() as Array<{ detail: string }>;
+        expect(plan.map((p) => p.detail).join(' ')).to.include('runs_by_tenant');
+        const runs = new SqliteRunTable<Row, View>(db, VIEW);
+        for (const r of rows) expect(await runs.view(r.run_id)).to.deep.equal(VIEW.of(r));
+        expect((await runs.page('t', { limit: 5 })).items).to.have.length(3);
       } finally {
         db.close();
       }

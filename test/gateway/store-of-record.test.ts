@@ -35,7 +35,7 @@ describe('store of record on SQLite', () => {
   it('applies each migration once, also when a second process opens the same file', () => {
     const again = open();
     const rows = again.prepare('SELECT version, name FROM schema_migrations ORDER BY version').all() as Array<{ version: number; name: string }>;
-    expect(rows.map((r) => r.version)).to.deep.equal([1, 2, 3]);
+    expect(rows.map((r) => r.version)).to.deep.equal([1, 2, 3, 4]);
     expect(db.pragma('journal_mode', { simple: true })).to.equal('wal');
   });
 
