@@ -1,132 +1,17 @@
 // Step handlers: every step type a plane can carry out without a brain, and
-// (brain-loop.ts) the brain-driven ones. Targets come from params.selector
-// (CSS), then params.label with aliases, then target_role through the step's
-// recipe; on a plane without a DOM, params.x/params.y. A click or submit
-// target none of these find is grounded by a brain on the screenshot (step
-// grounding: true, or a plane without a DOM), else it is a selector_miss.
-import { isHostToolError, navFailureClass, type Action, type Plane, type Step, type StepContext, type StepHandler, type StepResult } from '../../gateway/plugins/contract.ts';
-import { brainStep, ground, hostedStep } from './brain-loop.ts';
+// (brain-loop.ts) the brain-driven ones. How a target is found, acted on and
+// waited out is targeting.ts: a click or submit target no locator finds is
+// grounded by a brain on the screenshot (step grounding: true, or a plane
+// without a DOM), else it is a selector_miss.
+import { isHostToolError, navFailureClass, type Action, type Step, type StepHandler, type StepResult } from '../../gateway/plugins/contract.ts';
+import { brainStep, hostedStep } from './brain-loop.ts';
 import { sleep } from '../../shared/abort.ts';
 import { modelExtract } from './model-extract.ts';
 import { checkAntiBot } from './antibot.ts';
-import { CLEAR_FOCUSED, locateLabel, locateSelector, READ_LOCATION, selectOption } from './page-scripts.ts';
+import { CLEAR_FOCUSED, READ_LOCATION, selectOption } from './page-scripts.ts';
 import { readItems } from './read-items.ts';
 import { refuseForbidden } from './forbidden.ts';
-
-type Params = Record<string, unknown>;
-const params = (s: Step): Params => (s.params ?? {}) as Params;
-const str = (v: unknown): string | undefined => (typeof v === 'string' && v.length > 0 ? v : undefined);
-const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
-const labelsOf = (p: Params, key = 'label'): string[] => [str(p[key]), ...(Array.isArray(p.aliases) ? p.aliases.map(String) : [])].filter((x): x is string => !!x);
-
-const NAV_WAIT_MS = Number(process.env.SERVICE_NAV_WAIT_SECONDS ?? 30) * 1000;
-
-/**
- * In the page: its readyState once it is complete, or when `ms` passed. Waits on the load
- * event rather than polling, so a page that loads 10 ms later is seen 10 ms later.
- */
-const LOADED_WITHIN = (ms: number) =>
-  `new Promise((r) => { if (document.readyState === 'complete') return r('complete'); const t = setTimeout(() => r(document.readyState), ${ms}); addEventListener('load', () => { clearTimeout(t); r(document.readyState); }, { once: true }); })`;
-
-/**
- * Waits until the page reports load complete (DOM planes) or a short settle (others).
- * `committed`: the action already waited for its navigation to commit (a DOM plane's
- * navigate or history back), so there is no "navigation may start a moment later" to wait out.
- */
-async function settle(plane: Plane, signal: AbortSignal, budgetMs: number, committed = false): Promise<boolean> {
-  if (!plane.dom && plane.facts) {
-    // a navigation an action caused may start a moment after it
-    const deadline = Date.now() + budgetMs;
-    await sleep(300, signal);
-    while (Date.now() < deadline) {
-      const f = await plane.facts().catch(() => null);
-      if (!f || f.load_state === 'complete' || f.nav_error) return true;
-      await sleep(100, signal);
-    }
-    return false;
-  }
-  if (!plane.dom) {
-    await sleep(Math.min(1500, budgetMs), signal);
-    return true;
-  }
-  const deadline = Date.now() + budgetMs;
-  // a navigation may start a moment after the action
-  if (!committed) await sleep(150, signal);
-  while (Date.now() < deadline) {
-    // a second at most per look, so the run's signal is heard between looks
-    const state = await plane.dom.evaluate<string>(LOADED_WITHIN(Math.max(1, Math.min(1000, deadline - Date.now())))).catch(() => undefined);
-    if (state === 'complete') return true;
-    // the document went away under the look (a redirect, a new navigation): look again shortly
-    if (state === undefined) await sleep(100, signal);
-    else if (signal.aborted) throw signal.reason;
-  }
-  return false;
-}
-
-interface Point {
-  x: number;
-  y: number;
-}
-
-/** byRole: a target_role the role map could not resolve, which the vision grounder then tries */
-type Located = { point: Point; how: string } | { miss: string; byRole?: boolean };
-
-async function locate(ctx: StepContext, kind: 'clickable' | 'field' | 'select', labelKey = 'label'): Promise<Located> {
-  const p = params(ctx.step);
-  const x = num(p.x);
-  const y = num(p.y);
-  if (x !== undefined && y !== undefined) return { point: { x, y }, how: 'coordinates' };
-  const dom = ctx.plane.dom;
-  if (!dom) return { miss: 'no DOM on this plane and no params.x/params.y; a brain must ground this target' };
-  const selector = str(p.selector);
-  if (selector) {
-    const r = await dom.evaluate<(Point & { tag: string }) | { error: string } | null>(locateSelector(selector));
-    if (r && 'error' in r) return { miss: `params.selector: ${r.error}` };
-    if (r) return { point: r, how: `selector ${selector}` };
-    return { miss: `no element matches selector ${selector}` };
-  }
-  const labels = labelsOf(p, labelKey);
-  if (labels.length > 0) {
-    const r = await dom.evaluate<(Point & { tag: string }) | null>(locateLabel(labels, kind));
-    if (r) return { point: r, how: `label ${JSON.stringify(labels[0])}` };
-    return { miss: `no ${kind} element labelled ${labels.map((l) => JSON.stringify(l)).join(' or ')}` };
-  }
-  const role = str(ctx.step.target_role);
-  if (role) {
-    // the recipe's role map (its schema is the step's extract block)
-    const roleSelector = str((ctx.step.extract?.target_roles as Record<string, unknown> | undefined)?.[role]);
-    if (!roleSelector) return { miss: `target_role ${role} has no entry in the recipe's target_roles`, byRole: true };
-    const r = await dom.evaluate<(Point & { tag: string }) | null>(locateSelector(roleSelector));
-    if (r) return { point: r, how: `target_role ${role} (${roleSelector})` };
-    return { miss: `target_role ${role} (${roleSelector}) matches nothing`, byRole: true };
-  }
-  return { miss: 'the step names no target (params.selector, params.label or target_role)' };
-}
-
-const miss = (why: string): StepResult => ({ success: false, failure_class: 'selector_miss', data: why });
-
-/** A clickable target: the mechanical locators, then grounding by a brain on the screenshot when that applies. */
-async function locateClickable(ctx: StepContext): Promise<Located> {
-  const t = await locate(ctx, 'clickable');
-  if (!('miss' in t)) return t;
-  const g = await ground(ctx, t.byRole === true);
-  if (!g) return t;
-  return 'miss' in g ? { miss: `${t.miss}; ${g.miss}` } : g;
-}
-
-async function act(ctx: StepContext, action: Action, reasoning: string): Promise<StepResult> {
-  await ctx.plane.act(action);
-  const { type, ...rest } = action;
-  return { success: true, last_action: { type, params: rest, reasoning } };
-}
-
-/** An input that may set something off (a navigation, requests): waited out by the plane when it can, else here. */
-async function actSettled(ctx: StepContext, action: Action, reasoning: string): Promise<StepResult> {
-  const done = await ctx.plane.act(action);
-  if (!done.settled) await settle(ctx.plane, ctx.signal, NAV_WAIT_MS);
-  const { type, ...rest } = action;
-  return { success: true, last_action: { type, params: rest, reasoning } };
-}
+import { act, actSettled, labelsOf, locate, locateClickable, miss, NAV_WAIT_MS, num, params, settle, str } from './targeting.ts';
 
 function pointerHandler(type: 'click' | 'double_click' | 'right_click' | 'filter', actionType: 'CLICK' | 'DOUBLE_CLICK' | 'RIGHT_CLICK'): StepHandler {
   return {
