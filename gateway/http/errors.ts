@@ -6,8 +6,7 @@
 // generic 500.
 import type { Logger } from '../log.ts';
 import { dependencyUnavailable, isServiceError, type ErrorClass, type ServiceError } from '../errors.ts';
-import { isRedisConnectionError } from '../state/redis-client.ts';
-import { isPgConnectionError } from '../state/pg/db.ts';
+import { unreachableDependency } from '../state/backend.ts';
 import type { Ctx, Next } from '../context.ts';
 import { openAiError } from './openai-errors.ts';
 
@@ -18,8 +17,8 @@ function answer(ctx: Ctx, status: number, message: string, errorClass?: ErrorCla
 
 /** The 503 of a dependency that went away (the client's to retry, not a bug of ours), or undefined. */
 export function dependencyError(err: unknown): ServiceError | undefined {
-  if (isRedisConnectionError(err)) return dependencyUnavailable('redis');
-  return isPgConnectionError(err) ? dependencyUnavailable('postgres') : undefined;
+  const dependency = unreachableDependency(err);
+  return dependency ? dependencyUnavailable(dependency) : undefined;
 }
 
 export function errorBodies(log: Logger) {

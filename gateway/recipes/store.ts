@@ -2,9 +2,7 @@
 // (SQLite by default, Redis when shared), with the recipes plugins registered (the shipped ones) resolved
 // after the tenant's own. A write that fails to persist is reported and not applied.
 import { ServiceError, notFound } from '../errors.ts';
-import type { KeyedStore, StateBackend } from '../state/backend.ts';
-import { isRedisConnectionError } from '../state/redis-client.ts';
-import { isPgConnectionError } from '../state/pg/db.ts';
+import { unreachableDependency, type KeyedStore, type StateBackend } from '../state/backend.ts';
 import { validator, describeError } from '../../schemas/index.ts';
 
 import type { Recipe } from '../../schemas/types.gen.ts';
@@ -76,7 +74,7 @@ export class RecipeStore {
       await s.set(recipe.name, stored);
     } catch (err) {
       // a store that cannot be reached is 503 (retry later), not a failed write
-      if (isRedisConnectionError(err) || isPgConnectionError(err)) throw err;
+      if (unreachableDependency(err)) throw err;
       throw new ServiceError('persist_failed', `recipe '${recipe.name}' could not be stored and was not applied`);
     }
     return stored;
@@ -90,7 +88,7 @@ export class RecipeStore {
     try {
       deleted = await s.delete(name);
     } catch (err) {
-      if (isRedisConnectionError(err) || isPgConnectionError(err)) throw err;
+      if (unreachableDependency(err)) throw err;
       throw new ServiceError('persist_failed', `recipe '${name}' could not be deleted`);
     }
     return { name, deleted };

@@ -18,6 +18,7 @@ import type { PlaneLease, PlaneProvider } from './planes.ts';
 import type { RunRecorder } from './recording.ts';
 import { RunState } from './run-state.ts';
 import { Walker } from './walker.ts';
+import { rideOut, ridingOut } from './ride-out.ts';
 
 export { Halt } from './outcome.ts';
 
@@ -35,6 +36,8 @@ export interface RunnerStore {
   renewRunner(runId: string, owner: string, ttlMs: number): Promise<boolean>;
   releaseRunner(runId: string, owner: string): Promise<void>;
   subscribe(topic: string, listener: EventListener): () => void;
+  /** true when `err` says the store could not be reached (a restart): the write may be tried again */
+  unreachable(err: unknown): boolean;
 }
 
 export interface RunnerDeps {
@@ -76,6 +79,8 @@ export class RunExecutor {
   private readonly tracing = new Map<string, Promise<void>>();
   /** how to stop each run executing now, by run id (shutdown halts them all) */
   private readonly running = new Map<string, (h: Halt) => void>();
+  /** aborted at shutdown: a run's end stops waiting for an unreachable store */
+  private readonly stopping = new AbortController();
 
   constructor(private readonly d: RunnerDeps) {}
 
@@ -91,7 +96,10 @@ export class RunExecutor {
       if (!abort.signal.aborted) abort.abort(h);
     };
     this.running.set(runId, halt);
-    const heartbeat = this.heartbeat(runId, halt);
+    const lease = this.heartbeat(runId, halt);
+    const log = this.d.log.child({ run_id: runId, tenant_id: queued.tenant_id });
+    // this run's writes ride out a store that is away for a moment, while the lease holds
+    const d: RunnerDeps = { ...this.d, store: ridingOut(this.d.store, lease.until, log) };
     const timer = setTimeout(() => halt(new Halt('time_cap', `max_time_minutes (${queued.runtime.max_time_minutes}) reached`)), maxMs);
     timer.unref();
     const unsubscribe = this.d.store.subscribe(`run:${runId}`, (e) => {
@@ -102,7 +110,7 @@ export class RunExecutor {
     let run: RunRecord = { ...queued, phase: 'starting' };
     const st = new RunState();
     st.topIndex = queued.start_step ?? 0;
-    let lease: PlaneLease | undefined;
+    let plane: PlaneLease | undefined;
     let outcome: RunOutcome;
     let walker: Walker | undefined;
     const recording = await this.d.recorder?.begin(run).catch((err: unknown) => {
@@ -110,22 +118,22 @@ export class RunExecutor {
       return undefined;
     });
     try {
-      await this.saveOrStop(run);
-      await this.d.store.emit(run, 'run.status', { status: 'queued', phase: 'starting' });
+      await saveOrStop(d, run);
+      await d.store.emit(run, 'run.status', { status: 'queued', phase: 'starting' });
       const opened = await this.openPlane(run, abort.signal, async () => {
         run = { ...run, phase: 'waiting_for_plane', events: [...run.events, `${new Date().toISOString()} waiting for a free ${run.runtime.compute_backend} agent`] };
-        await this.saveOrStop(run);
-        await this.d.store.emit(run, 'run.status', { status: 'queued', phase: 'waiting_for_plane' });
+        await saveOrStop(d, run);
+        await d.store.emit(run, 'run.status', { status: 'queued', phase: 'waiting_for_plane' });
       });
-      lease = opened;
+      plane = opened;
       opened.lost.then(
         (why) => halt(new Halt('plane_lost', `the compute plane went away: ${why}`)),
         () => undefined,
       );
       run = { ...run, status: 'running', phase: 'running', events: [...run.events, `${new Date().toISOString()} status running`] };
-      await this.saveOrStop(run);
-      await this.d.store.emit(run, 'run.status', { status: 'running', phase: 'running', backend: opened.plane.capabilities.backend });
-      const w = (walker = new Walker(this.d, run, opened.plane, st, abort.signal, (r) => (run = r), opened, recording));
+      await saveOrStop(d, run);
+      await d.store.emit(run, 'run.status', { status: 'running', phase: 'running', backend: opened.plane.capabilities.backend });
+      const w = (walker = new Walker(d, run, opened.plane, st, abort.signal, (r) => (run = r), opened, recording));
       await w.walk(run.plan.steps, 'steps');
       // a stop that came during the last step (cancel, cap, a plane that died) is the run's ending
       w.check();
@@ -154,7 +162,6 @@ export class RunExecutor {
       };
     } finally {
       this.running.delete(runId);
-      clearInterval(heartbeat);
       clearTimeout(timer);
       unsubscribe();
     }
@@ -164,7 +171,7 @@ export class RunExecutor {
     // let go of the profile.
     // the last step's screenshot is taken (and handed to the trace) before its plane goes
     await walker?.settled();
-    const closing = lease ? this.closePlane(runId, lease) : undefined;
+    const closing = plane ? this.closePlane(runId, plane) : undefined;
     if (run.profile_id) await closing;
     try {
       await this.saveArtifacts(run, st);
@@ -175,15 +182,26 @@ export class RunExecutor {
     // critical path; shutdown drains it. Its write is tracked before the end
     // commits: a client told of the end at once (the end's commit wakes it
     // before end() returns) asks the trace routes, which wait for it.
-    const ending = this.d.store.end(run, { ...outcome, costUsd: st.cost });
+    // The end rides out an unreachable store past the lease (the lease is kept while it can
+    // be), until shutdown: an end is written only if the run has not ended, and the answer
+    // is the record's end, this one or recovery's, which the trace then tells too.
+    const ending = rideOut(this.d.store, 'ending the run', () => this.d.store.end(run, { ...outcome, costUsd: st.cost }), { until: () => Infinity, signal: this.stopping.signal, log });
     if (recording) {
       const written = ending.then(
-        () => recording.close({ status: outcome.status, halt_class: outcome.haltClass, summary: outcome.summary ?? '', cost_usd: st.cost }),
+        (ended) => recording.close({ status: ended.status, halt_class: ended.halt_class, summary: ended.summary ?? '', cost_usd: st.cost }),
+        // not ended here: the bundle stays staged, and recovery or the next start commits it with the record's end
         () => undefined,
       );
       track(this.tracing, runId, written, (e) => this.d.log.error({ run_id: runId, err: e.message }, 'trace close failed'));
     }
-    await ending;
+    try {
+      await ending;
+    } catch (err) {
+      log.error({ err: (err as Error)?.message }, 'the run\'s end could not be recorded; recovery ends it once the store is back');
+      return;
+    } finally {
+      clearInterval(lease.timer);
+    }
     await this.d.store.releaseRunner(runId, this.d.owner).catch(() => undefined);
   }
 
@@ -193,7 +211,7 @@ export class RunExecutor {
    * it) stops the run at once: no run is driven by two runners. A store that
    * cannot be reached is tried again until the lease would have run out.
    */
-  private heartbeat(runId: string, halt: (h: Halt) => void): NodeJS.Timeout {
+  private heartbeat(runId: string, halt: (h: Halt) => void): { timer: NodeJS.Timeout; until: () => number } {
     let renewedAt = Date.now();
     const lost = (why: string) => halt(new Halt('runner_lost', `this runner lost its lease on the run (${why}); the run was handed to recovery`));
     const timer = setInterval(() => {
@@ -209,7 +227,8 @@ export class RunExecutor {
       );
     }, Math.max(500, Math.floor(this.d.leaseMs / 3)));
     timer.unref();
-    return timer;
+    // the lease is this runner's until then, renewed or not
+    return { timer, until: () => renewedAt + this.d.leaseMs };
   }
 
   /**
@@ -234,13 +253,9 @@ export class RunExecutor {
     }
   }
 
-  /** Saves the run through the lease fence; a refused write stops the run before it acts again. */
-  async saveOrStop(run: RunRecord): Promise<void> {
-    if (!(await this.d.store.save(run, this.d.owner))) throw runnerLost();
-  }
-
   /** Halts every run executing now (shutdown): each ends with the halt's class and closes its plane. Returns how many. */
   haltAll(h: Halt): number {
+    this.stopping.abort();
     const n = this.running.size;
     for (const halt of this.running.values()) halt(h);
     return n;
@@ -286,4 +301,9 @@ function track(into: Map<string, Promise<void>>, runId: string, work: Promise<un
     });
   into.set(runId, p);
   return p;
+}
+
+/** Saves the run through the lease fence; a refused write stops the run before it acts again. */
+async function saveOrStop(d: RunnerDeps, run: RunRecord): Promise<void> {
+  if (!(await d.store.save(run, d.owner))) throw runnerLost();
 }

@@ -51,6 +51,11 @@ export interface RunRecorder {
    * `note` as a recovery decision); false when there is none to finish here.
    */
   finishStaged?(run: RunRecord, note: string): Promise<boolean>;
+  /**
+   * True while this process records the run: its runner closes the recording with the
+   * record's end, whoever wrote it, so recovery here writes no bundle of its own.
+   */
+  recording?(runId: string): boolean;
   /** waits for work the recordings left running after their runs ended (live uploads); called on shutdown */
   drain?(): Promise<void>;
 }

@@ -145,6 +145,8 @@ export class RunRecovery {
    * the halt. Never throws: the run's record is the truth.
    */
   private async trace(run: RunRecord, holder: string | null, resumeStep: number): Promise<void> {
+    // a runner of this process still records the run (its lease lapsed while the store was away): its trace tells this end
+    if (this.o.recorder?.recording?.(run.run_id)) return;
     const note = `run recovered: its runner went away; ended ${RUNNER_LOST}, resumable from top-level step ${resumeStep}`;
     // the dead runner's own staged bundle (its screenshots) is committed when there is one
     if (await this.o.recorder?.finishStaged?.(run, note).catch(() => false)) return;

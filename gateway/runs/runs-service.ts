@@ -7,6 +7,7 @@ import { isSafeId } from '../../shared/ids.ts';
 import { ServiceError, badRequest, notFound } from '../errors.ts';
 import type { AtomicOps } from '../state/atomic.ts';
 import { BadCursor, type RunPage, type RunQuery, type RunTable } from '../state/tables.ts';
+import { unreachableDependency } from '../state/backend.ts';
 import type { Limits } from '../http/limits.ts';
 import type { Tenant } from '../http/tenants.ts';
 import { failureHelp } from './failure-help.ts';
@@ -269,6 +270,11 @@ export class RunsService {
 
   async releaseRunner(runId: string, owner: string): Promise<void> {
     await this.atomic.deleteIf(runnerKey(runId), owner);
+  }
+
+  /** True when `err` says the store could not be reached: nothing refused the write, it may be tried again. */
+  unreachable(err: unknown): boolean {
+    return unreachableDependency(err) !== undefined;
   }
 
   /**

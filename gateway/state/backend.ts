@@ -9,7 +9,7 @@ import { Keyv } from 'keyv';
 import KeyvRedis from '@keyv/redis';
 import { MemoryAtomicOps, type AtomicOps } from './atomic.ts';
 import { RedisAtomicOps } from './redis-atomic.ts';
-import { pingRedis, pingWithin, redisClient, type DependencyCheck, type RedisClient } from './redis-client.ts';
+import { isRedisConnectionError, pingRedis, pingWithin, redisClient, type DependencyCheck, type RedisClient } from './redis-client.ts';
 import { openDb } from './sqlite/db.ts';
 import { isPgConnectionError, openPool, type Pool } from './pg/db.ts';
 import { PgAtomicOps } from './pg/atomic.ts';
@@ -64,6 +64,12 @@ const json = {
   serialize: (data: unknown) => JSON.stringify(data),
   deserialize: <V>(data: string) => JSON.parse(data) as V,
 } as const;
+
+/** Which dependency of the store `err` says could not be reached (down, restarting, refusing connections), or undefined: a bug or a refused statement. */
+export function unreachableDependency(err: unknown): 'postgres' | 'redis' | undefined {
+  if (isRedisConnectionError(err)) return 'redis';
+  return isPgConnectionError(err) ? 'postgres' : undefined;
+}
 
 export async function openStateBackend(o: StateOptions): Promise<StateBackend> {
   if (o.databaseUrl) return openPgBackend(o.databaseUrl, o);

@@ -81,6 +81,8 @@ export class SdkRunRecorder implements RunRecorder {
 
   private readonly owner: string;
   private readonly staged: StagedTraces;
+  /** runs whose recording is open in this process */
+  private readonly open = new Set<string>();
 
   constructor(private readonly o: RecorderOptions) {
     this.owner = o.owner ?? runnerOwner();
@@ -96,6 +98,10 @@ export class SdkRunRecorder implements RunRecorder {
     const sweep = this.staged.sweep(load);
     this.own(sweep);
     return sweep;
+  }
+
+  recording(runId: string): boolean {
+    return this.open.has(runId);
   }
 
   finishStaged(run: RunRecord, note: string): Promise<boolean> {
@@ -174,7 +180,11 @@ export class SdkRunRecorder implements RunRecorder {
         tags: traceTags(run),
         startedAt: run.created_at,
       });
-      const committed = () => clearStagingNote(this.o.dataDir, run, this.owner).catch((err: Error) => log.warn({ err: err.message }, 'trace: the staging note could not be removed'));
+      const committed = () => {
+        this.open.delete(run.run_id);
+        return clearStagingNote(this.o.dataDir, run, this.owner).catch((err: Error) => log.warn({ err: err.message }, 'trace: the staging note could not be removed'));
+      };
+      this.open.add(run.run_id);
       return new SdkRecording(session, captureMode, log, (p) => this.own(p.then(() => this.noteUndelivered(run, session)).catch((err: Error) => log.warn({ err: err.message }, 'trace: the undelivered note could not be written'))), committed);
     } catch (err) {
       log.error({ err: (err as Error).message }, 'trace recording could not start');

@@ -98,6 +98,46 @@ describe('PostgreSQL and Redis restarted mid-run (gateway process on both)', fun
     expect((await request(gw.url, 'GET', '/v1/ready')).status).to.equal(200);
   });
 
+  /** A run whose last step (a 2 s wait) and end happen while PostgreSQL is away for `awayMs`; its id once it ended. */
+  async function outageAtTheEnd(awayMs: number): Promise<string> {
+    const accepted = await req('POST', '/v1/predict', { plan: [{ intent: 'open the listings', type: 'navigate', url: `${site.url}/list` }, { intent: 'wait', type: 'wait', seconds: 2 }], detached: true, compute_backend: 'dom_plane' });
+    expect(accepted.status, accepted.text).to.equal(200);
+    const runId = accepted.body.run_id as string;
+    const started = async () => ((await req('GET', `/v1/runs/${runId}/events`)).body.events as Body[] | undefined)?.filter((e) => e.type === 'step.started').length ?? 0;
+    expect(await until(async () => (await started()) >= 2, 60_000), 'the wait step started').to.equal(true);
+    await pg.kill();
+    await sleep(awayMs);
+    await pg.start();
+    expect(await until(async () => ended((await req('GET', `/v1/runs/${runId}`)).body.status), 60_000), 'the run ended').to.equal(true);
+    return runId;
+  }
+
+  /** The run's record, its run.ended events and its trace manifest's status, once the trace is written. */
+  async function endOf(runId: string) {
+    const run = (await req('GET', `/v1/runs/${runId}`)).body as Body;
+    const events = (await req('GET', `/v1/runs/${runId}/events`)).body.events as Body[];
+    expect(await until(async () => (await req('GET', `/v1/runs/${runId}/trace`)).status === 200, 30_000), 'the trace is written').to.equal(true);
+    const trace = await req('GET', `/v1/runs/${runId}/trace`);
+    return { run, ends: events.filter((e) => e.type === 'run.ended'), recovered: events.filter((e) => e.type === 'run.recovered'), traceStatus: trace.body.manifest.status as string };
+  }
+
+  it('PostgreSQL away while the last step runs and the run ends, back within the lease: the run ends with its true outcome, in its record and its trace', async () => {
+    // away through the step's end, its save and the run's end; back well within the 9 s lease
+    const e = await endOf(await outageAtTheEnd(4000));
+    expect(e.run.status, JSON.stringify(e.run)).to.equal('succeeded');
+    expect(e.run.step_count).to.equal(2);
+    expect(e.ends.map((x) => x.data.status)).to.deep.equal(['succeeded']);
+    expect(e.recovered, 'not handed to recovery').to.deep.equal([]);
+    expect(e.traceStatus, 'the trace says what the record says').to.equal('passed');
+  });
+
+  it('PostgreSQL away past the lease: the run ends runner_lost once, and its trace says so (the runner still waiting to end it, or recovery first)', async () => {
+    const e = await endOf(await outageAtTheEnd(12_000));
+    expect([e.run.status, e.run.halt_class], JSON.stringify(e.run)).to.deep.equal(['failed', 'runner_lost']);
+    expect(e.ends).to.have.length(1);
+    expect(e.traceStatus, 'the trace says what the record says').to.equal('halted');
+  });
+
   it('Redis restarted mid-run (it keeps nothing): the run ends, its events are all in the store, and new runs are dispatched', async () => {
     const accepted = await req('POST', '/v1/predict', {
       plan: plan(4),

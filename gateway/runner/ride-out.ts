@@ -1,0 +1,71 @@
+// A store of record that cannot be reached for a moment (PostgreSQL or Redis
+// restarting) does not end a run. Without this, a run whose store was away for
+// four seconds while its last step finished was ended `runner_lost` by recovery
+// ("the gateway process went away"), a run that had succeeded.
+//
+// A runner's writes during the run are tried again while its lease still holds:
+// past the lease another gateway may recover the run, so the runner stops there
+// (runner_lost), as its heartbeat does. The run's end is tried again past the
+// lease too: it is written only if the run has not ended, so whichever end comes
+// first is the record's, and the runner learns which one from the answer.
+//
+// Only errors that say the store could not be reached are retried. A write whose
+// commit reached the store before the connection dropped is written again: a
+// save and the end are idempotent (the same row; an end only if unended); a
+// fenced event can then appear twice, which is the lesser harm.
+import { sleep } from '../../shared/abort.ts';
+import type { Logger } from '../log.ts';
+import type { RunnerStore } from './executor.ts';
+import { runnerLost } from './outcome.ts';
+
+const FIRST_WAIT_MS = 200;
+const LONGEST_WAIT_MS = 2000;
+
+export interface RideOut {
+  /** when to stop trying (ms since the epoch) */
+  until(): number;
+  /** stops the retries at once (shutdown): the write's last error is thrown */
+  signal?: AbortSignal;
+  log: Logger;
+}
+
+/** `write`, tried again while the store is unreachable and `until` has not passed; then its last error. */
+export async function rideOut<T>(store: Pick<RunnerStore, 'unreachable'>, what: string, write: () => Promise<T>, o: RideOut): Promise<T> {
+  let wait = FIRST_WAIT_MS;
+  for (let tries = 1; ; tries++) {
+    try {
+      return await write();
+    } catch (err) {
+      if (!store.unreachable(err) || o.signal?.aborted || Date.now() + wait > o.until()) throw err;
+      if (tries === 1) o.log.warn({ err: (err as Error)?.message }, `${what}: the store is unreachable; trying again`);
+      await sleep(wait);
+      wait = Math.min(wait * 2, LONGEST_WAIT_MS);
+    }
+  }
+}
+
+/**
+ * The store as one run's runner writes it during the run: a fenced write rides out
+ * an outage until the lease deadline (`leaseUntil`), then the runner has lost the run.
+ */
+export function ridingOut(store: RunnerStore, leaseUntil: () => number, log: Logger): RunnerStore {
+  const fenced = <T>(what: string, write: () => Promise<T>): Promise<T> =>
+    rideOut(store, what, write, { until: leaseUntil, log }).catch((err: unknown) => {
+      // past the lease another gateway may recover the run: this runner stops here
+      if (store.unreachable(err)) throw runnerLost();
+      throw err;
+    });
+  return {
+    load: (runId) => store.load(runId),
+    end: (r, outcome) => store.end(r, outcome),
+    claimForRunner: (runId, owner, ttlMs) => store.claimForRunner(runId, owner, ttlMs),
+    renewRunner: (runId, owner, ttlMs) => store.renewRunner(runId, owner, ttlMs),
+    releaseRunner: (runId, owner) => store.releaseRunner(runId, owner),
+    subscribe: (topic, listener) => store.subscribe(topic, listener),
+    unreachable: (err) => store.unreachable(err),
+    save: (r, owner) => fenced('saving the run', () => store.save(r, owner)),
+    emit: (r, type, data) => fenced(`recording ${type}`, () => store.emit(r, type, data)),
+    emitFenced: (r, owner, type, data) => fenced(`recording ${type}`, () => store.emitFenced(r, owner, type, data)),
+    saveAndEmit: (r, owner, type, data) => fenced(`recording ${type}`, () => store.saveAndEmit(r, owner, type, data)),
+  };
+}
