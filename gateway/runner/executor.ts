@@ -99,7 +99,7 @@ export class RunExecutor {
     const lease = this.heartbeat(runId, halt);
     const log = this.d.log.child({ run_id: runId, tenant_id: queued.tenant_id });
     // this run's writes ride out a store that is away for a moment, while the lease holds
-    const d: RunnerDeps = { ...this.d, store: ridingOut(this.d.store, lease.until, log) };
+    const d: RunnerDeps = { ...this.d, store: ridingOut(this.d.store, lease.until, log, () => abort.signal.aborted || this.stopping.signal.aborted) };
     const timer = setTimeout(() => halt(new Halt('time_cap', `max_time_minutes (${queued.runtime.max_time_minutes}) reached`)), maxMs);
     timer.unref();
     const unsubscribe = this.d.store.subscribe(`run:${runId}`, (e) => {
@@ -185,7 +185,7 @@ export class RunExecutor {
     // The end rides out an unreachable store past the lease (the lease is kept while it can
     // be), until shutdown: an end is written only if the run has not ended, and the answer
     // is the record's end, this one or recovery's, which the trace then tells too.
-    const ending = rideOut(this.d.store, 'ending the run', () => this.d.store.end(run, { ...outcome, costUsd: st.cost }), { until: () => Infinity, signal: this.stopping.signal, log });
+    const ending = rideOut(this.d.store, 'ending the run', () => this.d.store.end(run, { ...outcome, costUsd: st.cost }), { until: () => Infinity, stopped: () => this.stopping.signal.aborted, log });
     if (recording) {
       const written = ending.then(
         (ended) => recording.close({ status: ended.status, halt_class: ended.halt_class, summary: ended.summary ?? '', cost_usd: st.cost }),

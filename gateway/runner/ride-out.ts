@@ -24,8 +24,8 @@ const LONGEST_WAIT_MS = 2000;
 export interface RideOut {
   /** when to stop trying (ms since the epoch) */
   until(): number;
-  /** stops the retries at once (shutdown): the write's last error is thrown */
-  signal?: AbortSignal;
+  /** true once the retries should stop (the run halted, the gateway shutting down): the write's last error is thrown */
+  stopped?: () => boolean;
   log: Logger;
 }
 
@@ -36,7 +36,7 @@ export async function rideOut<T>(store: Pick<RunnerStore, 'unreachable'>, what: 
     try {
       return await write();
     } catch (err) {
-      if (!store.unreachable(err) || o.signal?.aborted || Date.now() + wait > o.until()) throw err;
+      if (!store.unreachable(err) || o.stopped?.() || Date.now() + wait > o.until()) throw err;
       if (tries === 1) o.log.warn({ err: (err as Error)?.message }, `${what}: the store is unreachable; trying again`);
       await sleep(wait);
       wait = Math.min(wait * 2, LONGEST_WAIT_MS);
@@ -46,11 +46,12 @@ export async function rideOut<T>(store: Pick<RunnerStore, 'unreachable'>, what: 
 
 /**
  * The store as one run's runner writes it during the run: a fenced write rides out
- * an outage until the lease deadline (`leaseUntil`), then the runner has lost the run.
+ * an outage until the lease deadline (`leaseUntil`), then the runner has lost the run;
+ * `stopped` (the run halted, the gateway shutting down) ends the waiting at the next try.
  */
-export function ridingOut(store: RunnerStore, leaseUntil: () => number, log: Logger): RunnerStore {
+export function ridingOut(store: RunnerStore, leaseUntil: () => number, log: Logger, stopped?: () => boolean): RunnerStore {
   const fenced = <T>(what: string, write: () => Promise<T>): Promise<T> =>
-    rideOut(store, what, write, { until: leaseUntil, log }).catch((err: unknown) => {
+    rideOut(store, what, write, { until: leaseUntil, stopped, log }).catch((err: unknown) => {
       // past the lease another gateway may recover the run: this runner stops here
       if (store.unreachable(err)) throw runnerLost();
       throw err;

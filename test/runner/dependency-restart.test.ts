@@ -138,6 +138,25 @@ describe('PostgreSQL and Redis restarted mid-run (gateway process on both)', fun
     expect(e.traceStatus, 'the trace says what the record says').to.equal('halted');
   });
 
+  it('PostgreSQL away when the gateway shuts down: it stops within its grace (the end stops waiting for the store), and the next start ends the run', async () => {
+    const accepted = await req('POST', '/v1/predict', { plan: [{ intent: 'open the listings', type: 'navigate', url: `${site.url}/list` }, { intent: 'wait', type: 'wait', seconds: 30 }], detached: true, compute_backend: 'dom_plane' });
+    const runId = accepted.body.run_id as string;
+    const started = async () => ((await req('GET', `/v1/runs/${runId}/events`)).body.events as Body[] | undefined)?.filter((e) => e.type === 'step.started').length ?? 0;
+    expect(await until(async () => (await started()) >= 2, 60_000), 'the wait step started').to.equal(true);
+    await pg.kill();
+    const t0 = Date.now();
+    await gw.stop(45_000);
+    // the grace is 10 s; the run's end waits for the store only until the shutdown halts the runs
+    expect(gw.child.signalCode, 'exited by itself, not killed').to.not.equal('SIGKILL');
+    expect(Date.now() - t0).to.be.lessThan(30_000);
+    await pg.start();
+    gw = await startGatewayProcess(env);
+    expect(await until(async () => ended((await req('GET', `/v1/runs/${runId}`)).body.status), 60_000), 'the run ended after the next start').to.equal(true);
+    const run = (await req('GET', `/v1/runs/${runId}`)).body as Body;
+    expect(run.status, JSON.stringify(run)).to.equal('failed');
+    expect(run.halt_class).to.be.oneOf(['runner_lost', 'shutdown']);
+  });
+
   it('Redis restarted mid-run (it keeps nothing): the run ends, its events are all in the store, and new runs are dispatched', async () => {
     const accepted = await req('POST', '/v1/predict', {
       plan: plan(4),
