@@ -98,13 +98,19 @@ describe('PostgreSQL and Redis restarted mid-run (gateway process on both)', fun
     expect((await request(gw.url, 'GET', '/v1/ready')).status).to.equal(200);
   });
 
-  /** A run whose last step (a 2 s wait) and end happen while PostgreSQL is away for `awayMs`; its id once it ended. */
-  async function outageAtTheEnd(awayMs: number): Promise<string> {
-    const accepted = await req('POST', '/v1/predict', { plan: [{ intent: 'open the listings', type: 'navigate', url: `${site.url}/list` }, { intent: 'wait', type: 'wait', seconds: 2 }], detached: true, compute_backend: 'dom_plane' });
+  /** A run of a navigate and a wait of `waitSeconds`, once its wait step started; its id. */
+  async function atItsLastStep(waitSeconds: number): Promise<string> {
+    const accepted = await req('POST', '/v1/predict', { plan: [{ intent: 'open the listings', type: 'navigate', url: `${site.url}/list` }, { intent: 'wait', type: 'wait', seconds: waitSeconds }], detached: true, compute_backend: 'dom_plane' });
     expect(accepted.status, accepted.text).to.equal(200);
     const runId = accepted.body.run_id as string;
     const started = async () => ((await req('GET', `/v1/runs/${runId}/events`)).body.events as Body[] | undefined)?.filter((e) => e.type === 'step.started').length ?? 0;
     expect(await until(async () => (await started()) >= 2, 60_000), 'the wait step started').to.equal(true);
+    return runId;
+  }
+
+  /** A run whose last step (a 2 s wait) and end happen while PostgreSQL is away for `awayMs`; its id once it ended. */
+  async function outageAtTheEnd(awayMs: number): Promise<string> {
+    const runId = await atItsLastStep(2);
     await pg.kill();
     await sleep(awayMs);
     await pg.start();
@@ -139,10 +145,7 @@ describe('PostgreSQL and Redis restarted mid-run (gateway process on both)', fun
   });
 
   it('PostgreSQL away when the gateway shuts down: it stops within its grace (the end stops waiting for the store), and the next start ends the run', async () => {
-    const accepted = await req('POST', '/v1/predict', { plan: [{ intent: 'open the listings', type: 'navigate', url: `${site.url}/list` }, { intent: 'wait', type: 'wait', seconds: 30 }], detached: true, compute_backend: 'dom_plane' });
-    const runId = accepted.body.run_id as string;
-    const started = async () => ((await req('GET', `/v1/runs/${runId}/events`)).body.events as Body[] | undefined)?.filter((e) => e.type === 'step.started').length ?? 0;
-    expect(await until(async () => (await started()) >= 2, 60_000), 'the wait step started').to.equal(true);
+    const runId = await atItsLastStep(30);
     await pg.kill();
     const t0 = Date.now();
     await gw.stop(45_000);
