@@ -4,7 +4,9 @@
 //   (c) GET /v1/runs?limit=100 over 100 runs of 200 recorded steps each
 // each on the in-memory store, the SQLite store of record (the embedded
 // default) and PostgreSQL (a throwaway local cluster), beside a bare Koa route
-// answering the same JSON, in the same run.
+// answering the same JSON, in the same run; and a floor (floor-server.ts): the
+// bare route plus the token lookup, the store read, a log line and a histogram
+// that any authenticated service with a store of record does per request.
 // Usage: npm run bench:gateway [-- --seconds 5 --connections 10]
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
@@ -59,6 +61,7 @@ const mem = await start('gateway-server.ts', 'memory');
 const sql = await start('gateway-server.ts', 'sqlite');
 const pgw = await start('gateway-server.ts', 'postgres', pg.url);
 const bare = await start('bare-server.ts');
+const floor = await start('floor-server.ts');
 try {
   const stores = [
     { name: 'memory', ...(JSON.parse(mem.line) as Started) },
@@ -67,6 +70,8 @@ try {
   ];
   const rows: Row[] = [];
   rows.push(await measure('bare GET (same JSON)', `${bare.line}/status`, {}));
+  const fl = JSON.parse(floor.line) as { url: string; token: string; run_id: string };
+  const floorRow = await measure('floor GET status (auth, sqlite, log, metric)', `${fl.url}/v1/runs/${fl.run_id}/status`, { headers: { 'X-Service-Token': fl.token } });
   for (const g of stores) rows.push(await measure(`gateway GET status (${g.name})`, `${g.url}/v1/runs/${g.run_id}/status`, { headers: { 'X-Service-Token': g.token } }));
   // the same route on a run with 50 steps recorded (~25 KB row): what a poll of a real run costs
   const bigRows: Row[] = [];
@@ -78,15 +83,16 @@ try {
   for (const g of stores) rows.push(await measure(`gateway POST predict 50 (${g.name})`, `${g.url}/v1/predict`, post(g.token)));
   console.log(`\nbench/gateway: ${seconds}s per case, ${connections} connections, loopback, ${predictBody.length} byte plan body, load average ${(await import('node:os')).loadavg().map((l) => l.toFixed(2)).join(' ')}\n`);
   console.log('case'.padEnd(44) + 'req/s'.padStart(9) + 'p50 ms'.padStart(9) + 'p99 ms'.padStart(9) + 'non2xx'.padStart(8));
-  for (const r of [...rows, ...bigRows]) console.log(r.name.padEnd(44) + String(r.rps).padStart(9) + String(r.p50).padStart(9) + String(r.p99).padStart(9) + String(r.non2xx).padStart(8));
+  for (const r of [rows[0]!, floorRow, ...rows.slice(1), ...bigRows]) console.log(r.name.padEnd(44) + String(r.rps).padStart(9) + String(r.p50).padStart(9) + String(r.p99).padStart(9) + String(r.non2xx).padStart(8));
   const ratio = (a: Row, b: Row) => (a.rps / b.rps).toFixed(2);
   const [bareGet, gMem, gSql, gPg, barePost, pMem, pSql, pPg] = rows as [Row, Row, Row, Row, Row, Row, Row, Row];
   console.log(`\nthroughput ratio gateway/bare: status ${ratio(gMem, bareGet)} memory, ${ratio(gSql, bareGet)} sqlite, ${ratio(gPg, bareGet)} postgres; predict ${ratio(pMem, barePost)} memory, ${ratio(pSql, barePost)} sqlite, ${ratio(pPg, barePost)} postgres`);
+  console.log(`status floor/bare ${ratio(floorRow, bareGet)} (the most any gateway doing those four parts can reach); gateway/floor: ${ratio(gMem, floorRow)} memory, ${ratio(gSql, floorRow)} sqlite`);
   console.log(`status of a 50-step run / bare: ${bigRows.slice(0, 3).map((b, i) => `${ratio(b, bareGet)} ${stores[i]!.name}`).join(', ')}`);
   console.log(`store/memory: status ${ratio(gSql, gMem)} sqlite, ${ratio(gPg, gMem)} postgres; predict ${ratio(pSql, pMem)} sqlite, ${ratio(pPg, pMem)} postgres`);
 } finally {
-  const exits = [mem, sql, pgw, bare].map((c) => new Promise((r) => (c.child.exitCode !== null ? r(null) : c.child.once('exit', r))));
-  for (const c of [mem, sql, pgw, bare]) c.child.kill('SIGTERM');
+  const exits = [mem, sql, pgw, bare, floor].map((c) => new Promise((r) => (c.child.exitCode !== null ? r(null) : c.child.once('exit', r))));
+  for (const c of [mem, sql, pgw, bare, floor]) c.child.kill('SIGTERM');
   await Promise.all(exits);
   await pg.stop();
 }
