@@ -26,11 +26,14 @@ export interface RunnerStore {
   load(runId: string): Promise<RunRecord | undefined>;
   /** a fenced write: false once the run has ended or `owner` no longer holds its lease */
   save(r: RunRecord, owner: string): Promise<boolean>;
-  emit(r: RunRecord, type: string, data: Record<string, unknown>): Promise<void>;
+  /** `ts`: when the event happened (now when absent); a write tried again gives the same, so `emitted` can recognise it */
+  emit(r: RunRecord, type: string, data: Record<string, unknown>, ts?: string): Promise<void>;
   /** emit, only while `owner` holds the run's lease and the run is unfinished; false: not appended */
-  emitFenced(r: RunRecord, owner: string, type: string, data: Record<string, unknown>): Promise<boolean>;
+  emitFenced(r: RunRecord, owner: string, type: string, data: Record<string, unknown>, ts?: string): Promise<boolean>;
   /** save, then emit only if the save held, as one write where the store can; false as save's */
-  saveAndEmit(r: RunRecord, owner: string, type: string, data: Record<string, unknown>): Promise<boolean>;
+  saveAndEmit(r: RunRecord, owner: string, type: string, data: Record<string, unknown>, ts?: string): Promise<boolean>;
+  /** true when the run's log holds this event (a write whose commit landed though its answer was lost) */
+  emitted(runId: string, e: { type: string; ts: string; data: Record<string, unknown> }): Promise<boolean>;
   end(r: RunRecord, outcome: RunOutcome): Promise<RunRecord>;
   claimForRunner(runId: string, owner: string, ttlMs: number): Promise<boolean>;
   renewRunner(runId: string, owner: string, ttlMs: number): Promise<boolean>;

@@ -10,13 +10,16 @@
 // first is the record's, and the runner learns which one from the answer.
 //
 // Only errors that say the store could not be reached are retried. A write whose
-// commit reached the store before the connection dropped is written again: a
-// save and the end are idempotent (the same row; an end only if unended); a
-// fenced event can then appear twice, which is the lesser harm.
+// commit reached the store before the connection dropped is tried again too: a
+// save and the end are idempotent (the same row; an end only if unended), and an
+// event keeps the time of its first try, so before each further try the runner
+// asks whether the log already holds it (the same type, time and data) and does
+// not append it twice.
 import { sleep } from '../../shared/abort.ts';
 import type { Logger } from '../log.ts';
 import type { RunnerStore } from './executor.ts';
 import { runnerLost } from './outcome.ts';
+import type { RunRecord } from '../runs/records.ts';
 
 const FIRST_WAIT_MS = 200;
 const LONGEST_WAIT_MS = 2000;
@@ -56,6 +59,16 @@ export function ridingOut(store: RunnerStore, leaseUntil: () => number, log: Log
       if (store.unreachable(err)) throw runnerLost();
       throw err;
     });
+  /** An event write, ridden out as `fenced`; a try after the first writes nothing when the log already holds the event, and answers `landed`. */
+  const once = <T>(r: RunRecord, type: string, data: Record<string, unknown>, landed: T, write: (ts: string) => Promise<T>): Promise<T> => {
+    const ts = new Date().toISOString();
+    let tried = false;
+    return fenced(`recording ${type}`, async () => {
+      if (tried && (await store.emitted(r.run_id, { type, ts, data }))) return landed;
+      tried = true;
+      return write(ts);
+    });
+  };
   return {
     load: (runId) => store.load(runId),
     end: (r, outcome) => store.end(r, outcome),
@@ -65,8 +78,9 @@ export function ridingOut(store: RunnerStore, leaseUntil: () => number, log: Log
     subscribe: (topic, listener) => store.subscribe(topic, listener),
     unreachable: (err) => store.unreachable(err),
     save: (r, owner) => fenced('saving the run', () => store.save(r, owner)),
-    emit: (r, type, data) => fenced(`recording ${type}`, () => store.emit(r, type, data)),
-    emitFenced: (r, owner, type, data) => fenced(`recording ${type}`, () => store.emitFenced(r, owner, type, data)),
-    saveAndEmit: (r, owner, type, data) => fenced(`recording ${type}`, () => store.saveAndEmit(r, owner, type, data)),
+    emit: (r, type, data) => once(r, type, data, undefined, (ts) => store.emit(r, type, data, ts)),
+    emitFenced: (r, owner, type, data) => once(r, type, data, true, (ts) => store.emitFenced(r, owner, type, data, ts)),
+    saveAndEmit: (r, owner, type, data) => once(r, type, data, true, (ts) => store.saveAndEmit(r, owner, type, data, ts)),
+    emitted: (runId, e) => store.emitted(runId, e),
   };
 }

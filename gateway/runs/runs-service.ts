@@ -195,9 +195,9 @@ export class RunsService {
    * appended only if the fenced save held; elsewhere the save first and the
    * event only after it held. False: nothing written, as save's false.
    */
-  async saveAndEmit(r: RunRecord, owner: string, type: string, data: Record<string, unknown>): Promise<boolean> {
+  async saveAndEmit(r: RunRecord, owner: string, type: string, data: Record<string, unknown>, ts?: string): Promise<boolean> {
     const row = { ...r, updated_at: new Date().toISOString() };
-    const event = { run_id: r.run_id, tenant_id: r.tenant_id, type, data };
+    const event = { run_id: r.run_id, tenant_id: r.tenant_id, type, data, ...(ts ? { ts } : {}) };
     if (this.events.appendIfLeased) return (await this.events.appendIfLeased(row, runnerKey(r.run_id), owner, event)) !== null;
     if (!(await this.runs.putIfLeased(row, runnerKey(r.run_id), owner))) return false;
     await this.events.append(event);
@@ -210,8 +210,8 @@ export class RunsService {
    * elsewhere the lease and the row are read, then the event appended, the same
    * gap as their fenced save). False: not appended; the runner has lost the run.
    */
-  async emitFenced(r: RunRecord, owner: string, type: string, data: Record<string, unknown>): Promise<boolean> {
-    const event = { run_id: r.run_id, tenant_id: r.tenant_id, type, data };
+  async emitFenced(r: RunRecord, owner: string, type: string, data: Record<string, unknown>, ts?: string): Promise<boolean> {
+    const event = { run_id: r.run_id, tenant_id: r.tenant_id, type, data, ...(ts ? { ts } : {}) };
     if (this.events.appendWhileLeased) return (await this.events.appendWhileLeased(runnerKey(r.run_id), owner, event)) !== null;
     if ((await this.atomic.get(runnerKey(r.run_id))) !== owner) return false;
     const current = await this.runs.get(r.run_id);
@@ -220,8 +220,18 @@ export class RunsService {
     return true;
   }
 
-  async emit(r: RunRecord, type: string, data: Record<string, unknown>): Promise<void> {
-    await this.events.append({ run_id: r.run_id, tenant_id: r.tenant_id, type, data });
+  async emit(r: RunRecord, type: string, data: Record<string, unknown>, ts?: string): Promise<void> {
+    await this.events.append({ run_id: r.run_id, tenant_id: r.tenant_id, type, data, ...(ts ? { ts } : {}) });
+  }
+
+  /**
+   * True when the run's log holds an event of this type, time and data: how a
+   * runner whose write's answer was lost with the connection learns that its
+   * commit landed. Reads the whole log, which only a retry after an outage does.
+   */
+  async emitted(runId: string, e: { type: string; ts: string; data: Record<string, unknown> }): Promise<boolean> {
+    const data = JSON.stringify(e.data);
+    return (await this.history(runId)).some((h) => h.type === e.type && h.ts === e.ts && JSON.stringify(h.data) === data);
   }
 
   /**
