@@ -113,6 +113,7 @@ export class SessionCore {
           clientName: this.id.clientName,
           queueMax: this.streamOpts.queueMax,
           batchMax: this.streamOpts.batchMax,
+          lingerMs: this.streamOpts.lingerMs,
           fetch: this.streamOpts.fetch,
         });
       } catch (err) {

@@ -12,6 +12,8 @@ export interface StreamOptions {
   queueMax?: number;
   /** records per batch request; 1 turns the batch route off (default 200) */
   batchMax?: number;
+  /** how long a record waits for later ones to go in the same request (default 0: the next turn) */
+  lingerMs?: number;
   /** heartbeat period (default 15 s) */
   heartbeatIntervalMs?: number;
   /** how long close() waits for the queue to drain (default 5 s) */

@@ -30,6 +30,8 @@ export interface StreamerOptions {
   queueMax?: number;
   /** records per batch request; 1 turns batching off (default 200) */
   batchMax?: number;
+  /** how long a record waits for later ones to go in the same request (default 0: the next turn); flush and close do not wait it */
+  lingerMs?: number;
   fetch?: typeof fetch;
 }
 

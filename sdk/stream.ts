@@ -45,6 +45,11 @@ export class Streamer {
   private readonly log: SdkLogger;
   private readonly queueMax: number;
   private readonly batchMax: number;
+  private readonly lingerMs: number;
+  /** ends the current linger at once (flush, close) */
+  private release: (() => void) | null = null;
+  /** true while flush waits: a kick then does not linger */
+  private flushing = false;
   private readonly transport: IngestTransport;
   private running: Promise<void> | null = null;
   private abort = new AbortController();
@@ -63,6 +68,7 @@ export class Streamer {
     this.log = opts.logger;
     this.queueMax = opts.queueMax ?? 5000;
     this.batchMax = Math.max(1, opts.batchMax ?? 200);
+    this.lingerMs = Math.max(0, opts.lingerMs ?? 0);
     this.transport = new IngestTransport(this.dsn.baseUrl, {
       authorization: `Bearer ${this.dsn.key}`,
       'user-agent': `runplane-trace-sdk/${SDK_VERSION} (${opts.clientName.replace(/[^\x20-\x7e]/g, '?')})`,
@@ -110,11 +116,23 @@ export class Streamer {
    * Starts draining on a later turn: records posted in one burst (a step, its
    * screenshots, its events) go out together, and the request is built and
    * sent off the recording call's path (starting a fetch costs the caller
-   * 0.1-0.2 ms, about all of a paced step's SDK time before).
+   * 0.1-0.2 ms, about all of a paced step's SDK time before). With `lingerMs`
+   * the records of the next few steps wait to join them: fewer, larger requests.
    */
   private kick(): void {
     if (this.running) return;
-    this.running = new Promise<void>((r) => setImmediate(r)).then(() => this.drain()).finally(() => {
+    const started = new Promise<void>((resolve) => {
+      if (!this.lingerMs || this.flushing) return void setImmediate(resolve);
+      const t = setTimeout(resolve, this.lingerMs);
+      this.release = () => {
+        clearTimeout(t);
+        resolve();
+      };
+    });
+    this.running = started.then(() => {
+      this.release = null;
+      return this.drain();
+    }).finally(() => {
       this.running = null;
       if (this.queue.length && !this.abort.signal.aborted) this.kick();
     });
@@ -347,6 +365,16 @@ export class Streamer {
   /** Waits until everything queued went out, or the deadline passed (then drops the rest). */
   async flush(deadlineMs: number): Promise<void> {
     const until = Date.now() + deadlineMs;
+    this.flushing = true;
+    this.release?.();
+    try {
+      await this.flushUntil(until);
+    } finally {
+      this.flushing = false;
+    }
+  }
+
+  private async flushUntil(until: number): Promise<void> {
     while ((this.running || this.queue.length) && Date.now() < until) {
       const wait = this.running ?? Promise.resolve();
       let t: NodeJS.Timeout | undefined;

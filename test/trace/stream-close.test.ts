@@ -180,3 +180,36 @@ describe('trace SDK: a burst of records', () => {
     expect(lines.map((l) => (JSON.parse(l) as { kind: string }).kind)).to.deep.equal(['propose', 'check']);
   });
 });
+
+describe('trace SDK: records that linger to share a request (stream.lingerMs)', () => {
+  let ing: TestIngest;
+  const seen: string[] = [];
+  before(async () => {
+    ing = await startIngest({}, (inner) => (req, res) => {
+      seen.push(`${req.method} ${req.url}`);
+      inner(req, res);
+    });
+  });
+  after(() => ing.close());
+
+  it('sends the records of several steps posted within the linger in one request per lane, and close does not wait for the linger', async () => {
+    const a = await ing.tenant('linger');
+    const dir = path.join(await tempDir(), 'bundle');
+    // a linger far past close's flush deadline (5 s): were close to wait for it, the records would be dropped
+    const s = new DebugSession({ runId: 'run-linger', clientName: 'runner', outDir: dir, dsn: a.dsn, logger: collectingLogger(), stream: { lingerMs: 60_000 } });
+    await record(s, 4);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(seen, 'nothing sent while the records linger').to.deep.equal([]);
+    const started = Date.now();
+    await s.close('passed');
+    expect(Date.now() - started, 'close released the linger').to.be.lessThan(5000);
+    expect(s.streamStats!.dropped).to.equal(0);
+    expect(seen.filter((r) => r === 'POST /api/v1/batch').length, seen.join(', ')).to.be.within(1, 3);
+    expect(seen.length, seen.join(', ')).to.be.lessThan(8);
+    expect(await validateBundle(dir)).to.deep.equal([]);
+    const cookie = await ing.login(a);
+    const trace = await ing.json('/runs/run-linger/trace.json', cookie);
+    expect((trace.steps as unknown[]).length).to.equal(4);
+    for (let i = 0; i < 4; i++) expect((await ing.get(`/runs/run-linger/screenshots/${String(i).padStart(4, '0')}_post.png`, cookie)).status).to.equal(200);
+  });
+});
