@@ -54,6 +54,9 @@ const endingKey = (runId: string): string => `ending:${runId}`;
 /** Endings race within seconds, and the ended row refuses any later one (putUnlessEnded): the claim need only outlive the race. */
 const ENDING_CLAIM_MS = 10 * 60_000;
 
+/** A run's event as the log takes it; `ts` absent: the log stamps it now. */
+const eventOf = (r: RunRecord, type: string, data: Record<string, unknown>, ts?: string) => ({ run_id: r.run_id, tenant_id: r.tenant_id, type, data, ts });
+
 export class RunsService {
   private readonly acceptedListeners: Array<(runId: string) => void> = [];
 
@@ -197,7 +200,7 @@ export class RunsService {
    */
   async saveAndEmit(r: RunRecord, owner: string, type: string, data: Record<string, unknown>, ts?: string): Promise<boolean> {
     const row = { ...r, updated_at: new Date().toISOString() };
-    const event = { run_id: r.run_id, tenant_id: r.tenant_id, type, data, ...(ts ? { ts } : {}) };
+    const event = eventOf(r, type, data, ts);
     if (this.events.appendIfLeased) return (await this.events.appendIfLeased(row, runnerKey(r.run_id), owner, event)) !== null;
     if (!(await this.runs.putIfLeased(row, runnerKey(r.run_id), owner))) return false;
     await this.events.append(event);
@@ -211,7 +214,7 @@ export class RunsService {
    * gap as their fenced save). False: not appended; the runner has lost the run.
    */
   async emitFenced(r: RunRecord, owner: string, type: string, data: Record<string, unknown>, ts?: string): Promise<boolean> {
-    const event = { run_id: r.run_id, tenant_id: r.tenant_id, type, data, ...(ts ? { ts } : {}) };
+    const event = eventOf(r, type, data, ts);
     if (this.events.appendWhileLeased) return (await this.events.appendWhileLeased(runnerKey(r.run_id), owner, event)) !== null;
     if ((await this.atomic.get(runnerKey(r.run_id))) !== owner) return false;
     const current = await this.runs.get(r.run_id);
@@ -221,7 +224,7 @@ export class RunsService {
   }
 
   async emit(r: RunRecord, type: string, data: Record<string, unknown>, ts?: string): Promise<void> {
-    await this.events.append({ run_id: r.run_id, tenant_id: r.tenant_id, type, data, ...(ts ? { ts } : {}) });
+    await this.events.append(eventOf(r, type, data, ts));
   }
 
   /**
@@ -312,7 +315,7 @@ export class RunsService {
       ended_at: now,
       events: [...r.events, `${now} status ${status}${haltClass ? ` (halt_class ${haltClass})` : ''}`],
     };
-    const endedEvent = { run_id: r.run_id, tenant_id: r.tenant_id, type: 'run.ended', data: { status, phase: ended.phase, halt_class: haltClass, error } };
+    const endedEvent = eventOf(r, 'run.ended', { status, phase: ended.phase, halt_class: haltClass, error });
     const current = async () => (await this.runs.get(r.run_id)) ?? ended;
     if (this.events.appendIfUnended) {
       // the terminal row, run.ended and the webhook's outbox item in one commit: whoever sees the run
