@@ -167,7 +167,8 @@ export function runText<T extends RunKey>(run: T, view: RunView<T, RunKey>): { b
 /** The view of a stored row: computed from its body when the SQL handed the body over (its head was stale or missing), else its head. */
 export function viewOfRow<T extends RunKey, V extends RunKey>(view: RunView<T, V>, row: HeadRow): V {
   if (row.body !== null) return view.of(JSON.parse(row.body) as T);
-  const v = JSON.parse(row.head!) as V & { _v?: number };
-  delete v._v;
-  return v;
+  // the head is `{"_v":N,` then the view's own keys: parsed without the stamp, since a `delete` after the parse
+  // leaves V8 a dictionary-mode object that every later read and the response's stringify pay for (~5 us a poll)
+  const head = row.head!;
+  return JSON.parse('{' + head.slice(head.indexOf(',') + 1)) as V;
 }
