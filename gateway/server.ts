@@ -108,7 +108,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
   const tenants = await tenantResolver(config, log);
   const version = readVersionInfo(config.gitSha, config.deployedAt);
   let openapiDoc: Record<string, unknown> | undefined;
-  const events = await openEventLog(config.redisUrl, state.eventTable, state.redis);
+  const events = await openEventLog(config.redisUrl, state.eventTable, state.redis, state.runWrites && { writes: state.runWrites, outbox: state.outbox });
   events.onAppend((e) => plugins.emit(e));
   const webhooks = new Webhooks({
     secretsDir: config.secretsDir,
@@ -218,7 +218,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
       log.info({ host: addr.address, port: addr.port, state: state.kind, auth: tenants.mode }, 'gateway listening');
       if (state.kind === 'redis')
         log.warn(
-          'Redis is the store of record (SERVICE_REDIS_URL without SERVICE_DATABASE_URL): runs, recipes and keys last only as long as Redis keeps its data, webhook retries are per replica and fencing is not atomic; set SERVICE_DATABASE_URL for replicas you can trust',
+          'Redis is the store of record (SERVICE_REDIS_URL without SERVICE_DATABASE_URL): runs, recipes and keys last only as long as Redis keeps its data, and webhook retries are per replica; set SERVICE_DATABASE_URL for replicas you can trust',
         );
       // a wildcard address is reached on loopback from this process
       const reach = addr.address === '0.0.0.0' || addr.address === '::' ? (addr.family === 'IPv6' ? '[::1]' : '127.0.0.1') : host;

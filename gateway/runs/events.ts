@@ -4,17 +4,18 @@
 // the store of record by default (its table takes the seq with the insert:
 // SQLite embedded, PostgreSQL shared); in memory for tests; on Redis the log is a list per run and fan-out goes
 // through pub/sub, so a watcher on one replica sees events published by
-// another. One script (scripts/append-event-2.lua) takes the seq, stores and
+// another. One script (state/scripts/run-write-4.lua) takes the seq, stores and
 // publishes the event in one step, so two replicas appending to one run (the
-// runner and a cancel from an edge) keep the log dense and ordered. onAppend
+// runner and a cancel from an edge) keep the log dense and ordered; when Redis
+// is the store of record the same step writes the run's row and checks the
+// runner's lease or the run's end, as the SQL tables' transactions do. onAppend
 // fires on the replica that appended the event only, so trace sinks see each
 // event once however many replicas run.
 import { EventEmitter } from 'node:events';
-import path from 'node:path';
 import type { RunEvent } from '../plugins/contract.ts';
 import { redisClient, type RedisClient } from '../state/redis-client.ts';
-import { RedisScript } from '../state/redis-script.ts';
-import type { OutboxItem } from '../state/outbox.ts';
+import { EVENTS_CHANNEL, RedisRunWrites, redisKeys, type RunGuard } from '../state/redis-runs.ts';
+import type { Outbox, OutboxItem } from '../state/outbox.ts';
 import type { EventTable, RunKey } from '../state/tables.ts';
 
 export type { RunEvent };
@@ -120,8 +121,7 @@ export class MemoryEventLog extends FanOut implements EventLog {
   }
 }
 
-const CHANNEL = 'runplane:events';
-const APPEND_EVENT = new RedisScript(path.join(import.meta.dirname, 'scripts', 'append-event-2.lua'));
+const CHANNEL = EVENTS_CHANNEL;
 
 /**
  * A publishing and a subscribed connection; `attach` delivers what any replica
@@ -149,32 +149,63 @@ async function fanOutClients(url: string, shared?: RedisClient) {
 export class RedisEventLog extends FanOut implements EventLog {
   private constructor(
     private readonly client: RedisClient,
+    private readonly writes: RedisRunWrites,
+    private readonly outbox: Outbox | undefined,
     private readonly owned: RedisClient[],
-    private readonly ttlSeconds: number,
   ) {
     super();
   }
 
-  static async open(url: string, o: { shared?: RedisClient; ttlSeconds?: number } = {}): Promise<RedisEventLog> {
+  /**
+   * `shared`: the state's command connection; `writes` and `outbox`: the state's, when Redis is the
+   * store of record (the guarded appends write its rows); `ttlSeconds` of a log opened on its own.
+   */
+  static async open(url: string, o: { shared?: RedisClient; writes?: RedisRunWrites; outbox?: Outbox; ttlSeconds?: number } = {}): Promise<RedisEventLog> {
     const { pub, owned, attach } = await fanOutClients(url, o.shared);
-    const log = new RedisEventLog(pub, owned, o.ttlSeconds ?? 7 * 24 * 3600);
+    const writes = o.writes ?? new RedisRunWrites(pub, { maxEvents: MAX_EVENTS_PER_RUN, eventTtlSeconds: o.ttlSeconds ?? 7 * 24 * 3600 });
+    const log = new RedisEventLog(pub, writes, o.outbox, owned);
     await attach(log);
     return log;
   }
 
   async append(input: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent> {
     // seq is taken by the script that stores and publishes the event: one step in Redis, whoever appends
+    return (await this.write(input, { kind: 'none' }))!;
+  }
+
+  async appendWithRun(run: RunKey, input: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent> {
+    return (await this.write(input, { kind: 'none' }, run))!;
+  }
+
+  appendIfLeased(run: RunKey, leaseKey: string, owner: string, input: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent | null> {
+    return this.write(input, { kind: 'leased', leaseKey, owner }, run);
+  }
+
+  async appendIfUnended(run: RunKey, input: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }, outbox?: OutboxItem): Promise<RunEvent | null> {
+    const e = await this.write(input, { kind: 'unended' }, run);
+    // the outbox of this mode is the replica's own (README): queued after the ending the script wrote
+    if (e && outbox) await this.outbox?.add(outbox);
+    return e;
+  }
+
+  appendWhileLeased(leaseKey: string, owner: string, input: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }): Promise<RunEvent | null> {
+    return this.write(input, { kind: 'leased', leaseKey, owner });
+  }
+
+  /** The event (and the row, when given) written in one script while `guard` holds; null when it did not. */
+  private async write(input: Omit<RunEvent, 'seq' | 'ts'> & { ts?: string }, guard: RunGuard, row?: RunKey): Promise<RunEvent | null> {
     const { run_id, tenant_id, type, data } = input;
+    if (row && row.run_id !== run_id) throw new Error(`event of run ${run_id} with the row of run ${row.run_id}`);
     const body = JSON.stringify({ run_id, tenant_id, type, ts: input.ts ?? new Date().toISOString(), data });
-    const keys = [`runplane:events-seq:${input.run_id}`, `runplane:events:${input.run_id}`];
-    const text = (await APPEND_EVENT.run(this.client, keys, [body, String(MAX_EVENTS_PER_RUN), String(this.ttlSeconds), CHANNEL])) as string;
+    const text = await this.writes.write(run_id, guard, { row, event: body });
+    if (text === null) return null;
     const e = JSON.parse(text) as RunEvent;
     this.appended(e);
     return e;
   }
 
   async history(runId: string, after = 0): Promise<RunEvent[]> {
-    const all = await this.client.lRange(`runplane:events:${runId}`, 0, -1);
+    const all = await this.client.lRange(redisKeys.events(runId), 0, -1);
     return all.map((t) => JSON.parse(t) as RunEvent).filter((e) => e.seq > after);
   }
 
@@ -270,9 +301,10 @@ async function closeAll(clients: RedisClient[]): Promise<void> {
 
 /**
  * Events live in the store of record's table when there is one; else in Redis
- * (shared) or memory (tests). `shared`: the state's Redis command connection.
+ * (shared) or memory (tests). `shared`: the state's Redis command connection;
+ * `redisStore`: the state's guarded writes and outbox when Redis is the store of record.
  */
-export async function openEventLog(redisUrl?: string, table?: EventTable, shared?: RedisClient): Promise<EventLog> {
+export async function openEventLog(redisUrl?: string, table?: EventTable, shared?: RedisClient, redisStore?: { writes: RedisRunWrites; outbox: Outbox }): Promise<EventLog> {
   if (table) return TableEventLog.open(table, redisUrl, shared);
-  return redisUrl ? RedisEventLog.open(redisUrl, { shared }) : new MemoryEventLog();
+  return redisUrl ? RedisEventLog.open(redisUrl, { shared, ...redisStore }) : new MemoryEventLog();
 }

@@ -325,7 +325,7 @@ export class RunsService {
       if (webhook) this.webhooks.added();
       await this.releaseHolds(r);
     } else {
-      // Redis (and memory): putUnlessEnded is a check then a write, so two endings can both pass it;
+      // memory (tests): putUnlessEnded is a check then a write, so two endings can both pass it;
       // one claim on the run's ending picks the one that appends run.ended and sends the webhook.
       // The releases come last: a crash before them costs nothing (the take-back at the next acceptance)
       if (!(await this.runs.putUnlessEnded(ended))) return current();

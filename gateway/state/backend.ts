@@ -17,7 +17,8 @@ import { PgEventTable, PgKeyedStore, PgOutbox, PgRunTable } from './pg/tables.ts
 import { SqliteAtomicOps } from './sqlite/atomic.ts';
 import { SqliteEventTable, SqliteKeyedStore, SqliteRunTable } from './sqlite/tables.ts';
 import { MemoryOutbox, SqliteOutbox, type Outbox } from './outbox.ts';
-import { KEY_VIEW, UNFINISHED, pageOf, type EventTable, type KeyedStore, type RunKey, type RunTable, type RunView } from './tables.ts';
+import { KEY_VIEW, type EventTable, type KeyedStore, type RunKey, type RunTable, type RunView } from './tables.ts';
+import { RedisRunWrites, keyedRuns, redisKeys } from './redis-runs.ts';
 
 export type { DependencyCheck };
 export type { KeyedStore, RunTable } from './tables.ts';
@@ -40,6 +41,8 @@ export interface StateBackend {
    * on it too, so readiness checks the one connection requests wait on.
    */
   readonly redis?: RedisClient;
+  /** Redis as the store of record (no database): the guarded writes of rows and events, one script each, which the event log appends through. */
+  readonly runWrites?: RedisRunWrites;
   /** Each dependency this backend needs, checked now (readiness). None on the embedded default. */
   dependencies(): Promise<Record<string, DependencyCheck>>;
   close(): Promise<void>;
@@ -56,7 +59,11 @@ export interface StateOptions {
   maxEventsPerRun: number;
   /** What a status poll and a runs list read of a run (RunTable.view); its RunKey when not given. */
   runView?: RunView;
+  /** how long a run's event log lives on Redis (Redis as the store of record), seconds; a week when not given */
+  eventTtlSeconds?: number;
 }
+
+const EVENT_TTL_SECONDS = 7 * 24 * 3600;
 
 // Plain JSON: keyv's default serializer (which also encodes Buffers) was the
 // single hottest function of POST /v1/predict in bench/gateway.
@@ -93,43 +100,6 @@ function keyed<T>(kv: Keyv<T>): KeyedStore<T> {
   };
 }
 
-/** Run rows in a keyed store: listing reads them all (fine in memory; the Redis mode's known cost). */
-function keyedRuns<T extends RunKey, V extends RunKey>(s: KeyedStore<T>, atomic: AtomicOps, view: RunView<T, V>): RunTable<T, V> {
-  const all = async (): Promise<T[]> => {
-    const rows: T[] = [];
-    for (const k of await s.keys()) {
-      const r = await s.get(k);
-      if (r !== undefined) rows.push(r);
-    }
-    return rows;
-  };
-  return {
-    get: (runId) => s.get(runId),
-    view: (runId) => s.get(runId).then((r) => r && view.of(r)),
-    put: (run) => s.set(run.run_id, run),
-    // not atomic across replicas on Redis (the known gap of that mode until the shared store of record lands)
-    async putUnlessEnded(run) {
-      const current = await s.get(run.run_id);
-      if (current && !UNFINISHED.has(current.status)) return false;
-      await s.set(run.run_id, run);
-      return true;
-    },
-    // a check then a write, not one step: exact fencing needs the SQL stores
-    async putIfLeased(run, leaseKey, owner) {
-      if ((await atomic.get(leaseKey)) !== owner) return false;
-      const current = await s.get(run.run_id);
-      if (!current || !UNFINISHED.has(current.status)) return false;
-      await s.set(run.run_id, run);
-      return true;
-    },
-    async page(tenantId, q) {
-      const p = pageOf(await all(), tenantId, q);
-      return { items: p.items.map((r) => view.of(r)), next_cursor: p.next_cursor };
-    },
-    unfinished: async () => (await all()).filter((r) => UNFINISHED.has(r.status)).sort((a, b) => (a.created_at < b.created_at ? -1 : 1)),
-  };
-}
-
 function memoize<T>(make: (namespace: string) => T): (namespace: string) => T {
   const made = new Map<string, T>();
   return (namespace) => {
@@ -149,7 +119,7 @@ function openMemoryBackend(o: StateOptions): StateBackend {
     atomic,
     outbox: new MemoryOutbox(),
     store: <T>(namespace: string) => store(namespace) as KeyedStore<T>,
-    runs: <T extends RunKey, V extends RunKey>() => keyedRuns(store('runs') as KeyedStore<T>, atomic, (o.runView ?? KEY_VIEW) as unknown as RunView<T, V>),
+    runs: <T extends RunKey, V extends RunKey>() => keyedRuns(store('runs') as KeyedStore<T>, (o.runView ?? KEY_VIEW) as unknown as RunView<T, V>, (k) => atomic.get(k)),
     async dependencies() {
       return {};
     },
@@ -210,10 +180,11 @@ async function openRedisBackend(url: string, o: StateOptions): Promise<StateBack
   const client: RedisClient = redisClient(url);
   await client.connect();
   const store = memoize((namespace) => {
-    const adapter = new KeyvRedis(client as never, { namespace: `runplane:${namespace}`, keyPrefixSeparator: ':', throwOnErrors: true });
-    return keyed(new Keyv({ store: adapter, namespace: `runplane:${namespace}`, useKeyPrefix: false, throwOnErrors: true, ...json }));
+    const adapter = new KeyvRedis(client as never, { namespace: redisKeys.namespace(namespace), keyPrefixSeparator: ':', throwOnErrors: true });
+    return keyed(new Keyv({ store: adapter, namespace: redisKeys.namespace(namespace), useKeyPrefix: false, throwOnErrors: true, ...json }));
   });
   const atomic = new RedisAtomicOps(client);
+  const runWrites = new RedisRunWrites(client, { maxEvents: o.maxEventsPerRun, eventTtlSeconds: o.eventTtlSeconds ?? EVENT_TTL_SECONDS });
   return {
     kind: 'redis',
     redis: client,
@@ -221,7 +192,8 @@ async function openRedisBackend(url: string, o: StateOptions): Promise<StateBack
     // per replica until the shared store of record (PostgreSQL) lands: a restart of this replica loses its pending retries
     outbox: new MemoryOutbox(),
     store: <T>(namespace: string) => store(namespace) as KeyedStore<T>,
-    runs: <T extends RunKey, V extends RunKey>() => keyedRuns(store('runs') as KeyedStore<T>, atomic, (o.runView ?? KEY_VIEW) as unknown as RunView<T, V>),
+    runWrites,
+    runs: <T extends RunKey, V extends RunKey>() => keyedRuns(store('runs') as KeyedStore<T>, (o.runView ?? KEY_VIEW) as unknown as RunView<T, V>, (k) => atomic.get(k), runWrites),
     async dependencies() {
       return { redis: await pingRedis(client) };
     },
