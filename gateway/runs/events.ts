@@ -197,7 +197,7 @@ export class RedisEventLog extends FanOut implements EventLog {
     const { run_id, tenant_id, type, data } = input;
     if (row && row.run_id !== run_id) throw new Error(`event of run ${run_id} with the row of run ${row.run_id}`);
     const body = JSON.stringify({ run_id, tenant_id, type, ts: input.ts ?? new Date().toISOString(), data });
-    const text = await this.writes.write(run_id, guard, { row, event: body });
+    const text = await this.writes.write(run_id, tenant_id, guard, { row, event: body });
     if (text === null) return null;
     const e = JSON.parse(text) as RunEvent;
     this.appended(e);

@@ -17,8 +17,8 @@ import { PgEventTable, PgKeyedStore, PgOutbox, PgRunTable } from './pg/tables.ts
 import { SqliteAtomicOps } from './sqlite/atomic.ts';
 import { SqliteEventTable, SqliteKeyedStore, SqliteRunTable } from './sqlite/tables.ts';
 import { MemoryOutbox, SqliteOutbox, type Outbox } from './outbox.ts';
-import { KEY_VIEW, type EventTable, type KeyedStore, type RunKey, type RunTable, type RunView } from './tables.ts';
-import { RedisRunWrites, keyedRuns, redisKeys } from './redis-runs.ts';
+import { KEY_VIEW, UNFINISHED, pageOf, type EventTable, type KeyedStore, type RunKey, type RunTable, type RunView } from './tables.ts';
+import { RedisRunTable, RedisRunWrites, redisKeys } from './redis-runs.ts';
 
 export type { DependencyCheck };
 export type { KeyedStore, RunTable } from './tables.ts';
@@ -97,6 +97,41 @@ function keyed<T>(kv: Keyv<T>): KeyedStore<T> {
       if (kv.iterator) for await (const [key] of kv.iterator(undefined)) names.push(String(key));
       return names.sort();
     },
+  };
+}
+
+/** Run rows in a keyed store (the memory store, tests): listing reads them all, and a guarded write is a check then a write. */
+export function keyedRuns<T extends RunKey, V extends RunKey>(s: KeyedStore<T>, view: RunView<T, V>, lease: (key: string) => Promise<string | null>): RunTable<T, V> {
+  const all = async (): Promise<T[]> => {
+    const rows: T[] = [];
+    for (const k of await s.keys()) {
+      const r = await s.get(k);
+      if (r !== undefined) rows.push(r);
+    }
+    return rows;
+  };
+  return {
+    get: (runId) => s.get(runId),
+    view: (runId) => s.get(runId).then((r) => r && view.of(r)),
+    put: (run) => s.set(run.run_id, run),
+    async putUnlessEnded(run) {
+      const current = await s.get(run.run_id);
+      if (current && !UNFINISHED.has(current.status)) return false;
+      await s.set(run.run_id, run);
+      return true;
+    },
+    async putIfLeased(run, leaseKey, owner) {
+      if ((await lease(leaseKey)) !== owner) return false;
+      const current = await s.get(run.run_id);
+      if (!current || !UNFINISHED.has(current.status)) return false;
+      await s.set(run.run_id, run);
+      return true;
+    },
+    async page(tenantId, q) {
+      const p = pageOf(await all(), tenantId, q);
+      return { items: p.items.map((r) => view.of(r)), next_cursor: p.next_cursor };
+    },
+    unfinished: async () => (await all()).filter((r) => UNFINISHED.has(r.status)).sort((a, b) => (a.created_at < b.created_at ? -1 : 1)),
   };
 }
 
@@ -185,6 +220,8 @@ async function openRedisBackend(url: string, o: StateOptions): Promise<StateBack
   });
   const atomic = new RedisAtomicOps(client);
   const runWrites = new RedisRunWrites(client, { maxEvents: o.maxEventsPerRun, eventTtlSeconds: o.eventTtlSeconds ?? EVENT_TTL_SECONDS });
+  const runs = new RedisRunTable<RunKey, RunKey>(client, runWrites, o.runView ?? KEY_VIEW);
+  await runs.index();
   return {
     kind: 'redis',
     redis: client,
@@ -193,7 +230,7 @@ async function openRedisBackend(url: string, o: StateOptions): Promise<StateBack
     outbox: new MemoryOutbox(),
     store: <T>(namespace: string) => store(namespace) as KeyedStore<T>,
     runWrites,
-    runs: <T extends RunKey, V extends RunKey>() => keyedRuns(store('runs') as KeyedStore<T>, (o.runView ?? KEY_VIEW) as unknown as RunView<T, V>, (k) => atomic.get(k), runWrites),
+    runs: <T extends RunKey, V extends RunKey>() => runs as unknown as RunTable<T, V>,
     async dependencies() {
       return { redis: await pingRedis(client) };
     },

@@ -1,14 +1,15 @@
 // Run rows and run events on Redis (SERVICE_REDIS_URL without a database):
-// every write a guard decides (a runner's fenced save and event, an ending, a
-// write unless ended) is one Lua script over the row, the runner's lease and
-// the event log (scripts/run-write-4.lua), so it is as exact across replicas
-// as the SQL stores' transactions. The row stays in keyv's layout
-// ('{"value":{...}}' at runplane:runs:<run_id>), so rows written before are
-// read and fenced alike.
+// every write of a row or an event is one Lua script over the row, the
+// runner's lease, the event log and the indexes (scripts/run-write-6.lua), so
+// a guarded write (a runner's fenced save and event, an ending, a write unless
+// ended) is as exact across replicas as the SQL stores' transactions, and a
+// runs list or the recovery sweep reads the runs it answers, not every run.
+// The row stays in keyv's layout ('{"value":{...}}' at runplane:runs:<run_id>),
+// so rows written before are read and fenced alike, and indexed once (index).
 import path from 'node:path';
 import { RedisScript } from './redis-script.ts';
 import type { RedisClient } from './redis-client.ts';
-import { UNFINISHED, pageOf, type KeyedStore, type RunKey, type RunTable, type RunView } from './tables.ts';
+import { UNFINISHED, decodeCursor, encodeCursor, type RunKey, type RunPage, type RunQuery, type RunTable, type RunView } from './tables.ts';
 
 /** Every Redis key of the state room starts so (keyv namespaces, AtomicOps). */
 export const REDIS_PREFIX = 'runplane:';
@@ -23,9 +24,14 @@ export const redisKeys = {
   kv: (key: string) => `${REDIS_PREFIX}kv:${key}`,
   seq: (runId: string) => `${REDIS_PREFIX}events-seq:${runId}`,
   events: (runId: string) => `${REDIS_PREFIX}events:${runId}`,
+  /** a sorted set of '<created_at> <run_id>', all scores 0: lexical order is newest-first's reverse */
+  byTenant: (tenantId: string) => `${REDIS_PREFIX}runs-by-tenant:${tenantId}`,
+  unfinished: `${REDIS_PREFIX}runs-unfinished`,
+  /** set once every row a store had before the indexes is in them */
+  indexed: `${REDIS_PREFIX}runs-indexed`,
 };
 
-const RUN_WRITE = new RedisScript(path.join(import.meta.dirname, 'scripts', 'run-write-4.lua'));
+const RUN_WRITE = new RedisScript(path.join(import.meta.dirname, 'scripts', 'run-write-6.lua'));
 const UNFINISHED_ARG = [...UNFINISHED].join(',');
 
 /** 'unended': no row yet, or an unfinished one. 'leased': an unfinished row, and the lease is the owner's. */
@@ -43,9 +49,10 @@ export class RedisRunWrites {
    * nothing written; else the stored event's text ('{"seq":N,...}'), or '' when
    * there was no event.
    */
-  async write(runId: string, guard: RunGuard, o: { row?: RunKey; event?: string }): Promise<string | null> {
+  async write(runId: string, tenantId: string, guard: RunGuard, o: { row?: RunKey; event?: string }): Promise<string | null> {
     const lease = guard.kind === 'leased' ? redisKeys.kv(guard.leaseKey) : redisKeys.kv(`runner:${runId}`);
-    const reply = await RUN_WRITE.run(this.client, [redisKeys.row(runId), lease, redisKeys.seq(runId), redisKeys.events(runId)], [
+    const keys = [redisKeys.row(runId), lease, redisKeys.seq(runId), redisKeys.events(runId), redisKeys.byTenant(tenantId), redisKeys.unfinished];
+    const reply = await RUN_WRITE.run(this.client, keys, [
       guard.kind,
       guard.kind === 'leased' ? guard.owner : '',
       o.row ? rowText(o.row) : '',
@@ -54,6 +61,9 @@ export class RedisRunWrites {
       String(this.o.eventTtlSeconds),
       EVENTS_CHANNEL,
       UNFINISHED_ARG,
+      o.row ? member(o.row) : '',
+      o.row && UNFINISHED.has(o.row.status) ? '1' : '0',
+      runId,
     ]);
     if (reply === 0) return null;
     return reply === 1 ? '' : (reply as string);
@@ -65,44 +75,94 @@ function rowText(run: RunKey): string {
   return `{"value":${JSON.stringify(run)}}`;
 }
 
-/**
- * Run rows in a keyed store, listed by reading them all (the memory store's
- * tests; on Redis the known cost of that mode). With `writes` (Redis) the
- * guarded writes are its scripts; without (memory, one process) a check then
- * a write.
- */
-export function keyedRuns<T extends RunKey, V extends RunKey>(s: KeyedStore<T>, view: RunView<T, V>, lease: (key: string) => Promise<string | null>, writes?: RedisRunWrites): RunTable<T, V> {
-  const all = async (): Promise<T[]> => {
-    const rows: T[] = [];
-    for (const k of await s.keys()) {
-      const r = await s.get(k);
-      if (r !== undefined) rows.push(r);
+function rowOf<T>(text: string | null): T | undefined {
+  return text === null ? undefined : (JSON.parse(text) as { value: T }).value;
+}
+
+/** A run's member in its tenant's index: created_at is fixed-width ISO, so the lexical order is (created_at, run_id). */
+function member(r: { created_at: string; run_id: string }): string {
+  return `${r.created_at} ${r.run_id}`;
+}
+
+/** Rows a list reads at a time while it looks for a page of one status. */
+const PAGE_CHUNK = 100;
+
+/** The run table on Redis: rows in keyv's layout, written by the run-write script, listed through its indexes. */
+export class RedisRunTable<T extends RunKey, V extends RunKey> implements RunTable<T, V> {
+  constructor(
+    private readonly client: RedisClient,
+    private readonly writes: RedisRunWrites,
+    private readonly runView: RunView<T, V>,
+  ) {}
+
+  async get(runId: string): Promise<T | undefined> {
+    return rowOf<T>(await this.client.get(redisKeys.row(runId)));
+  }
+
+  async view(runId: string): Promise<V | undefined> {
+    const r = await this.get(runId);
+    return r && this.runView.of(r);
+  }
+
+  async put(run: T): Promise<void> {
+    await this.writes.write(run.run_id, run.tenant_id, { kind: 'none' }, { row: run });
+  }
+
+  async putUnlessEnded(run: T): Promise<boolean> {
+    return (await this.writes.write(run.run_id, run.tenant_id, { kind: 'unended' }, { row: run })) !== null;
+  }
+
+  async putIfLeased(run: T, leaseKey: string, owner: string): Promise<boolean> {
+    return (await this.writes.write(run.run_id, run.tenant_id, { kind: 'leased', leaseKey, owner }, { row: run })) !== null;
+  }
+
+  async page(tenantId: string, q: RunQuery): Promise<RunPage<V>> {
+    const after = q.cursor ? decodeCursor(q.cursor) : undefined;
+    const found: T[] = [];
+    let max = after ? `(${member(after)}` : '+';
+    // newest first from the cursor; with a status, chunk by chunk until a page and one more are found
+    for (;;) {
+      const want = q.status ? PAGE_CHUNK : q.limit + 1 - found.length;
+      const members = await this.client.zRange(redisKeys.byTenant(tenantId), max, '-', { BY: 'LEX', REV: true, LIMIT: { offset: 0, count: want } });
+      if (members.length === 0) break;
+      const rows = await this.client.mGet(members.map((m) => redisKeys.row(m.slice(m.indexOf(' ') + 1))));
+      for (const text of rows) {
+        const r = rowOf<T>(text);
+        if (r && r.tenant_id === tenantId && (!q.status || r.status === q.status)) found.push(r);
+      }
+      if (found.length > q.limit || members.length < want) break;
+      max = `(${members[members.length - 1]!}`;
     }
-    return rows;
-  };
-  return {
-    get: (runId) => s.get(runId),
-    view: (runId) => s.get(runId).then((r) => r && view.of(r)),
-    put: (run) => s.set(run.run_id, run),
-    async putUnlessEnded(run) {
-      if (writes) return (await writes.write(run.run_id, { kind: 'unended' }, { row: run })) !== null;
-      const current = await s.get(run.run_id);
-      if (current && !UNFINISHED.has(current.status)) return false;
-      await s.set(run.run_id, run);
-      return true;
-    },
-    async putIfLeased(run, leaseKey, owner) {
-      if (writes) return (await writes.write(run.run_id, { kind: 'leased', leaseKey, owner }, { row: run })) !== null;
-      if ((await lease(leaseKey)) !== owner) return false;
-      const current = await s.get(run.run_id);
-      if (!current || !UNFINISHED.has(current.status)) return false;
-      await s.set(run.run_id, run);
-      return true;
-    },
-    async page(tenantId, q) {
-      const p = pageOf(await all(), tenantId, q);
-      return { items: p.items.map((r) => view.of(r)), next_cursor: p.next_cursor };
-    },
-    unfinished: async () => (await all()).filter((r) => UNFINISHED.has(r.status)).sort((a, b) => (a.created_at < b.created_at ? -1 : 1)),
-  };
+    const items = found.slice(0, q.limit);
+    return { items: items.map((r) => this.runView.of(r)), next_cursor: found.length > q.limit ? encodeCursor(items[items.length - 1]!) : null };
+  }
+
+  async unfinished(): Promise<T[]> {
+    const ids = await this.client.sMembers(redisKeys.unfinished);
+    if (ids.length === 0) return [];
+    const rows = (await this.client.mGet(ids.map(redisKeys.row))).map((t) => rowOf<T>(t));
+    return rows.filter((r): r is T => r !== undefined && UNFINISHED.has(r.status)).sort((a, b) => (a.created_at < b.created_at ? -1 : 1));
+  }
+
+  /**
+   * Puts every row the store had before its indexes into them, once (the marker
+   * says it is done): rows are only written through the script since, which
+   * keeps the indexes itself. Safe to run on two replicas at once.
+   */
+  async index(): Promise<void> {
+    if ((await this.client.get(redisKeys.indexed)) !== null) return;
+    for await (const batch of this.client.scanIterator({ MATCH: `${redisKeys.row('')}*`, COUNT: 500 })) {
+      const keys = Array.isArray(batch) ? batch : [batch];
+      if (keys.length === 0) continue;
+      const rows = (await this.client.mGet(keys)).map((t) => rowOf<RunKey>(t));
+      const m = this.client.multi();
+      for (const r of rows) {
+        if (!r) continue;
+        m.zAdd(redisKeys.byTenant(r.tenant_id), { score: 0, value: member(r) });
+        if (UNFINISHED.has(r.status)) m.sAdd(redisKeys.unfinished, r.run_id);
+      }
+      await m.exec();
+    }
+    await this.client.set(redisKeys.indexed, new Date().toISOString());
+  }
 }

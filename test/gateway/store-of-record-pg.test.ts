@@ -5,10 +5,11 @@ import { expect } from 'chai';
 import { openPool, type Pool } from '../../gateway/state/pg/db.ts';
 import { PgAtomicOps } from '../../gateway/state/pg/atomic.ts';
 import { PgEventTable, PgKeyedStore, PgOutbox, PgRunTable } from '../../gateway/state/pg/tables.ts';
-import { BadCursor, pageOf, type RunKey } from '../../gateway/state/tables.ts';
+import type { RunKey } from '../../gateway/state/tables.ts';
 import { sleep } from '../support/gateway.ts';
 import { outboxItem } from '../../gateway/runs/webhooks.ts';
 import { startPostgres, type PgHandle } from '../support/postgres.ts';
+import { expectPagesAsPageOf, pagingRuns, type PagedRow } from '../support/paging.ts';
 
 describe('store of record on PostgreSQL', function () {
   this.timeout(60_000);
@@ -32,33 +33,10 @@ describe('store of record on PostgreSQL', function () {
   });
 
   it('pages a tenant runs newest first exactly as the SQLite and in-memory tables do, and refuses a forged cursor', async () => {
-    const runs = new PgRunTable<RunKey & { n: number }>(a);
-    const all: Array<RunKey & { n: number }> = [];
-    for (let i = 0; i < 25; i++) {
-      const r = {
-        run_id: `run-${i % 2 ? 'B' : 'a'}${String(i).padStart(2, '0')}`,
-        tenant_id: i % 5 === 4 ? 'beta' : 'alpha',
-        status: i % 3 === 0 ? 'failed' : 'succeeded',
-        created_at: new Date(Date.UTC(2026, 0, 1, 0, 0, Math.floor(i / 2))).toISOString(),
-        n: i,
-      };
-      all.push(r);
-      await runs.put(r);
-    }
-    for (const status of [undefined, 'failed']) {
-      const seen: string[] = [];
-      let cursor: string | undefined;
-      do {
-        const page = await runs.page('alpha', { limit: 4, cursor, status });
-        expect(page.items.map((r) => r.run_id)).to.deep.equal(pageOf(all, 'alpha', { limit: 4, cursor, status }).items.map((r) => r.run_id));
-        seen.push(...page.items.map((r) => r.run_id));
-        cursor = page.next_cursor ?? undefined;
-      } while (cursor);
-      expect(seen.length).to.equal(all.filter((r) => r.tenant_id === 'alpha' && (!status || r.status === status)).length);
-    }
-    let err: unknown;
-    await runs.page('alpha', { limit: 5, cursor: 'forged' }).catch((e: unknown) => (err = e));
-    expect(err).to.be.instanceOf(BadCursor);
+    const runs = new PgRunTable<PagedRow>(a);
+    const all = pagingRuns();
+    for (const r of all) await runs.put(r);
+    await expectPagesAsPageOf(runs, all, { statuses: [undefined, 'failed'], limits: [4] });
   });
 
   it('never overwrites a run that has ended, whichever replica writes', async () => {

@@ -10,6 +10,7 @@ import { createClient } from '@redis/client';
 import { openStateBackend, type StateBackend } from '../../gateway/state/backend.ts';
 import { MemoryOutbox } from '../../gateway/state/outbox.ts';
 import type { RunKey } from '../../gateway/state/tables.ts';
+import { expectPagesAsPageOf, pagingRuns, type PagedRow } from '../support/paging.ts';
 import { RedisEventLog } from '../../gateway/runs/events.ts';
 import { outboxItem } from '../../gateway/runs/webhooks.ts';
 import { startRedis, type RedisHandle } from '../support/redis.ts';
@@ -110,12 +111,48 @@ describe('store of record on Redis', function () {
     expect(queued.map((q) => JSON.parse(q.payload).n), "the winner's webhook only").to.deep.equal([stored.n]);
   });
 
+  it('pages a tenant runs newest first exactly as the SQL and in-memory tables do, reading its index, and refuses a forged cursor', async () => {
+    const runs = a.runs<PagedRow>();
+    const all = pagingRuns();
+    for (const [i, r] of all.entries()) await (i % 2 ? runs.put(r) : runs.putUnlessEnded(r));
+    await expectPagesAsPageOf(b.runs<PagedRow>(), all, { statuses: [undefined, 'failed', 'running'], limits: [1, 4, 100] });
+  });
+
+  it('indexes once, at open, the rows a store had before its indexes; a run that ends leaves the recovery sweep', async () => {
+    const raw = createClient({ url: redis.url });
+    await raw.connect();
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'runplane-redis-'));
+    try {
+      // rows as the previous release wrote them: keyv's layout, no index, no marker
+      await raw.del('runplane:runs-indexed');
+      const old = (i: number, status: string) => ({ ...row(`old-${i}`, i, status), tenant_id: 'old-tenant', created_at: `2025-01-0${i}T00:00:00.000Z` });
+      for (const [i, status] of ['queued', 'running', 'succeeded'].entries()) await raw.set(`runplane:runs:old-${i + 1}`, JSON.stringify({ value: old(i + 1, status) }));
+      const c = await openStateBackend({ redisUrl: redis.url, dataDir, maxEventsPerRun: 100 });
+      try {
+        expect((await c.runs<Row>().page('old-tenant', { limit: 10 })).items.map((r) => r.run_id)).to.deep.equal(['old-3', 'old-2', 'old-1']);
+        const sweep = async () => (await c.runs<Row>().unfinished()).map((r) => r.run_id).filter((id) => id.startsWith('old-'));
+        expect(await sweep(), 'oldest first').to.deep.equal(['old-1', 'old-2']);
+        expect(await raw.get('runplane:runs-indexed')).to.be.a('string');
+        expect(await c.runs<Row>().putUnlessEnded(old(2, 'failed'))).to.equal(true);
+        expect(await sweep()).to.deep.equal(['old-1']);
+        // the sweep reads the unfinished runs only: an ended run leaves the set, it is not filtered out of it
+        expect(await raw.sMembers('runplane:runs-unfinished')).to.include('old-1').and.not.include('old-2').and.not.include('old-3');
+      } finally {
+        await c.close();
+      }
+    } finally {
+      await raw.close();
+    }
+  });
+
   it('keeps keyv\'s layout: a row keyv wrote is fenced by the script, and a row the script wrote reads back through keyv exactly', async () => {
     const awkward = { ...row('kv-1', 0), note: 'quotes " and \\ and ünïcode', big: 9007199254740991, frac: 0.1234567890123456, empty: [] as unknown[] };
-    await a.runs<Row>().put(awkward);
+    // written by keyv, as the previous release wrote every row
+    await a.store<Row>('runs').set('kv-1', awkward);
     await a.atomic.claim('runner:kv-1', 'A', 60_000);
     expect(await b.runs<Row>().putIfLeased({ ...awkward, n: 1 }, 'runner:kv-1', 'A')).to.equal(true);
     expect(await b.runs<Row>().get('kv-1')).to.deep.equal({ ...awkward, n: 1 });
+    expect(await a.store<Row>('runs').get('kv-1'), 'read back through keyv').to.deep.equal({ ...awkward, n: 1 });
     const raw = createClient({ url: redis.url });
     await raw.connect();
     try {

@@ -1,5 +1,6 @@
 --[[
-  A run's write on Redis in one step: its row, its next event, or both, only
+  A run's write on Redis in one step: its row (with the indexes of a runs list
+  and of the recovery sweep), its next event, or both, only
   while the write's guard holds, so that of two replicas racing (a runner and a
   recovery, two endings) one writes and the other nothing, and a runner that
   lost its lease never writes again. The seq is taken in the same step as the
@@ -10,6 +11,8 @@
     KEYS[2] the runner's lease      (runplane:kv:runner:<run_id>)
     KEYS[3] the run's seq counter   (runplane:events-seq:<run_id>)
     KEYS[4] the run's event list    (runplane:events:<run_id>)
+    KEYS[5] the tenant's runs       (runplane:runs-by-tenant:<tenant_id>, members '<created_at> <run_id>', score 0)
+    KEYS[6] the unfinished runs     (runplane:runs-unfinished, run ids)
 
     ARGV[1] the guard: 'none'; 'unended' (no row yet, or its status unfinished);
             'leased' (the row exists and is unfinished, and the lease is ARGV[2]'s)
@@ -20,6 +23,9 @@
     ARGV[6] TTL of the seq and list keys, seconds
     ARGV[7] pub/sub channel the event is published on
     ARGV[8] the unfinished statuses, comma separated
+    ARGV[9] the run's member in the tenant's runs (with a row)
+    ARGV[10] '1' when the row's new status is unfinished, else '0' (with a row)
+    ARGV[11] the run id
 
   Output:
     0 when the guard refused (nothing written); else the stored event as JSON
@@ -43,7 +49,12 @@ if guard ~= 'none' then
     return 0
   end
 end
-if ARGV[3] ~= '' then redis.call('SET', KEYS[1], ARGV[3]) end
+if ARGV[3] ~= '' then
+  redis.call('SET', KEYS[1], ARGV[3])
+  -- the indexes a runs list and the recovery sweep read, kept in the row's step
+  redis.call('ZADD', KEYS[5], 0, ARGV[9])
+  if ARGV[10] == '1' then redis.call('SADD', KEYS[6], ARGV[11]) else redis.call('SREM', KEYS[6], ARGV[11]) end
+end
 if ARGV[4] == '' then return 1 end
 local seq = redis.call('INCR', KEYS[3])
 local event = '{"seq":' .. seq .. ',' .. string.sub(ARGV[4], 2)
