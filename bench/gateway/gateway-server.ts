@@ -1,8 +1,9 @@
 // The real gateway for the benchmark, with the store named by the first
-// argument (sqlite, the default, memory, or postgres with its URL as the
-// second), one tenant with the limiter off, request logs discarded. Prints
+// argument (sqlite, the default, memory, or postgres or redis with its URL as
+// the second), one tenant with the limiter off, request logs discarded. Prints
 // URL, token and a queued run id on stdout as JSON; a second tenant's token,
-// whose 100 runs of 200 recorded steps each fill a runs list page.
+// whose 100 runs of 200 recorded steps each fill a runs list page, beside a
+// thousand small runs of a third.
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -13,10 +14,13 @@ import { createGateway } from '../../gateway/server.ts';
 const dir = await mkdtemp(path.join(tmpdir(), 'runplane-bench-'));
 const token = 'b'.repeat(64);
 const listToken = 'l'.repeat(64);
+const otherToken = 'o'.repeat(64);
 const keys = path.join(dir, 'keys.json');
 const tenantKey = (tenant_id: string) => ({ tenant_id, rate_limit_per_minute: 0, max_concurrent_runs: 10_000_000 });
-await writeFile(keys, JSON.stringify({ tenant_keys: { [token]: tenantKey('bench'), [listToken]: tenantKey('lister') } }));
-const config = { ...loadConfig({ SERVICE_PORT: '0', SERVICE_DATA_DIR: dir, SERVICE_TENANT_KEYS_PATH: keys, SERVICE_RUNNER: 'off', SERVICE_STATE: process.argv[2] === 'memory' ? 'memory' : 'sqlite', ...(process.argv[3] ? { SERVICE_DATABASE_URL: process.argv[3] } : {}) }) };
+await writeFile(keys, JSON.stringify({ tenant_keys: { [token]: tenantKey('bench'), [listToken]: tenantKey('lister'), [otherToken]: tenantKey('others') } }));
+const store = process.argv[2];
+const storeUrl = process.argv[3] ? { [store === 'redis' ? 'SERVICE_REDIS_URL' : 'SERVICE_DATABASE_URL']: process.argv[3] } : {};
+const config = { ...loadConfig({ SERVICE_PORT: '0', SERVICE_DATA_DIR: dir, SERVICE_TENANT_KEYS_PATH: keys, SERVICE_RUNNER: 'off', SERVICE_STATE: store === 'memory' ? 'memory' : 'sqlite', ...storeUrl }) };
 const sink = new Writable({ write: (_c, _e, cb) => cb() });
 const gw = await createGateway(config, { logStream: sink });
 const url = await gw.listen();
@@ -47,6 +51,9 @@ for (let i = 0; i < 100; i++) {
   const rec = (await gw.services.runs.get(lister, r.run_id)) as unknown as Row;
   await gw.services.state.runs<Row>().put({ ...rec, steps: longSteps, events: longSteps.map((st) => `${new Date().toISOString()} ${st.path} type ok`) } as Row);
 }
+// a thousand runs of a third tenant: a list (and a store that lists by reading every run) pays for what is not on its page
+const others = (await gw.services.tenants.resolve(otherToken))!;
+for (let i = 0; i < 1000; i++) await gw.services.runs.accept(others, { plan: { steps: [{ intent: 'open', type: 'navigate', url: 'https://example.com/' }], runtime: {} }, runtime: { compute_backend: 'dom_plane', proxy_provider: 'residential-c', max_cost: 1, max_time_minutes: 1 }, cua_model: 'default-cua', detached: true });
 process.stdout.write(JSON.stringify({ url, token, run_id: run.run_id, big_run_id: big.run_id, list_token: listToken }) + '\n');
 // its data dir goes with it: a bench run leaves nothing behind in the temp dir
 process.on('SIGTERM', () => void gw.close().then(() => rm(dir, { recursive: true, force: true })).then(() => process.exit(0)));
