@@ -72,6 +72,7 @@ try {
     { name: 'memory', ...(JSON.parse(mem.line) as Started) },
     { name: 'sqlite', ...(JSON.parse(sql.line) as Started) },
     { name: 'postgres', ...(JSON.parse(pgw.line) as Started) },
+    { name: 'redis', ...(JSON.parse(rdw.line) as Started) },
   ];
   const rows: Row[] = [];
   rows.push(await measure('bare GET (same JSON)', `${bare.line}/status`, {}));

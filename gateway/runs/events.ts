@@ -16,7 +16,7 @@ import type { RunEvent } from '../plugins/contract.ts';
 import { redisClient, type RedisClient } from '../state/redis-client.ts';
 import { EVENTS_CHANNEL, RedisRunWrites, redisKeys, type RunGuard } from '../state/redis-runs.ts';
 import type { Outbox, OutboxItem } from '../state/outbox.ts';
-import type { EventTable, RunKey } from '../state/tables.ts';
+import { KEY_VIEW, type EventTable, type RunKey } from '../state/tables.ts';
 
 export type { RunEvent };
 
@@ -162,7 +162,7 @@ export class RedisEventLog extends FanOut implements EventLog {
    */
   static async open(url: string, o: { shared?: RedisClient; writes?: RedisRunWrites; outbox?: Outbox; ttlSeconds?: number } = {}): Promise<RedisEventLog> {
     const { pub, owned, attach } = await fanOutClients(url, o.shared);
-    const writes = o.writes ?? new RedisRunWrites(pub, { maxEvents: MAX_EVENTS_PER_RUN, eventTtlSeconds: o.ttlSeconds ?? 7 * 24 * 3600 });
+    const writes = o.writes ?? new RedisRunWrites(pub, { maxEvents: MAX_EVENTS_PER_RUN, eventTtlSeconds: o.ttlSeconds ?? 7 * 24 * 3600, runView: KEY_VIEW });
     const log = new RedisEventLog(pub, writes, o.outbox, owned);
     await attach(log);
     return log;

@@ -219,8 +219,8 @@ async function openRedisBackend(url: string, o: StateOptions): Promise<StateBack
     return keyed(new Keyv({ store: adapter, namespace: redisKeys.namespace(namespace), useKeyPrefix: false, throwOnErrors: true, ...json }));
   });
   const atomic = new RedisAtomicOps(client);
-  const runWrites = new RedisRunWrites(client, { maxEvents: o.maxEventsPerRun, eventTtlSeconds: o.eventTtlSeconds ?? EVENT_TTL_SECONDS });
-  const runs = new RedisRunTable<RunKey, RunKey>(client, runWrites, o.runView ?? KEY_VIEW);
+  const runWrites = new RedisRunWrites(client, { maxEvents: o.maxEventsPerRun, eventTtlSeconds: o.eventTtlSeconds ?? EVENT_TTL_SECONDS, runView: o.runView ?? KEY_VIEW });
+  const runs = new RedisRunTable<RunKey, RunKey>(client, runWrites);
   await runs.index();
   return {
     kind: 'redis',

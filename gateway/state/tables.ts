@@ -145,7 +145,7 @@ export interface RunView<T extends RunKey = RunKey, V extends RunKey = RunKey> {
 export const KEY_VIEW: RunView = { version: 0, of: (r) => ({ run_id: r.run_id, tenant_id: r.tenant_id, status: r.status, created_at: r.created_at }) };
 
 /** How a stored head of `view`'s version starts: the version comes first, so SQL can tell a stale head by its prefix. */
-function headPrefix(view: RunView): string {
+export function headPrefix(view: RunView): string {
   if (!Number.isSafeInteger(view.version) || view.version < 0) throw new Error(`a run view's version is a non-negative integer, not ${view.version}`);
   return `{"_v":${view.version},`;
 }

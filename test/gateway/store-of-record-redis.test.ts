@@ -145,6 +145,36 @@ describe('store of record on Redis', function () {
     }
   });
 
+  it('answers views from the run head written with its row; a head missing or of another version is answered from the row, and indexing writes the missing ones', async () => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'runplane-redis-'));
+    const tenfold = (version: number) => ({ version, of: (r: Row) => ({ run_id: r.run_id, tenant_id: r.tenant_id, status: r.status, created_at: r.created_at, n: r.n * 10 }) });
+    const raw = createClient({ url: redis.url });
+    await raw.connect();
+    const v1 = await openStateBackend({ redisUrl: redis.url, dataDir, maxEventsPerRun: 100, runView: tenfold(1) as never });
+    try {
+      const runs = v1.runs<Row, Row>();
+      await runs.put({ ...row('head-1', 2), tenant_id: 'heads' });
+      expect(await raw.get('runplane:runs-head:head-1')).to.match(/^\{"_v":1,/);
+      expect(await runs.view('head-1')).to.deep.equal({ ...row('head-1', 20), tenant_id: 'heads' });
+      // a head the row does not match shows the head is what is read
+      await raw.set('runplane:runs-head:head-1', '{"_v":1,' + JSON.stringify({ ...row('head-1', 7), tenant_id: 'heads' }).slice(1));
+      expect((await runs.view('head-1'))!.n, 'read from the head').to.equal(7);
+      expect((await runs.page('heads', { limit: 5 })).items.map((v) => v.n)).to.deep.equal([7]);
+      // of another version, or missing: from the row
+      await raw.set('runplane:runs-head:head-1', '{"_v":0,' + JSON.stringify({ ...row('head-1', 7), tenant_id: 'heads' }).slice(1));
+      expect((await runs.view('head-1'))!.n, 'another version').to.equal(20);
+      await raw.del('runplane:runs-head:head-1');
+      expect((await runs.page('heads', { limit: 5 })).items.map((v) => v.n), 'no head').to.deep.equal([20]);
+      await raw.del('runplane:runs-indexed');
+      const again = await openStateBackend({ redisUrl: redis.url, dataDir, maxEventsPerRun: 100, runView: tenfold(1) as never });
+      await again.close();
+      expect(await raw.get('runplane:runs-head:head-1'), 'indexing wrote it').to.equal('{"_v":1,' + JSON.stringify({ ...row('head-1', 20), tenant_id: 'heads' }).slice(1));
+    } finally {
+      await v1.close();
+      await raw.close();
+    }
+  });
+
   it('keeps keyv\'s layout: a row keyv wrote is fenced by the script, and a row the script wrote reads back through keyv exactly', async () => {
     const awkward = { ...row('kv-1', 0), note: 'quotes " and \\ and ünïcode', big: 9007199254740991, frac: 0.1234567890123456, empty: [] as unknown[] };
     // written by keyv, as the previous release wrote every row

@@ -1,6 +1,6 @@
 --[[
-  A run's write on Redis in one step: its row (with the indexes of a runs list
-  and of the recovery sweep), its next event, or both, only
+  A run's write on Redis in one step: its row (with its head and the indexes of
+  a runs list and of the recovery sweep), its next event, or both, only
   while the write's guard holds, so that of two replicas racing (a runner and a
   recovery, two endings) one writes and the other nothing, and a runner that
   lost its lease never writes again. The seq is taken in the same step as the
@@ -13,6 +13,7 @@
     KEYS[4] the run's event list    (runplane:events:<run_id>)
     KEYS[5] the tenant's runs       (runplane:runs-by-tenant:<tenant_id>, members '<created_at> <run_id>', score 0)
     KEYS[6] the unfinished runs     (runplane:runs-unfinished, run ids)
+    KEYS[7] the run's head          (runplane:runs-head:<run_id>, its view: what polls and lists read)
 
     ARGV[1] the guard: 'none'; 'unended' (no row yet, or its status unfinished);
             'leased' (the row exists and is unfinished, and the lease is ARGV[2]'s)
@@ -26,6 +27,7 @@
     ARGV[9] the run's member in the tenant's runs (with a row)
     ARGV[10] '1' when the row's new status is unfinished, else '0' (with a row)
     ARGV[11] the run id
+    ARGV[12] the head's new text (with a row)
 
   Output:
     0 when the guard refused (nothing written); else the stored event as JSON
@@ -51,6 +53,7 @@ if guard ~= 'none' then
 end
 if ARGV[3] ~= '' then
   redis.call('SET', KEYS[1], ARGV[3])
+  redis.call('SET', KEYS[7], ARGV[12])
   -- the indexes a runs list and the recovery sweep read, kept in the row's step
   redis.call('ZADD', KEYS[5], 0, ARGV[9])
   if ARGV[10] == '1' then redis.call('SADD', KEYS[6], ARGV[11]) else redis.call('SREM', KEYS[6], ARGV[11]) end
