@@ -4,7 +4,7 @@
 // the store of record by default (its table takes the seq with the insert:
 // SQLite embedded, PostgreSQL shared); in memory for tests; on Redis the log is a list per run and fan-out goes
 // through pub/sub, so a watcher on one replica sees events published by
-// another. One script (state/scripts/run-write-4.lua) takes the seq, stores and
+// another. One script (state/scripts/run-write-7.lua) takes the seq, stores and
 // publishes the event in one step, so two replicas appending to one run (the
 // runner and a cancel from an edge) keep the log dense and ordered; when Redis
 // is the store of record the same step writes the run's row and checks the
@@ -121,8 +121,6 @@ export class MemoryEventLog extends FanOut implements EventLog {
   }
 }
 
-const CHANNEL = EVENTS_CHANNEL;
-
 /**
  * A publishing and a subscribed connection; `attach` delivers what any replica
  * publishes to the log's watchers. `shared`: the state's command connection,
@@ -134,7 +132,7 @@ async function fanOutClients(url: string, shared?: RedisClient) {
   if (!shared) await pub.connect();
   await sub.connect();
   const attach = (log: FanOut) =>
-    sub.subscribe(CHANNEL, (message) => {
+    sub.subscribe(EVENTS_CHANNEL, (message) => {
       try {
         log.receive(JSON.parse(message) as RunEvent);
       } catch {
@@ -274,7 +272,7 @@ export class TableEventLog extends FanOut implements EventLog {
     let published = false;
     if (this.pub) {
       // stored first: a watcher that misses the message (Redis away) resumes from the store with Last-Event-ID
-      published = await this.pub.publish(CHANNEL, JSON.stringify(e)).then(
+      published = await this.pub.publish(EVENTS_CHANNEL, JSON.stringify(e)).then(
         () => true,
         () => false,
       );

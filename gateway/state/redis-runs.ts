@@ -1,6 +1,6 @@
 // Run rows and run events on Redis (SERVICE_REDIS_URL without a database):
 // every write of a row or an event is one Lua script over the row, the
-// runner's lease, the event log and the indexes (scripts/run-write-6.lua), so
+// runner's lease, the event log, its head and the indexes (scripts/run-write-7.lua), so
 // a guarded write (a runner's fenced save and event, an ending, a write unless
 // ended) is as exact across replicas as the SQL stores' transactions, and a
 // runs list or the recovery sweep reads the runs it answers, not every run.
@@ -29,7 +29,7 @@ export const redisKeys = {
   /** a sorted set of '<created_at> <run_id>', all scores 0: lexical order is newest-first's reverse */
   byTenant: (tenantId: string) => `${REDIS_PREFIX}runs-by-tenant:${tenantId}`,
   unfinished: `${REDIS_PREFIX}runs-unfinished`,
-  /** set once every row a store had before the indexes is in them */
+  /** set once every row a store had before the indexes and heads is in them */
   indexed: `${REDIS_PREFIX}runs-indexed`,
 };
 

@@ -1,5 +1,5 @@
 // A Lua script kept as its own file (named by what it does and how many keys it
-// takes, `run-write-4.lua`, as BullMQ names its scripts), run with EVALSHA so
+// takes, `run-write-7.lua`, as BullMQ names its scripts), run with EVALSHA so
 // only its SHA1 travels per call. When Redis does not know the script (a
 // restart, SCRIPT FLUSH, another server behind the same URL) it is loaded with
 // SCRIPT LOAD and the call is made again, once.
