@@ -26,7 +26,7 @@ module.exports = {
   ...(onPg && named.length === 0 ? { ignore: PG_SKIP } : {}),
   extension: ['ts'],
   // root hooks: a temp dir per run, removed at its end; stops the suite's PostgreSQL cluster (RUNPLANE_TEST_STORE=postgres)
-  require: ['./test/support/tmp.ts', './test/support/store.ts'],
+  require: ['./test/support/tmp.ts', './test/support/built.ts', './test/support/store.ts'],
   timeout: 30000,
   reporter: './test/support/reporter.cjs',
   exit: true,

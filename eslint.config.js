@@ -27,7 +27,7 @@ function pluginImports(extraDirs = []) {
 }
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.data/**', 'coverage/**', '**/*.gen.ts'] },
+  { ignores: ['node_modules/**', '.data/**', 'coverage/**', 'build/**', '.build-*/**', '**/*.gen.ts'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

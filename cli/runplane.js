@@ -1,5 +1,7 @@
 #!/usr/bin/env node
-// The `runplane` command: loads the TypeScript CLI through tsx.
-import { tsImport } from 'tsx/esm/api';
+// The `runplane` command: the compiled CLI, built first when a source is newer than build/.
+import { pathToFileURL } from 'node:url';
+import { build, builtPath } from '../shared/build.mjs';
 
-await tsImport('./main.ts', import.meta.url);
+await build({ quiet: true });
+await import(pathToFileURL(builtPath('cli/main.ts')).href);

@@ -1,6 +1,7 @@
 // Every environment variable the gateway reads, in one place, with its default.
 // README.md's configuration table is written from this file; keep them in step.
 import path from 'node:path';
+import { CODE_ROOT, REPO_ROOT } from '../shared/build.mjs';
 import { CAPTURE_MODES, isCaptureMode, type CaptureMode } from '../sdk/capture.ts';
 
 export interface GatewayConfig {
@@ -112,7 +113,6 @@ function envStr(env: Env, name: string): string | undefined {
 }
 
 export function loadConfig(env: Env = process.env, cwd = process.cwd()): GatewayConfig {
-  const root = path.resolve(import.meta.dirname, '..');
   return {
     host: envStr(env, 'SERVICE_HOST') ?? '127.0.0.1',
     port: envInt(env, 'SERVICE_PORT', 8080, 0, 65535),
@@ -127,9 +127,10 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Gateway
     stateStore: stateStoreOf(envStr(env, 'SERVICE_STATE') ?? 'sqlite'),
     runLeaseMs: envInt(env, 'SERVICE_RUN_LEASE_SECONDS', 30, 3, 600) * 1000,
     planeWaitMs: envInt(env, 'SERVICE_PLANE_WAIT_SECONDS', 120, 1, 3600) * 1000,
-    plansDir: path.resolve(cwd, envStr(env, 'SERVICE_PLANS_DIR') ?? path.join(root, 'config/plans')),
+    plansDir: path.resolve(cwd, envStr(env, 'SERVICE_PLANS_DIR') ?? path.join(REPO_ROOT, 'config/plans')),
     pluginsDir: envStr(env, 'SERVICE_PLUGINS_DIR') === undefined ? undefined : path.resolve(cwd, envStr(env, 'SERVICE_PLUGINS_DIR')!),
-    builtinPluginsDir: path.join(root, 'plugins'),
+    // the built-ins of the tree this code runs from: build/plugins when compiled
+    builtinPluginsDir: path.join(CODE_ROOT, 'plugins'),
     maxLoopIterations: envInt(env, 'SERVICE_MAX_LOOP_ITERATIONS', 50, 0, 10_000),
     maxRunSteps: envInt(env, 'SERVICE_MAX_RUN_STEPS', 5000, 1, 1_000_000),
     urlContextBudget: envInt(env, 'SERVICE_URL_CONTEXT_BUDGET', 40, 0, 100_000),

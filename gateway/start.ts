@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { staleness } from '../shared/build.mjs';
 import { loadConfig, type GatewayConfig } from './config.ts';
 import { createGateway, type Gateway } from './server.ts';
 import { PluginLoadError } from './plugins/registry.ts';
@@ -32,6 +33,12 @@ async function ensureLocalKeys(config: GatewayConfig): Promise<GatewayConfig> {
 const HARD_STOP_EXTRA_MS = 30_000;
 
 async function main(): Promise<void> {
+  // never serve code older than its sources: the agents this gateway starts run from build/ too
+  const stale = staleness();
+  if (stale) {
+    process.stderr.write(`runplane: ${stale}: run \`npm run build\` (npm start builds it itself)\n`);
+    process.exit(2);
+  }
   let config: GatewayConfig;
   try {
     config = await ensureLocalKeys(loadConfig());

@@ -4,6 +4,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { REPO_ROOT } from '../shared/build.mjs';
 
 export interface VersionInfo {
   version: string;
@@ -13,7 +14,7 @@ export interface VersionInfo {
   deployed_at: string;
 }
 
-const root = path.resolve(import.meta.dirname, '..');
+const root = REPO_ROOT;
 
 function git(args: string[]): string | null {
   try {

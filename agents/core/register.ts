@@ -5,6 +5,8 @@
 // (crash, network cut) leaves placement on its own. A clean stop deregisters at once.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { REPO_ROOT } from '../../shared/build.mjs';
 import type { Backend } from './types.ts';
 
 export interface Registration {
@@ -66,7 +68,7 @@ export const agentIdOf = (url: string): string => createHash('sha256').update(ur
 let version: string | undefined;
 function agentVersion(): string {
   try {
-    version ??= String((JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string }).version ?? '0');
+    version ??= String((JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { version?: string }).version ?? '0');
   } catch {
     version = '0';
   }

@@ -15,6 +15,7 @@ import path from 'node:path';
 import autocannon from 'autocannon';
 import { startPostgres } from '../../test/support/postgres.ts';
 import { startRedis } from '../../test/support/redis.ts';
+import { builtPath } from '../../shared/build.mjs';
 
 const args = process.argv.slice(2);
 const opt = (name: string, dflt: number) => {
@@ -26,7 +27,7 @@ const connections = opt('connections', 10);
 const here = import.meta.dirname;
 
 function start(file: string, ...argv: string[]): Promise<{ child: ChildProcess; line: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(here, file), ...argv], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [builtPath(path.join(here, file)), ...argv], { stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
     child.stdout!.once('data', (d: Buffer) => resolve({ child, line: d.toString().trim().split('\n')[0]! }));
     child.once('exit', (c) => reject(new Error(`${file} exited ${c}`)));

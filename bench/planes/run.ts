@@ -11,6 +11,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { connectPlane, type PlaneSession } from '../../gateway/planes/index.ts';
 import { startXvfb } from '../../agents/computer/xvfb.ts';
+import { builtPath } from '../../shared/build.mjs';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const SCALE = Number(process.env.BENCH_N || 1);
@@ -25,7 +26,7 @@ interface Agent {
 
 async function startAgent(plane: Plane, env: Record<string, string>): Promise<Agent> {
   const dataDir = mkdtempSync(path.join(tmpdir(), `bench-${plane}-`));
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, `agents/${plane}/main.ts`)], {
+  const child = spawn(process.execPath, [builtPath(path.join(ROOT, `agents/${plane}/main.ts`))], {
     cwd: ROOT,
     env: { ...process.env, PLANE_HTTP_PORT: '0', PLANE_GRPC_PORT: '0', PLANE_DATA_DIR: dataDir, PLANE_ALLOW_PRIVATE_NETWORKS: '1', SERVICE_BEHAVIORAL_JITTER: '0', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],

@@ -17,6 +17,7 @@ import sharp from 'sharp';
 import { DebugSession } from '../../sdk/index.ts';
 import { cpuSeconds, numArg } from '../stats.ts';
 import { ingestCapacity } from './capacity.ts';
+import { builtPath } from '../../shared/build.mjs';
 
 const STEPS = numArg('steps', 200);
 const W = numArg('width', 640);
@@ -75,7 +76,7 @@ async function recordSession(runId: string, dsn: string | null, shots: Buffer[],
   return { perStepMs: (t1 - t0 - paused) / STEPS, closeMs: t2 - t1, uploadMs: t3 - t1, dropped: s.streamStats?.dropped ?? 0, cpuMsPerStep: (c.user + c.system) / 1000 / STEPS };
 }
 
-const server = spawn(process.execPath, [...(process.env.BENCH_SERVER_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_SERVER_PROF] : []), '--import', 'tsx', path.join(import.meta.dirname, 'server.ts')], { stdio: ['ignore', 'pipe', 'inherit'] });
+const server = spawn(process.execPath, [...(process.env.BENCH_SERVER_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_SERVER_PROF] : []), builtPath(path.join(import.meta.dirname, 'server.ts'))], { stdio: ['ignore', 'pipe', 'inherit'] });
 const [url, dsn, key] = await new Promise<string[]>((resolve, reject) => {
   server.stdout.once('data', (d: Buffer) => resolve(d.toString().trim().split(' ')));
   server.once('exit', (c) => reject(new Error(`ingest server exited ${c}`)));

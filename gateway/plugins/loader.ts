@@ -6,6 +6,7 @@
 import { readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { COMPILED } from '../../shared/build.mjs';
 import type { Logger } from '../log.ts';
 import { PLUGIN_API_VERSION, type PluginDefinition, type PluginHost } from './contract.ts';
 import { PluginLoadError, PluginRegistry, type LoadedPlugin, type PluginSource } from './registry.ts';
@@ -136,7 +137,9 @@ function hostFor(registry: PluginRegistry, p: LoadedPlugin, log: Logger, dataDir
 async function importModule(mod: PluginModule): Promise<PluginDefinition> {
   let ns: { default?: unknown };
   try {
-    ns = (await import(pathToFileURL(mod.file).href)) as { default?: unknown };
+    const url = pathToFileURL(mod.file).href;
+    // an operator's TypeScript plugin, in a gateway that runs compiled JavaScript: tsx compiles that one module
+    ns = (COMPILED && /\.[mc]?ts$/.test(mod.file) ? await (await import('tsx/esm/api')).tsImport(url, import.meta.url) : await import(url)) as { default?: unknown };
   } catch (err) {
     throw new PluginLoadError(mod.id, `import of ${mod.file} failed: ${(err as Error)?.message ?? String(err)}`);
   }

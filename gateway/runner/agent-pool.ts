@@ -20,12 +20,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
+import { assertFresh, builtPath, REPO_ROOT } from '../../shared/build.mjs';
 import type { Backend } from '../plugins/contract.ts';
 import type { Logger } from '../log.ts';
 import { PlaneUnavailable } from './planes.ts';
 import { servedLately } from './proxies.ts';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
+// agents run compiled, whether this gateway runs compiled or under tsx (the tests)
 const ENTRY: Record<Backend, string> = { computer_plane: 'agents/computer/main.ts', dom_plane: 'agents/dom/main.ts' };
 
 export interface Agent {
@@ -244,8 +245,13 @@ export class AgentPool {
 
   private spawn(backend: Backend): Promise<Agent> {
     const secret = randomBytes(32).toString('hex');
-    const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, ENTRY[backend])], {
-      cwd: ROOT,
+    try {
+      assertFresh();
+    } catch (err) {
+      return Promise.reject(new PlaneUnavailable((err as Error).message));
+    }
+    const child = spawn(process.execPath, [builtPath(ENTRY[backend])], {
+      cwd: REPO_ROOT,
       env: {
         ...process.env,
         PLANE_HOST: '127.0.0.1',

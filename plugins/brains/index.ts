@@ -5,13 +5,13 @@
 // replace the backends without losing them. Settings come from host.env.
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { REPO_ROOT } from '../../shared/build.mjs';
 import { PLUGIN_API_VERSION, type Brain, type PluginDefinition } from '../../gateway/plugins/contract.ts';
 import { describeError, validator } from '../../schemas/index.ts';
 import type { BrainBackend, BrainsConfig } from '../../schemas/types.gen.ts';
 import { ChatBrain, type BrainEnv } from './chat-brain.ts';
 import { CompactCuaBrain, parseWH } from './compact-cua.ts';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
 const validate = validator<BrainsConfig>('brains.schema.json');
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -34,7 +34,7 @@ export function makeBrain(id: string, backend: BrainBackend, env: BrainEnv, comp
 /** The backends file: absent at the default path means no brains; absent at an explicit path, or invalid, refuses the plugin. */
 export async function readBrainsConfig(env: Env, cwd = process.cwd()): Promise<{ file: string; config?: BrainsConfig }> {
   const explicit = val(env, 'SERVICE_BRAINS_PATH');
-  const file = path.resolve(cwd, explicit ?? path.join(ROOT, 'config/brains.json'));
+  const file = path.resolve(cwd, explicit ?? path.join(REPO_ROOT, 'config/brains.json'));
   let text: string;
   try {
     text = await readFile(file, 'utf8');

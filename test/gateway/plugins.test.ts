@@ -12,6 +12,7 @@ import { loadPlugins, orderByDependencies } from '../../gateway/plugins/loader.t
 import { createLogger } from '../../gateway/log.ts';
 import { startGateway, newToken, step, type TestGateway } from '../support/gateway.ts';
 import { startRedis } from '../support/redis.ts';
+import { builtPath } from '../../shared/build.mjs';
 
 const root = path.resolve(import.meta.dirname, '../..');
 const fixtures = path.join(root, 'test/fixtures/plugins');
@@ -72,7 +73,7 @@ describe('plugin host', () => {
 
     it('npm start prints the refusal on one line and exits 1, without a stack trace', async function () {
       this.timeout(30_000);
-      const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/start.ts'], {
+      const child = spawn(process.execPath, [builtPath('gateway/start.ts')], {
         cwd: root,
         env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', TMPDIR: tmpdir(), SERVICE_PORT: '0', SERVICE_API_TOKEN: newToken(), SERVICE_RUNNER: 'off', SERVICE_DATA_DIR: await mkdtemp(path.join(tmpdir(), 'runplane-start-')), SERVICE_PLUGINS_DIR: path.join(fixtures, 'throws-in-register') },
         stdio: ['ignore', 'pipe', 'pipe'],

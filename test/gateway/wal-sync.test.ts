@@ -12,6 +12,7 @@ import { Committer } from '../../gateway/state/sqlite/group-commit.ts';
 import { WalSync } from '../../gateway/state/sqlite/wal-sync.ts';
 import { SqliteEventTable } from '../../gateway/state/sqlite/tables.ts';
 import { spawn } from 'node:child_process';
+import { builtPath } from '../../shared/build.mjs';
 
 /** An fdatasync that waits until the test lets it go, and notes which file it was asked to sync. */
 function heldSync() {
@@ -133,7 +134,7 @@ describe('SQLite commits sync the write-ahead log off the event loop', () => {
   it('keeps every write a SIGKILLed process was answered for (the frames written before the fsync survive the process)', async function () {
     this.timeout(60_000);
     db.close();
-    const child = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, '../support/commit-child.ts'), file], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [builtPath(path.join(import.meta.dirname, '../support/commit-child.ts')), file], { stdio: ['ignore', 'pipe', 'inherit'] });
     let answered = 0;
     let out = '';
     child.stdout!.on('data', (d: Buffer) => {

@@ -11,6 +11,7 @@ import sharp from 'sharp';
 import { PlaneCallError, type PlaneSession } from '../../gateway/planes/index.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { builtPath } from '../../shared/build.mjs';
 
 export interface AgentProc {
   child: ChildProcess;
@@ -26,7 +27,7 @@ export interface AgentProc {
 
 export async function startAgentProcess(plane: 'computer' | 'dom', env: Record<string, string> = {}): Promise<AgentProc> {
   const dataDir = mkdtempSync(join(tmpdir(), `plane-${plane}-`));
-  const child = spawn(process.execPath, ['--import', 'tsx', `agents/${plane}/main.ts`], {
+  const child = spawn(process.execPath, [builtPath(`agents/${plane}/main.ts`)], {
     // The fixtures are on loopback: the egress guard is off unless a test turns it on. PLANE_PARENT_PID: an agent
     // outlives a test run that ended before its after hooks (mocha's exit, a timeout, Ctrl-C) by a second, not forever.
     env: { ...process.env, PLANE_HTTP_PORT: '0', PLANE_GRPC_PORT: '0', PLANE_DATA_DIR: dataDir, PLANE_GRAB_FPS: '15', PLANE_ALLOW_PRIVATE_NETWORKS: '1', PLANE_PARENT_PID: String(process.pid), ...env },

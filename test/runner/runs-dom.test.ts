@@ -8,6 +8,7 @@ import { validateBundle } from '../../sdk/index.ts';
 import { WebSocket } from 'ws';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
+import { builtPath } from '../../shared/build.mjs';
 
 const run = promisify(execFile);
 
@@ -340,7 +341,7 @@ describe('runs end to end on dom_plane (real agent, real Chromium)', function ()
 
     // the run streamed to the mounted ingest service: a user of the tenant reads the same bytes back there
     // the operator adds a user with the ingest admin CLI, beside the running service
-    await run(process.execPath, ['--import', 'tsx', 'plugins/trace-ingest/cli.ts', '--data-dir', path.join(gw.dir, 'plugins', 'trace-ingest', 'data'), 'user', 'create', '--email', 'ops@e2e.test', '--tenant', 'e2e'], {
+    await run(process.execPath, [builtPath('plugins/trace-ingest/cli.ts'), '--data-dir', path.join(gw.dir, 'plugins', 'trace-ingest', 'data'), 'user', 'create', '--email', 'ops@e2e.test', '--tenant', 'e2e'], {
       env: { ...process.env, TRACE_ADMIN_PASSWORD: 'correct horse battery' },
     });
     const login = await gw.req('POST', '/trace/api/v1/auth/login', { body: { email: 'ops@e2e.test', password: 'correct horse battery' } });

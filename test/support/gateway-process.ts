@@ -5,6 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { storeEnv } from './store.ts';
+import { builtPath } from '../../shared/build.mjs';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
@@ -24,7 +25,7 @@ export interface GatewayProcess {
  * does: the real npm, its prestart and the shell it uses.
  */
 export async function startGatewayProcess(env: Record<string, string>, o: { via?: 'node' | 'npm' } = {}): Promise<GatewayProcess> {
-  const [cmd, args] = o.via === 'npm' ? ['npm', ['start']] : [process.execPath, ['--import', 'tsx', 'gateway/start.ts']];
+  const [cmd, args] = o.via === 'npm' ? ['npm', ['start']] : [process.execPath, [builtPath('gateway/start.ts')]];
   const child = spawn(cmd, args, {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', TMPDIR: tmpdir(), SERVICE_PORT: '0', ...(env.SERVICE_DATA_DIR ? await storeEnv(env.SERVICE_DATA_DIR, env) : {}), ...env },

@@ -6,6 +6,7 @@ import { once } from 'node:events';
 import path from 'node:path';
 import { metaDatabaseUrl, startIngest, type TestTenant } from './ingest.ts';
 import { tempDir } from './trace.ts';
+import { builtPath } from '../../shared/build.mjs';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -19,7 +20,7 @@ export interface IngestProcess {
 
 /** Starts main.ts with TRACE_* `env` (TRACE_DATA_DIR required); resolves once it listens. */
 export async function startIngestProcess(env: Record<string, string>): Promise<IngestProcess> {
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'plugins/trace-ingest/main.ts'], {
+  const child: ChildProcess = spawn(process.execPath, [builtPath('plugins/trace-ingest/main.ts')], {
     cwd: ROOT,
     env: { ...process.env, TRACE_INGEST_PORT: '0', TRACE_INGEST_HOST: '127.0.0.1', ...env },
     stdio: ['ignore', 'ignore', 'pipe'],

@@ -1,14 +1,44 @@
-// Mocha's spec reporter plus one closing line CI reads: "N passed, N failed".
+// Mocha's spec reporter plus what CI and the next reader need at the end: the
+// 15 slowest test files with their seconds, and one closing line CI reads
+// ("N passed, N failed"). RUNPLANE_TEST_TIMES=<file>: the seconds of every
+// file are also written there as JSON, so the runner of several mocha
+// processes (scripts/test.mjs) can print one table for the whole suite.
+const { writeFileSync } = require('node:fs');
+const path = require('node:path');
 const Mocha = require('mocha');
-const { EVENT_RUN_END } = Mocha.Runner.constants;
+const { EVENT_RUN_END, EVENT_SUITE_BEGIN, EVENT_SUITE_END } = Mocha.Runner.constants;
+
+/** The table of the slowest files, longest first. */
+function slowestTable(seconds, n = 15) {
+  const rows = Object.entries(seconds).sort((a, b) => b[1] - a[1]).slice(0, n);
+  if (rows.length === 0) return '';
+  const w = Math.max(...rows.map(([f]) => f.length));
+  return [`slowest ${rows.length} test files:`, ...rows.map(([f, s]) => `  ${f.padEnd(w)}  ${s.toFixed(1).padStart(7)} s`)].join('\n') + '\n';
+}
 
 class SpecWithTotals extends Mocha.reporters.Spec {
   constructor(runner, options) {
     super(runner, options);
+    const seconds = {};
+    const began = new Map();
+    // a file's time: from its first top-level suite's start to its end, hooks included
+    runner.on(EVENT_SUITE_BEGIN, (suite) => {
+      if (suite.file && suite.parent?.root) began.set(suite, process.hrtime.bigint());
+    });
+    runner.on(EVENT_SUITE_END, (suite) => {
+      const t0 = began.get(suite);
+      if (t0 === undefined) return;
+      began.delete(suite);
+      const file = path.relative(process.cwd(), suite.file);
+      seconds[file] = (seconds[file] ?? 0) + Number(process.hrtime.bigint() - t0) / 1e9;
+    });
     runner.once(EVENT_RUN_END, () => {
       const { passes, failures, pending } = runner.stats;
+      if (process.env.RUNPLANE_TEST_TIMES) writeFileSync(process.env.RUNPLANE_TEST_TIMES, JSON.stringify({ seconds, passes, failures, pending }));
+      else process.stdout.write(`\n${slowestTable(seconds)}`);
       process.stdout.write(`\ntests: ${passes} passed, ${failures} failed${pending ? `, ${pending} skipped` : ''}\n`);
     });
   }
 }
+SpecWithTotals.slowestTable = slowestTable;
 module.exports = SpecWithTotals;

@@ -9,6 +9,7 @@ import { promisify } from 'node:util';
 import { DebugSession } from '../../sdk/index.ts';
 import { body, startIngest, type TestIngest } from '../support/ingest.ts';
 import { collectingLogger, tempDir } from '../support/trace.ts';
+import { builtPath } from '../../shared/build.mjs';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -77,7 +78,7 @@ describe('trace ingest: DSN revoke', function () {
     const cookie = await ing.login(t);
     const id = await dsnId(cookie, t.key);
 
-    const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'plugins/trace-ingest/cli.ts', '--data-dir', ing.dir, 'dsn', 'revoke', id], { cwd: ROOT });
+    const { stdout } = await promisify(execFile)(process.execPath, [builtPath('plugins/trace-ingest/cli.ts'), '--data-dir', ing.dir, 'dsn', 'revoke', id], { cwd: ROOT });
     const printed = JSON.parse(stdout) as { dsn_id: string; revoked_at: string | null };
     expect(printed.dsn_id).to.equal(id);
     expect(printed.revoked_at).to.be.a('string');

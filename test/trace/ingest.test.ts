@@ -7,6 +7,7 @@ import { DebugSession } from '../../sdk/index.ts';
 import { sleep } from '../../shared/abort.ts';
 import { body, startIngest, type TestIngest, type TestTenant } from '../support/ingest.ts';
 import { collectingLogger, png, tempDir } from '../support/trace.ts';
+import { builtPath } from '../../shared/build.mjs';
 
 const run = promisify(execFile);
 const root = path.resolve(import.meta.dirname, '../..');
@@ -317,7 +318,7 @@ describe('trace ingest service: queue, restart, CLI', () => {
     this.timeout(60_000);
     const ing = await startIngest();
     try {
-      const cli = (...args: string[]) => run('node', ['--import', 'tsx', 'plugins/trace-ingest/cli.ts', '--data-dir', ing.dir, ...args], { cwd: root, env: { ...process.env, TRACE_ADMIN_PASSWORD: 'correct horse battery' } });
+      const cli = (...args: string[]) => run(process.execPath, [builtPath('plugins/trace-ingest/cli.ts'), '--data-dir', ing.dir, ...args], { cwd: root, env: { ...process.env, TRACE_ADMIN_PASSWORD: 'correct horse battery' } });
       await cli('tenant', 'create', 'cli-t', '--modelio');
       await cli('user', 'create', '--email', 'Op@Cli.Test', '--tenant', 'cli-t');
       const out = JSON.parse((await cli('dsn', 'create', '--tenant', 'cli-t', '--name', 'runner', '--base-url', ing.url)).stdout);

@@ -15,6 +15,7 @@ import type { MetaData } from '../../plugins/trace-ingest/meta.ts';
 import { IngestService } from '../../plugins/trace-ingest/service.ts';
 import { body, metaDatabaseUrl, startIngest, type TestIngest } from '../support/ingest.ts';
 import { tempDir } from '../support/trace.ts';
+import { builtPath } from '../../shared/build.mjs';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const manifest = (runId: string) => ({ schema_version: '1.0.0', run_id: runId, debug_session_id: 'dbg_meta', client_name: 'c', status: 'running', started_at: new Date().toISOString(), capture_mode: 'trace' });
@@ -117,7 +118,7 @@ describe('trace ingest metadata database', function () {
       const dsnId = ((await ing.json('/tenant/dsns', cookie)) as { dsns: Array<{ dsn_id: string }> }).dsns[0]!.dsn_id;
       const dbUrl = await metaDatabaseUrl(dir);
       const cli = (...args: string[]) =>
-        promisify(execFile)(process.execPath, ['--import', 'tsx', 'plugins/trace-ingest/cli.ts', '--data-dir', dir, ...args], { cwd: ROOT, env: { ...process.env, TRACE_DATABASE_URL: dbUrl ?? '' } });
+        promisify(execFile)(process.execPath, [builtPath('plugins/trace-ingest/cli.ts'), '--data-dir', dir, ...args], { cwd: ROOT, env: { ...process.env, TRACE_DATABASE_URL: dbUrl ?? '' } });
       await cli('user', 'delete', t.email);
       await cli('dsn', 'revoke', dsnId);
       // the running service sees both at its next call
@@ -255,7 +256,7 @@ describe('trace ingest metadata database', function () {
     await setup.close();
 
     const start = async (): Promise<{ child: ChildProcess; url: string }> => {
-      const child = spawn(process.execPath, ['--import', 'tsx', 'plugins/trace-ingest/main.ts'], {
+      const child = spawn(process.execPath, [builtPath('plugins/trace-ingest/main.ts')], {
         cwd: ROOT,
         env: { ...process.env, TRACE_DATA_DIR: dir, TRACE_INGEST_PORT: '0', TRACE_DATABASE_URL: dbUrl ?? '' },
         stdio: ['ignore', 'ignore', 'pipe'],

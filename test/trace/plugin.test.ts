@@ -10,6 +10,7 @@ import { createIngestApp } from '../../plugins/trace-ingest/app.ts';
 import { DebugSession } from '../../sdk/index.ts';
 import { readFile, stat } from 'node:fs/promises';
 import { tempDir } from '../support/trace.ts';
+import { builtPath } from '../../shared/build.mjs';
 
 const root = path.resolve(import.meta.dirname, '../..');
 const noop = () => undefined;
@@ -91,7 +92,7 @@ describe('trace-ingest plugin and npm run ingest', () => {
 
   it('npm run ingest serves on its own and stops cleanly on SIGTERM', async function () {
     this.timeout(60_000);
-    const child = spawn(process.execPath, ['--import', 'tsx', 'plugins/trace-ingest/main.ts'], {
+    const child = spawn(process.execPath, [builtPath('plugins/trace-ingest/main.ts')], {
       cwd: root,
       env: { ...process.env, TRACE_INGEST_PORT: '0', TRACE_DATA_DIR: await tempDir() },
       stdio: ['ignore', 'ignore', 'pipe'],

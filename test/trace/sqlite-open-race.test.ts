@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { whileBusy } from '../../shared/sqlite-busy.ts';
+import { builtPath } from '../../shared/build.mjs';
 
 const run = promisify(execFile);
 const CHILD = path.join(import.meta.dirname, '../support/open-sqlite-child.ts');
@@ -33,7 +34,7 @@ describe('opening one new SQLite file from several processes at once', function 
       const dir = await mkdtemp(path.join(tmpdir(), 'runplane-open-race-'));
       for (let round = 0; round < 8; round++) {
         const file = path.join(dir, `db-${round}.sqlite`);
-        const outs = await Promise.all(Array.from({ length: 4 }, () => run(process.execPath, ['--import', 'tsx', CHILD, which, file]).then((r) => r.stdout.trim())));
+        const outs = await Promise.all(Array.from({ length: 4 }, () => run(process.execPath, [builtPath(CHILD), which, file]).then((r) => r.stdout.trim())));
         expect(outs, `round ${round}`).to.deep.equal(['ok', 'ok', 'ok', 'ok']);
       }
     });

@@ -6,6 +6,7 @@ import { DebugSession, ObjectStore, validateBundle } from '../../sdk/index.ts';
 import { startFakeS3 } from '../support/s3.ts';
 import { startIngest } from '../support/ingest.ts';
 import { collectingLogger, png, tempDir } from '../support/trace.ts';
+import { builtPath } from '../../shared/build.mjs';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
@@ -14,7 +15,7 @@ describe('trace SDK stores and atomic close', () => {
     this.timeout(60_000);
     const dir = await tempDir();
     const out = path.join(dir, 'bundle');
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/trace/fixtures/close-child.ts', out, '400'], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [builtPath('test/trace/fixtures/close-child.ts'), out, '400'], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
     await new Promise<void>((resolve, reject) => {
       child.stdout.on('data', (d: Buffer) => {
         if (d.toString().includes('closing')) {
