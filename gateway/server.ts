@@ -22,8 +22,9 @@ import { RUN_VIEW, type RunLifecycle, type RunRecord } from './runs/records.ts';
 import { readVersionInfo } from './version.ts';
 import { SdkRunRecorder } from './trace/recorder.ts';
 import { FrameHub } from './runs/frames.ts';
-import { BullRunQueue, MemoryRunQueue, type RunQueue } from './runs/run-queue.ts';
+import { MemoryRunQueue, type RunQueue } from './runs/run-queue.ts';
 import { buildOpenApi } from './openapi.ts';
+import { warmValidators } from '../schemas/index.ts';
 import { ALL_ROUTES, buildApp } from './app.ts';
 import { attachWebSockets } from './routes/ws.ts';
 import { Halt, RunExecutor } from './runner/executor.ts';
@@ -97,6 +98,7 @@ async function endsBy(p: Promise<unknown>, deadline: number): Promise<boolean> {
 
 export async function createGateway(config: GatewayConfig, opts: GatewayOptions = {}): Promise<Gateway> {
   const log = createLogger(config.logLevel, opts.logStream);
+  const versionRead = readVersionInfo(config.gitSha, config.deployedAt);
   // plugins first: a refused plugin stops start-up before anything is opened
   const plugins = await loadPlugins({ builtinDir: config.builtinPluginsDir, operatorDir: config.pluginsDir, dataDir: config.dataDir, log: namedLogger(log, 'gateway.plugins'), env: config.env });
   // a bad proxy providers file, or a password it names that cannot be read, stops start-up too
@@ -106,7 +108,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
   const state = await openStateBackend({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, dataDir: config.dataDir, kind: config.stateStore, maxEventsPerRun: MAX_EVENTS_PER_RUN, runView: RUN_VIEW });
   const limits = new Limits(state.atomic, metrics);
   const tenants = await tenantResolver(config, log);
-  const version = readVersionInfo(config.gitSha, config.deployedAt);
+  const version = await versionRead;
   let openapiDoc: Record<string, unknown> | undefined;
   const events = await openEventLog(config.redisUrl, state.eventTable, state.redis, state.runWrites && { writes: state.runWrites, outbox: state.outbox });
   events.onAppend((e) => plugins.emit(e));
@@ -179,7 +181,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
   });
   const scheduler = config.runnerEnabled ? new RunScheduler(executor, config.maxActiveRuns, namedLogger(log, 'gateway.runner')) : undefined;
   const queue: RunQueue = config.redisUrl
-    ? new BullRunQueue(config.redisUrl, {
+    ? new (await import('./runs/bull-queue.ts')).BullRunQueue(config.redisUrl, {
         onError: (err) => log.error({ err: err.message }, 'run queue: redis is unavailable; retrying'),
         onRecovered: () => log.info('run queue: redis is back'),
         lockMs: config.runLeaseMs,
@@ -227,6 +229,8 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
       void recorder.reconcilePending();
       // bundles an earlier process staged for runs that ended and never committed are committed from what they hold
       void recorder.finishStagedAtStart((id) => runs.load(id));
+      // the request schemas compile while the gateway waits for its first requests, not before it listens
+      void warmValidators();
       return `http://${host}:${addr.port}`;
     },
     async close() {

@@ -1,9 +1,10 @@
 // The runtime version snapshot of GET /v1/version. The deploy time is
 // SERVICE_DEPLOYED_AT when set, else the commit time of the checked-out code,
 // else the process start; deploy_age_days counts from it.
-import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { REPO_ROOT } from '../shared/build.mjs';
 
 export interface VersionInfo {
@@ -16,24 +17,28 @@ export interface VersionInfo {
 
 const root = REPO_ROOT;
 
-function git(args: string[]): string | null {
+/** HEAD's sha and commit time, from one git process (it runs while the rest of the start goes on). */
+async function head(): Promise<{ sha: string; at: string } | null> {
   try {
-    return execFileSync('git', args, { cwd: root, stdio: ['ignore', 'pipe', 'ignore'], timeout: 2000 }).toString().trim() || null;
+    const { stdout } = await promisify(execFile)('git', ['log', '-1', '--format=%H %cI'], { cwd: root, timeout: 2000 });
+    const [sha, at] = stdout.trim().split(' ');
+    return sha && at ? { sha, at } : null;
   } catch {
     return null;
   }
 }
 
-export function readVersionInfo(gitSha?: string, deployedAt?: string): VersionInfo {
-  const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string };
+export async function readVersionInfo(gitSha?: string, deployedAt?: string): Promise<VersionInfo> {
   const started = new Date();
-  const deployed = deployedAt && !Number.isNaN(Date.parse(deployedAt)) ? new Date(deployedAt) : (() => {
-    const t = git(['log', '-1', '--format=%cI']);
-    return t ? new Date(t) : started;
-  })();
+  const knownDeploy = deployedAt && !Number.isNaN(Date.parse(deployedAt));
+  const [pkg, commit] = await Promise.all([
+    readFile(path.join(root, 'package.json'), 'utf8').then((t) => JSON.parse(t) as { version: string }),
+    gitSha && knownDeploy ? null : head(),
+  ]);
+  const deployed = knownDeploy ? new Date(deployedAt) : commit ? new Date(commit.at) : started;
   return {
     version: pkg.version,
-    git_sha: gitSha ?? git(['rev-parse', 'HEAD']),
+    git_sha: gitSha ?? commit?.sha ?? null,
     node_version: process.version,
     started_at: started.toISOString(),
     deployed_at: deployed.toISOString(),

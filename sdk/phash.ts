@@ -1,6 +1,6 @@
 // 64-bit perceptual hash (DCT pHash) of a screenshot: 32x32 grey, 2-D DCT,
 // the 8x8 low frequencies without DC compared with their median.
-import sharp from 'sharp';
+import { loadSharp } from '../shared/load-once.ts';
 
 const N = 32;
 const COS: number[][] = Array.from({ length: 8 }, (_, u) => Array.from({ length: N }, (_, x) => Math.cos(((2 * x + 1) * (u + 1) * Math.PI) / (2 * N))));
@@ -45,7 +45,7 @@ export async function phash64(png: Uint8Array): Promise<string> {
  * and a perceptual hash needs only the low frequencies a box filter keeps.
  */
 export async function greyGrid(image: Uint8Array, n: number): Promise<Float64Array> {
-  const { data, info } = await sharp(image).raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+  const { data, info } = await (await loadSharp())(image).raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
   return boxGrey(data, info.width, info.height, info.channels, n);
 }
 

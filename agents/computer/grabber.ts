@@ -9,8 +9,12 @@
 // then arrived 0.3-0.6 s after it was grabbed, so an arrival stamp took a frame of the
 // page before an input for one after it (docs/decisions.md; npm run bench:grab).
 import { spawn, type ChildProcess } from 'node:child_process';
-import sharp from 'sharp';
+import type Sharp from 'sharp';
 import { stopChild } from '../core/procs.ts';
+
+// sharp (a native module) is loaded with the first encode, not before the agent listens
+let sharpLoad: Promise<typeof Sharp> | undefined;
+const sharp = (): Promise<typeof Sharp> => (sharpLoad ??= import('sharp').then((m) => m.default));
 
 export type ImageFormat = 'png' | 'jpeg' | 'webp';
 
@@ -138,7 +142,7 @@ export class Grabber {
     // A still screen gives byte-identical frames: reuse the last encoding (a 2.7 MB
     // compare is ~0.2 ms; a PNG encode is ~10 ms).
     if (last && last.format === format && last.quality === quality && (last.data === frame.data || last.data.equals(frame.data))) return last.out;
-    const img = sharp(frame.data, { raw: { width: this.width, height: this.height, channels: 3 } });
+    const img = (await sharp())(frame.data, { raw: { width: this.width, height: this.height, channels: 3 } });
     let out: Buffer;
     if (format === 'jpeg') out = await img.jpeg({ quality }).toBuffer();
     else if (format === 'webp') out = await img.webp({ quality, effort: 0 }).toBuffer();

@@ -5,11 +5,17 @@
 import { existsSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import puppeteer, { type Browser } from 'puppeteer-core';
+import type { Browser } from 'puppeteer-core';
 import { killGroup, stopChild, waitGroupGone } from './procs.ts';
 import { sessionEgress, startEgress, type EgressProxy, type EgressSettings } from './egress-proxy.ts';
 import { SANDBOX_OFF_FLAGS } from './validate.ts';
 import { asBrowserUser, browserEnv, browserUser, preparePersistedProfile, privateTempDir, type BrowserUser } from './browser-user.ts';
+
+// puppeteer-core is most of what an agent would load before it listens (~0.5 s):
+// it is loaded with the first browser instead
+type Puppeteer = Pick<typeof import('puppeteer-core'), 'launch' | 'defaultArgs'>;
+let puppeteerLoad: Promise<Puppeteer> | undefined;
+const puppeteer = (): Promise<Puppeteer> => (puppeteerLoad ??= import('puppeteer-core'));
 
 export const CHROMIUM_PATH = process.env.PLANE_CHROMIUM_PATH || '/usr/bin/chromium';
 /** The binary itself: Debian's /usr/bin wrapper runs it as a child of a shell (it does not exec), which would be the pid we stop. */
@@ -71,10 +77,10 @@ export interface LaunchOptions {
 }
 
 /** Chromium's command line: puppeteer's defaults and ours, never a sandbox-off flag. */
-export function chromiumArgs(o: Pick<LaunchOptions, 'userDataDir' | 'headless' | 'viewport' | 'egress' | 'extraFlags' | 'hideAutomation'>): string[] {
+export async function chromiumArgs(o: Pick<LaunchOptions, 'userDataDir' | 'headless' | 'viewport' | 'egress' | 'extraFlags' | 'hideAutomation'>): Promise<string[]> {
   const [w, h] = o.viewport;
   const ours = [...QUIET_FLAGS, `--window-size=${w},${h}`, '--window-position=0,0', ...o.egress.chromeFlags(), ...o.extraFlags];
-  return puppeteer
+  return (await puppeteer())
     .defaultArgs({ headless: o.headless, userDataDir: o.userDataDir, args: ours })
     .filter((a) => !SANDBOX_OFF_FLAGS.test(a) && !(o.hideAutomation && a === '--enable-automation'));
 }
@@ -82,7 +88,8 @@ export function chromiumArgs(o: Pick<LaunchOptions, 'userDataDir' | 'headless' |
 export async function launchChromium(o: LaunchOptions, user: BrowserUser | undefined = browserUser()): Promise<Browser> {
   const [w, h] = o.viewport;
   const { command, prefix } = asBrowserUser(o.headless === 'shell' ? HEADLESS_SHELL_PATH : CHROMIUM_PATH, user);
-  return puppeteer.launch({
+  const args = [...prefix, ...(await chromiumArgs(o))];
+  return (await puppeteer()).launch({
     executablePath: command,
     headless: o.headless,
     pipe: true,
@@ -90,7 +97,7 @@ export async function launchChromium(o: LaunchOptions, user: BrowserUser | undef
     // All arguments are ours (ignoreDefaultArgs: true): the setpriv prefix first, then
     // Chromium's; puppeteer only appends --remote-debugging-pipe.
     ignoreDefaultArgs: true,
-    args: [...prefix, ...chromiumArgs(o)],
+    args,
     env: browserEnv(o.home, o.env ?? {}),
     defaultViewport: o.headless ? { width: w, height: h } : null,
     handleSIGINT: false,

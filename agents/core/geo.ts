@@ -6,7 +6,13 @@
 // zones come from city-timezones (a city, else the most populous city of the
 // state or country), locales from CLDR's likely subtags (Intl.Locale); an exit
 // nothing is known of gets America/New_York and en-US.
-import cityTimezones from 'city-timezones';
+import { createRequire } from 'node:module';
+import type CityTimezones from 'city-timezones';
+
+// its city table takes ~0.1 s to read: read when an exit's zone is first looked up, not at the agent's start
+const require = createRequire(import.meta.url);
+let cityTable: City[] | undefined;
+const cities = (): City[] => (cityTable ??= (require('city-timezones') as typeof CityTimezones).cityMapping as City[]);
 
 export interface Geo {
   tz: string;
@@ -21,7 +27,7 @@ export interface ProxyExit {
 
 const FALLBACK: Geo = { tz: 'America/New_York', locale: 'en-US' };
 
-type City = (typeof cityTimezones.cityMapping)[number] & { state_ansi?: string };
+type City = (typeof CityTimezones.cityMapping)[number] & { state_ansi?: string };
 
 const norm = (s: string) => s.toLowerCase().normalize('NFKD').replace(/[^a-z0-9]+/g, ' ').trim();
 
@@ -33,7 +39,7 @@ function biggest(cities: City[]): City | undefined {
 function zoneOf(exit: ProxyExit): string | undefined {
   const country = exit.country.toUpperCase();
   const state = exit.state?.toUpperCase();
-  const all = cityTimezones.cityMapping as City[];
+  const all = cities();
   const inCountry = all.filter((c) => c.iso2 === country);
   const inState = state ? inCountry.filter((c) => c.state_ansi === state) : inCountry;
   if (exit.city) {

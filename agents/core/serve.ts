@@ -115,7 +115,6 @@ export async function startAgent(factory: PlaneFactory, cfg: AgentConfig): Promi
   const swept = sweepStaleTempDirs();
   if (swept.removed.length > 0 || swept.killed > 0) logFn('removed temp dirs of agents no longer running', { dirs: swept.removed, killed_processes: swept.killed });
   if (swept.failed.length > 0) logFn('could not remove temp dirs of agents no longer running (tried again at the next start)', { dirs: swept.failed });
-  if (cfg.warmPool > 0) factory.startPool?.(cfg.warmPool, logFn, { geoPools: cfg.geoPools });
   const tls = cfg.tlsCert && cfg.tlsKey ? { cert: readFileSync(cfg.tlsCert), key: readFileSync(cfg.tlsKey) } : undefined;
   const hostPart = cfg.host.includes(':') ? `[${cfg.host}]` : cfg.host;
 
@@ -152,6 +151,8 @@ export async function startAgent(factory: PlaneFactory, cfg: AgentConfig): Promi
     await closeSlots();
     throw err;
   }
+  // once the slots listen: the pool's first browser (and the loading of what drives it) does not hold up the listening line
+  if (cfg.warmPool > 0) factory.startPool?.(cfg.warmPool, logFn, { geoPools: cfg.geoPools });
 
   const reg = cfg.register;
   // which browser the agent's sessions run on, so a run can ask for one (plane_labels: {browser: chromium} where stealth matters)

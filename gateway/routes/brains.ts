@@ -7,7 +7,7 @@
 // Both pick the brain like a run does (SERVICE_MODEL, else the body's id) and
 // bind it to the caller's tenant. A brain id no backend serves here is 404
 // (model_not_found); an unreachable, refusing or garbling upstream is 502.
-import sharp from 'sharp';
+import { loadSharp } from '../../shared/load-once.ts';
 import { ServiceError, badRequest, modelNotFound } from '../errors.ts';
 import { isBrainError, type Action, type Frame, type Inference } from '../plugins/contract.ts';
 import type { CuaRequest } from '../../schemas/types.gen.ts';
@@ -23,6 +23,7 @@ export async function frameOf(field: string, data: string, url?: string): Promis
   const b64 = data.startsWith('data:') ? data.slice(data.indexOf(',') + 1) : data;
   if (!/^[A-Za-z0-9+/=\s]+$/.test(b64)) throw badRequest(`${field}: is not base64`);
   const image = Buffer.from(b64, 'base64');
+  const sharp = await loadSharp();
   const meta = await sharp(image)
     .metadata()
     .catch(() => undefined);

@@ -2,11 +2,11 @@
 // above the mean): equal for frames a person would call the same, cheap to
 // compare. Used by the loop-stuck guard and recorded as phash_64 in traces.
 import { createHash } from 'node:crypto';
-import sharp from 'sharp';
+import { loadSharp } from '../../shared/load-once.ts';
 import type { Screenshot } from '../plugins/contract.ts';
 
 export async function averageHash(image: Buffer, area?: Area): Promise<string> {
-  const px = await part(image, area).greyscale().resize(8, 8, { fit: 'fill' }).raw().toBuffer();
+  const px = await (await part(image, area)).greyscale().resize(8, 8, { fit: 'fill' }).raw().toBuffer();
   const mean = px.reduce((a, b) => a + b, 0) / px.length;
   let bits = 0n;
   for (const p of px) bits = (bits << 1n) | (p > mean ? 1n : 0n);
@@ -29,11 +29,14 @@ export interface Area {
  * action that worked.
  */
 export async function frameDigest(image: Buffer, area?: Area): Promise<string> {
-  const px = await part(image, area).greyscale().resize(320, 180, { fit: 'fill' }).raw().toBuffer();
+  const px = await (await part(image, area)).greyscale().resize(320, 180, { fit: 'fill' }).raw().toBuffer();
   return createHash('sha1').update(px).digest('hex');
 }
 
-const part = (image: Buffer, area?: Area) => (area ? sharp(image).extract({ left: area.x, top: area.y, width: area.width, height: area.height }) : sharp(image));
+async function part(image: Buffer, area?: Area) {
+  const img = (await loadSharp())(image);
+  return area ? img.extract({ left: area.x, top: area.y, width: area.width, height: area.height }) : img;
+}
 
 /**
  * Where the page is on a screenshot, when the plane says (computer_plane's page

@@ -127,8 +127,8 @@ export class MemoryEventLog extends FanOut implements EventLog {
  * which the log publishes on (and does not close) instead of opening its own.
  */
 async function fanOutClients(url: string, shared?: RedisClient) {
-  const pub = shared ?? redisClient(url);
-  const sub = redisClient(url, { subscriber: true });
+  const pub = shared ?? (await redisClient(url));
+  const sub = await redisClient(url, { subscriber: true });
   if (!shared) await pub.connect();
   await sub.connect();
   const attach = (log: FanOut) =>

@@ -6,7 +6,6 @@
 // Redis holds both. Memory: tests only (SERVICE_STATE=memory).
 import path from 'node:path';
 import { Keyv } from 'keyv';
-import KeyvRedis from '@keyv/redis';
 import { MemoryAtomicOps, type AtomicOps } from './atomic.ts';
 import { RedisAtomicOps } from './redis-atomic.ts';
 import { isRedisConnectionError, pingRedis, pingWithin, redisClient, type DependencyCheck, type RedisClient } from './redis-client.ts';
@@ -189,7 +188,7 @@ async function openPgBackend(url: string, o: StateOptions): Promise<StateBackend
   const atomic = new PgAtomicOps(pool);
   await atomic.sweep();
   // readiness reports Redis too when the replicas use it for fan-out and dispatch
-  const redis = o.redisUrl ? redisClient(o.redisUrl) : undefined;
+  const redis = o.redisUrl ? await redisClient(o.redisUrl) : undefined;
   await redis?.connect();
   const store = memoize((ns) => new PgKeyedStore<unknown>(pool, ns));
   const runs = new PgRunTable<RunKey>(pool, o.runView);
@@ -212,8 +211,10 @@ async function openPgBackend(url: string, o: StateOptions): Promise<StateBackend
 }
 
 async function openRedisBackend(url: string, o: StateOptions): Promise<StateBackend> {
-  const client: RedisClient = redisClient(url);
+  const client: RedisClient = await redisClient(url);
   await client.connect();
+  // only Redis as the store of record needs it (~0.2 s to load)
+  const { default: KeyvRedis } = await import('@keyv/redis');
   const store = memoize((namespace) => {
     const adapter = new KeyvRedis(client as never, { namespace: redisKeys.namespace(namespace), keyPrefixSeparator: ':', throwOnErrors: true });
     return keyed(new Keyv({ store: adapter, namespace: redisKeys.namespace(namespace), useKeyPrefix: false, throwOnErrors: true, ...json }));

@@ -1,18 +1,13 @@
 // One way to open a Redis connection: fail fast when Redis is down (a request
 // gets a clean error instead of queueing forever), give every reply a
-// deadline, and reconnect on its own.
-import {
-  ClientClosedError,
-  ClientOfflineError,
-  ConnectionTimeoutError,
-  createClient,
-  DisconnectsClientError,
-  ErrorReply,
-  ReconnectStrategyError,
-  SocketClosedUnexpectedlyError,
-  SocketTimeoutError,
-  TimeoutError,
-} from '@redis/client';
+// deadline, and reconnect on its own. @redis/client is loaded with the first
+// connection (~0.4 s): a gateway without Redis never loads it.
+import type * as RedisModule from '@redis/client';
+
+let redis: typeof RedisModule | undefined;
+async function loadRedis(): Promise<typeof RedisModule> {
+  return (redis ??= await import('@redis/client'));
+}
 
 /**
  * A Redis that hangs (stopped, swapping) must be an error, not a hung request:
@@ -24,8 +19,8 @@ import {
 export const REDIS_REPLY_DEADLINE_MS = 3000;
 
 /** `subscriber`: a pub/sub connection, which may be silent for long and cannot PING: no deadline. */
-export function redisClient(url: string, o: { subscriber?: boolean } = {}) {
-  const client = createClient({
+export async function redisClient(url: string, o: { subscriber?: boolean } = {}) {
+  const client = (await loadRedis()).createClient({
     url,
     disableOfflineQueue: true,
     ...(o.subscriber ? {} : { pingInterval: 1000 }),
@@ -41,17 +36,17 @@ export function redisClient(url: string, o: { subscriber?: boolean } = {}) {
   return client;
 }
 
-export type RedisClient = ReturnType<typeof redisClient>;
+export type RedisClient = Awaited<ReturnType<typeof redisClient>>;
 
-const CONNECTION_ERRORS = [
-  ClientClosedError,
-  ClientOfflineError,
-  ConnectionTimeoutError,
-  DisconnectsClientError,
-  ReconnectStrategyError,
-  SocketClosedUnexpectedlyError,
-  SocketTimeoutError,
-  TimeoutError,
+const connectionErrors = (r: typeof RedisModule) => [
+  r.ClientClosedError,
+  r.ClientOfflineError,
+  r.ConnectionTimeoutError,
+  r.DisconnectsClientError,
+  r.ReconnectStrategyError,
+  r.SocketClosedUnexpectedlyError,
+  r.SocketTimeoutError,
+  r.TimeoutError,
 ];
 
 /** Replies of a server that is there but cannot serve now (loading its data set, a busy script, a replica without its master). */
@@ -62,9 +57,12 @@ const UNAVAILABLE_REPLY = /^(LOADING|BUSY|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|NOREPL
  * reached or cannot serve right now, as opposed to a bug or a refused command.
  */
 export function isRedisConnectionError(err: unknown): boolean {
+  // no connection was ever opened: nothing can have failed to reach Redis
+  if (!redis) return false;
+  const classes = connectionErrors(redis);
   for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
-    if (CONNECTION_ERRORS.some((C) => e instanceof C)) return true;
-    if (e instanceof ErrorReply && UNAVAILABLE_REPLY.test(e.message)) return true;
+    if (classes.some((C) => e instanceof C)) return true;
+    if (e instanceof redis.ErrorReply && UNAVAILABLE_REPLY.test(e.message)) return true;
     // @keyv/redis, when it finds the client closed
     if (e.message.startsWith('Redis client is not connected')) return true;
   }

@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import sharp from 'sharp';
+import { loadSharp } from '../../shared/load-once.ts';
 import { DebugSession, compareCaptureModes, isCaptureMode, reconcileBundle, type CaptureMode, type SdkLogger, type StepInput } from '../../sdk/index.ts';
 import { isSafeId } from '../../shared/ids.ts';
 import type { Logger } from '../log.ts';
@@ -305,6 +305,7 @@ class SdkRecording implements RunRecording {
 
 /** What changed between two same-sized screenshots: the per-pixel difference, black where nothing moved. */
 async function diffImage(pre: Buffer, post: Buffer): Promise<Buffer | undefined> {
+  const sharp = await loadSharp();
   const [a, b] = await Promise.all([sharp(pre).metadata(), sharp(post).metadata()]);
   if (!a.width || a.width !== b.width || a.height !== b.height) return undefined;
   return sharp(post).removeAlpha().composite([{ input: await sharp(pre).removeAlpha().toBuffer(), blend: 'difference' }]).png({ compressionLevel: 1 }).toBuffer();

@@ -3,7 +3,7 @@
 // resolution (1428x896 unless the backend's input_wh, a constructor argument
 // or SERVICE_COMPACT_INPUT_WH says otherwise) and coordinates are scaled back
 // to the viewport. Its actions map to the service's as the spec's table says.
-import sharp from 'sharp';
+import { loadSharp } from '../../shared/load-once.ts';
 import { BrainError, type Action, type Frame, type Inference, type ThinkOptions } from '../../gateway/plugins/contract.ts';
 import type { BrainBackend } from '../../schemas/types.gen.ts';
 import { ChatBrain, imagePart, type BrainEnv } from './chat-brain.ts';
@@ -111,7 +111,7 @@ export class CompactCuaBrain extends ChatBrain {
 
   protected override async imageOf(frame: Frame): Promise<Record<string, unknown>> {
     // JPEG: a quarter of the bytes of a fast PNG at this size, and quicker to encode
-    const jpeg = await sharp(frame.screenshot.image).resize(this.input.width, this.input.height, { fit: 'fill' }).jpeg({ quality: 85 }).toBuffer();
+    const jpeg = await (await loadSharp())(frame.screenshot.image).resize(this.input.width, this.input.height, { fit: 'fill' }).jpeg({ quality: 85 }).toBuffer();
     return imagePart(frame, jpeg, 'jpeg');
   }
 

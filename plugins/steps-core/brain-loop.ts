@@ -5,7 +5,7 @@
 // brain_loop_exhausted. An unreachable or refusing upstream halts the run with
 // model_provider_unreachable; a malformed answer fails the step (classified).
 import { createHash } from 'node:crypto';
-import sharp from 'sharp';
+import { loadSharp } from '../../shared/load-once.ts';
 import { modelExtract } from './model-extract.ts';
 import { refuseForbidden } from './forbidden.ts';
 import { rejectionFor } from '../../shared/recipe-keys.ts';
@@ -34,7 +34,7 @@ export function environmentAction(a: Action): Action {
  * display do not count as change, while any real page change does.
  */
 async function screenKey(s: Screenshot): Promise<string> {
-  const px = await sharp(s.image).resize(32, 18, { fit: 'fill' }).grayscale().raw().toBuffer();
+  const px = await (await loadSharp())(s.image).resize(32, 18, { fit: 'fill' }).grayscale().raw().toBuffer();
   return createHash('sha1').update(px.map((v) => v >> 4)).digest('hex');
 }
 

@@ -200,7 +200,7 @@ describe('dom_plane agent', function () {
 
   it('close leaves no browser process behind', async () => {
     const s = connectPlane({ url: `http://127.0.0.1:${agent.httpPort}` });
-    // The agent's own helpers (tsx's esbuild service) are there before the session.
+    // Whatever the agent itself runs is there before the session.
     const baseline = new Set(descendants(agent.pid));
     await s.init({ tenant_id: 'acme', profile_id: 'reaped', run_id: 'run-reap' });
     const kids = descendants(agent.pid).filter((p) => !baseline.has(p));

@@ -95,7 +95,7 @@ describe('PlaneLease signals a lost plane', function () {
       try {
         await lease.plane.act({ type: 'NAVIGATE', url: `${site.url}/start` });
         // The agent serving this lease is the one with a browser (the other is the warm spare).
-        const agentPid = descendants(process.pid).find((p) => cmdline(p).includes('agents/dom/main.ts') && descendants(p).some((c) => cmdline(c).includes('--user-data-dir=')));
+        const agentPid = descendants(process.pid).find((p) => cmdline(p).includes('agents/dom/main.js') && descendants(p).some((c) => cmdline(c).includes('--user-data-dir=')));
         expect(agentPid, 'the serving agent').to.be.a('number');
         process.kill(agentPid as number, 'SIGKILL');
         const why = await within(lease.lost, 3000, 'lease.lost');

@@ -45,7 +45,7 @@ describe('a session whose browser dies is lost (410)', function () {
           // gRPC: the agent's notice on the stream resolves `lost`; HTTP has no such channel, so the client probes.
           if (transport === 'http') s.watch({ intervalMs: 200 });
           const tree = browserTree(r.chrome_pid as number);
-          // The session's helpers (display, grabber, recorder, xdotool), not tsx's esbuild service.
+          // The session's helpers (display, grabber, recorder, xdotool).
           const helpers = descendants(agent.pid).filter((p) => /chrom|Xvfb|ffmpeg|xdotool/.test(cmdline(p)));
           process.kill(r.chrome_pid as number, 'SIGKILL');
 

@@ -230,7 +230,7 @@ export function cmdline(pid: number): string {
 /**
  * Pids that still exist. A zombie whose parent is ours counts as left behind (nobody
  * waited for it); one that init adopted has exited after its parent and is init's to
- * reap, whenever init gets to it (tsx's esbuild outlives the agent by a few ms).
+ * reap, whenever init gets to it.
  */
 export function stillPresent(pids: number[]): number[] {
   return pids.filter((p) => ((s) => s !== undefined && !(s.state === 'Z' && s.ppid === 1))(statOf(p)));

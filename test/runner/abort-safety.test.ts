@@ -30,7 +30,7 @@ const kindOf = (cmd: string): Kind | undefined =>
  * background after each session, so its total moves while the pools fill.
  */
 function census(root: number): { agents: number; most: Record<Kind, number>; stray: string[] } {
-  const agents = descendants(root).filter((pid) => /agents\/(computer|dom)\/main\.ts/.test(cmdline(pid)));
+  const agents = descendants(root).filter((pid) => /agents\/(computer|dom)\/main\.js/.test(cmdline(pid)));
   const owned = new Set<number>();
   const most: Record<Kind, number> = { browser: 0, xvfb: 0, ffmpeg: 0 };
   for (const agent of agents) {

@@ -11,7 +11,7 @@ function agentPids(dataDir: string): number[] {
   const out = execFileSync('ps', ['-eo', 'pid=,args='], { encoding: 'utf8' });
   return out
     .split('\n')
-    .filter((l) => /agents\/(dom|computer)\/main\.ts/.test(l))
+    .filter((l) => /agents\/(dom|computer)\/main\.js/.test(l))
     .map((l) => Number(l.trim().split(/\s+/)[0]))
     .filter((pid) => {
       try {

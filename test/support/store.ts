@@ -1,6 +1,7 @@
 // The store of record the tests' gateways run on. SQLite (the embedded
 // default) unless RUNPLANE_TEST_STORE=postgres: then the same tests run on a
-// throwaway PostgreSQL cluster, one per mocha process and one database per data
+// throwaway PostgreSQL cluster (one per mocha process, or the one `npm test`
+// started for all of them: RUNPLANE_TEST_PG_URL) and one database per data
 // dir, so a gateway restarted on the same dir (a restart test) finds its state
 // again. A test that names its own store (SERVICE_DATABASE_URL, SERVICE_STATE,
 // or SERVICE_REDIS_URL alone: Redis as the store) keeps it. `npm test` runs the suite both ways.
@@ -16,7 +17,7 @@ const created = new Map<string, Promise<void>>();
 /** The env that puts a gateway on the suite's store; {} on SQLite or when the test chose its store. */
 export async function storeEnv(dataDir: string, env: Record<string, string | undefined> = {}): Promise<Record<string, string>> {
   if (TEST_STORE !== 'postgres' || env.SERVICE_DATABASE_URL || env.SERVICE_REDIS_URL || env.SERVICE_STATE) return {};
-  cluster ??= startPostgres();
+  cluster ??= process.env.RUNPLANE_TEST_PG_URL ? Promise.resolve(sharedCluster(process.env.RUNPLANE_TEST_PG_URL)) : startPostgres();
   const server = await cluster;
   const db = `gw_${createHash('sha256').update(dataDir).digest('hex').slice(0, 24)}`;
   if (!created.has(db)) {
@@ -35,6 +36,12 @@ export async function storeEnv(dataDir: string, env: Record<string, string | und
   }
   await created.get(db);
   return { SERVICE_DATABASE_URL: server.url.replace(/\/postgres$/, `/${db}`) };
+}
+
+// a cluster another process owns: never stopped from here
+function sharedCluster(url: string): PgHandle {
+  const refuse = () => Promise.reject(new Error('the shared test cluster is not this process\'s to stop'));
+  return { url, port: Number(new URL(url).port), kill: refuse, start: refuse, stop: () => Promise.resolve() };
 }
 
 /** Root hooks (.mocharc.cjs requires this file): the cluster is stopped when the run ends. */

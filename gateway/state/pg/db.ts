@@ -3,7 +3,8 @@
 // apply each once. Connection failures surface as errors the HTTP layer turns
 // into 503 with Retry-After (isPgConnectionError).
 import path from 'node:path';
-import pg from 'pg';
+import type pg from 'pg';
+import { loadPg } from '../../../shared/load-once.ts';
 import { migrations } from '../migrations.ts';
 
 export type Pool = pg.Pool;
@@ -13,7 +14,7 @@ const MIGRATIONS_DIR = path.join(import.meta.dirname, 'migrations');
 const MIGRATION_LOCK = 7_013_511;
 
 export async function openPool(url: string): Promise<Pool> {
-  const pool = new pg.Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 3000, idleTimeoutMillis: 30_000, query_timeout: 10_000 });
+  const pool = new (await loadPg()).Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 3000, idleTimeoutMillis: 30_000, query_timeout: 10_000 });
   pool.on('error', () => {
     /* an idle client lost its server: the pool replaces it; requests see their own errors */
   });

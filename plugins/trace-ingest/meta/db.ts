@@ -7,7 +7,8 @@
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import pg from 'pg';
+import type pg from 'pg';
+import { loadPg } from '../../../shared/load-once.ts';
 import { whileBusy } from '../../../shared/sqlite-busy.ts';
 
 export interface Sql {
@@ -182,7 +183,7 @@ export function openSqlite(file: string): MetaDb {
 }
 
 export async function openPostgres(url: string): Promise<MetaDb> {
-  const pool = new pg.Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 3000, idleTimeoutMillis: 30_000, query_timeout: 10_000 });
+  const pool = new (await loadPg()).Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 3000, idleTimeoutMillis: 30_000, query_timeout: 10_000 });
   pool.on('error', () => {
     /* an idle client lost its server: the pool replaces it; requests see their own errors */
   });

@@ -1,0 +1,212 @@
+// `npm test`: the type-check, the lint and every test file on both stores of
+// record, as a pool of processes (RUNPLANE_TEST_JOBS at once, default 3), the
+// longest first so the pool ends together. Each test file runs in a mocha
+// process of its own (short files share one), with its own temp dir, ports,
+// Redis and agents; the PostgreSQL files share one throwaway cluster, a
+// database per gateway data dir (test/support/store.ts). A job's output is
+// printed whole when it ends, so files never interleave; the end is the 15
+// slowest files and one line CI reads ("tests: N passed, N failed").
+//
+//   node --import tsx scripts/test.ts [--jobs N] [--store sqlite|postgres] [--no-checks] [files...]
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { cpus, tmpdir } from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { build, REPO_ROOT } from '../shared/build.mjs';
+import { startPostgres, type PgHandle } from '../test/support/postgres.ts';
+
+const require = createRequire(import.meta.url);
+const SUITE = require('../test/support/suite.cjs') as { ALL: string[]; PG_SPEC: string[]; PG_SKIP: string[] };
+const { slowestTable } = require('../test/support/reporter.cjs') as { slowestTable: (s: Record<string, number>, n?: number) => string };
+const EXPECTED = JSON.parse(readFileSync(path.join(REPO_ROOT, 'test/support/file-seconds.json'), 'utf8')) as Record<string, number>;
+
+type Store = 'sqlite' | 'postgres';
+interface Job {
+  name: string;
+  cmd: string;
+  args: string[];
+  env: Record<string, string>;
+  /** expected seconds, for the order */
+  expect: number;
+  /** keys of the files it runs ("<file>" on SQLite, "<file> [pg]" on PostgreSQL) */
+  files: string[];
+  store?: Store;
+}
+interface Outcome {
+  job: Job;
+  code: number | null;
+  seconds: number;
+  out: string;
+  times?: { seconds: Record<string, number>; passes: number; failures: number; pending: number };
+}
+
+// files under SHORT expected seconds share a mocha process, up to BATCH seconds of them
+const SHORT = 15;
+const BATCH = 40;
+// a job still running after this long is killed and counted failed (CI must end)
+const JOB_LIMIT_MS = 25 * 60_000;
+const UNKNOWN_SECONDS = 30;
+
+function globToRegExp(glob: string): RegExp {
+  let re = '';
+  for (let i = 0; i < glob.length; i++) {
+    const c = glob[i]!;
+    if (c === '*' && glob[i + 1] === '*' && glob[i + 2] === '/') {
+      re += '(?:.*/)?';
+      i += 2;
+    } else if (c === '*') re += '[^/]*';
+    else re += c.replace(/[.+?^${}()|[\]\\]/g, '\\$&');
+  }
+  return new RegExp(`^${re}$`);
+}
+
+function testFiles(dir = 'test', out: string[] = []): string[] {
+  for (const e of readdirSync(path.join(REPO_ROOT, dir), { withFileTypes: true })) {
+    const rel = `${dir}/${e.name}`;
+    if (e.isDirectory()) testFiles(rel, out);
+    else if (e.name.endsWith('.test.ts')) out.push(rel);
+  }
+  return out.sort();
+}
+
+/** The files of a store; named files run on PostgreSQL only when they are of its suite, or when it was asked for alone. */
+function filesOf(store: Store, named: string[], only: boolean): string[] {
+  const all = named.length > 0 ? named.map((f) => path.relative(REPO_ROOT, path.resolve(f))) : testFiles();
+  if (store === 'sqlite' || (only && named.length > 0)) return all;
+  const spec = SUITE.PG_SPEC.map(globToRegExp);
+  const skip = SUITE.PG_SKIP.map(globToRegExp);
+  return all.filter((f) => spec.some((r) => r.test(f)) && !skip.some((r) => r.test(f)));
+}
+
+const keyOf = (file: string, store: Store) => (store === 'postgres' ? `${file} [pg]` : file);
+
+function mochaJobs(store: Store, files: string[]): Job[] {
+  const sized = files.map((f) => ({ f, s: EXPECTED[keyOf(f, store)] ?? UNKNOWN_SECONDS })).sort((a, b) => b.s - a.s);
+  const groups: Array<{ files: string[]; s: number }> = [];
+  let batch: { files: string[]; s: number } | undefined;
+  for (const x of sized) {
+    if (x.s >= SHORT) {
+      groups.push({ files: [x.f], s: x.s });
+      continue;
+    }
+    if (!batch || batch.s + x.s > BATCH) groups.push((batch = { files: [], s: 0 }));
+    batch.files.push(x.f);
+    batch.s += x.s;
+  }
+  return groups.map((g) => ({
+    name: `${store}: ${g.files.length === 1 ? g.files[0]! : `${g.files.length} files (${g.files.map((f) => path.basename(f, '.test.ts')).join(', ')})`}`,
+    cmd: process.execPath,
+    args: [path.join(REPO_ROOT, 'node_modules/mocha/bin/mocha.js'), ...g.files],
+    env: store === 'postgres' ? { RUNPLANE_TEST_STORE: 'postgres' } : ({} as Record<string, string>),
+    expect: g.s,
+    files: g.files.map((f) => keyOf(f, store)),
+    store,
+  }));
+}
+
+function checkJobs(): Job[] {
+  const bin = (name: string) => path.join(REPO_ROOT, 'node_modules/.bin', name);
+  return [
+    { name: 'typecheck', cmd: bin('tsc'), args: ['--noEmit', '-p', 'tsconfig.json'], env: {}, expect: 60, files: [] },
+    { name: 'lint', cmd: bin('eslint'), args: ['.'], env: {}, expect: 60, files: [] },
+  ];
+}
+
+const running = new Set<ChildProcess>();
+
+function runJob(job: Job, timesDir: string, extraEnv: Record<string, string>): Promise<Outcome> {
+  const t0 = performance.now();
+  const timesFile = path.join(timesDir, `${Math.random().toString(36).slice(2)}.json`);
+  return new Promise((resolve) => {
+    const child = spawn(job.cmd, job.args, {
+      cwd: REPO_ROOT,
+      env: { ...process.env, ...extraEnv, ...job.env, ...(job.files.length ? { RUNPLANE_TEST_TIMES: timesFile } : {}) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    running.add(child);
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+    const limit = setTimeout(() => {
+      out += `\n[scripts/test] killed after ${JOB_LIMIT_MS / 60_000} minutes\n`;
+      child.kill('SIGKILL');
+    }, JOB_LIMIT_MS);
+    child.once('close', (code) => {
+      clearTimeout(limit);
+      running.delete(child);
+      let times: Outcome['times'];
+      try {
+        times = JSON.parse(readFileSync(timesFile, 'utf8')) as Outcome['times'];
+      } catch {
+        times = undefined;
+      }
+      resolve({ job, code, seconds: (performance.now() - t0) / 1000, out, times });
+    });
+  });
+}
+
+async function main(): Promise<number> {
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: { jobs: { type: 'string' }, store: { type: 'string' }, 'no-checks': { type: 'boolean' } },
+  });
+  const width = Number(values.jobs ?? process.env.RUNPLANE_TEST_JOBS ?? Math.max(2, cpus().length + 1));
+  const stores: Store[] = values.store === 'sqlite' ? ['sqlite'] : values.store === 'postgres' ? ['postgres'] : ['sqlite', 'postgres'];
+  const t0 = performance.now();
+  const built = await build({ quiet: true });
+  process.stdout.write(`build: ${built.built ? `${(built.ms / 1000).toFixed(1)} s` : 'fresh'}\n`);
+
+  const jobs = [...(values['no-checks'] || positionals.length > 0 ? [] : checkJobs()), ...stores.flatMap((s) => mochaJobs(s, filesOf(s, positionals, stores.length === 1)))].sort((a, b) => b.expect - a.expect);
+  let pg: PgHandle | undefined;
+  const extraEnv: Record<string, string> = {};
+  if (jobs.some((j) => j.store === 'postgres')) {
+    pg = await startPostgres();
+    extraEnv.RUNPLANE_TEST_PG_URL = pg.url;
+  }
+  const timesDir = mkdtempSync(path.join(tmpdir(), 'rp-times-'));
+  process.stdout.write(`${jobs.length} jobs, ${width} at a time\n`);
+
+  const outcomes: Outcome[] = [];
+  const queue = [...jobs];
+  const worker = async () => {
+    for (let job = queue.shift(); job; job = queue.shift()) {
+      const o = await runJob(job, timesDir, extraEnv);
+      outcomes.push(o);
+      const t = o.times;
+      const verdict = o.code === 0 ? 'ok' : `FAILED (exit ${o.code})`;
+      process.stdout.write(`\n━━ ${job.name}: ${verdict}, ${o.seconds.toFixed(1)} s${t ? `, ${t.passes} passed, ${t.failures} failed` : ''} [${outcomes.length}/${jobs.length}, ${((performance.now() - t0) / 60_000).toFixed(1)} min]\n`);
+      process.stdout.write(o.out.endsWith('\n') ? o.out : `${o.out}\n`);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(width, jobs.length) }, worker));
+  await pg?.stop();
+  rmSync(timesDir, { recursive: true, force: true });
+
+  const seconds: Record<string, number> = {};
+  let passes = 0;
+  let failures = 0;
+  for (const o of outcomes) {
+    if (!o.times) continue;
+    passes += o.times.passes;
+    failures += o.times.failures;
+    for (const [f, s] of Object.entries(o.times.seconds)) seconds[keyOf(f, o.job.store ?? 'sqlite')] = s;
+  }
+  const failed = outcomes.filter((o) => o.code !== 0);
+  process.stdout.write(`\n${slowestTable(seconds)}`);
+  // the seconds of this run, for test/support/file-seconds.json
+  if (process.env.RUNPLANE_TEST_SECONDS_OUT) writeFileSync(process.env.RUNPLANE_TEST_SECONDS_OUT, `${JSON.stringify(seconds, null, 1)}\n`);
+  if (failed.length) process.stdout.write(`\nfailed jobs:\n${failed.map((o) => `  ${o.job.name} (exit ${o.code})`).join('\n')}\n`);
+  process.stdout.write(`\nwall ${((performance.now() - t0) / 60_000).toFixed(1)} min, ${jobs.length} jobs, ${width} at a time\n`);
+  process.stdout.write(`tests: ${passes} passed, ${failures} failed\n`);
+  return failed.length > 0 || failures > 0 ? 1 : 0;
+}
+
+const stopAll = (sig: NodeJS.Signals) => {
+  for (const c of running) c.kill(sig);
+  process.exit(130);
+};
+process.once('SIGINT', () => stopAll('SIGINT'));
+process.once('SIGTERM', () => stopAll('SIGTERM'));
+process.exitCode = await main();

@@ -1,0 +1,12 @@
+const t0 = performance.now();
+const { loadConfig } = await import('./build/gateway/config.js');
+const t1 = performance.now();
+const { createGateway } = await import('./build/gateway/server.js');
+const t2 = performance.now();
+const cfg = { ...loadConfig({ ...process.env, SERVICE_PORT: '0', SERVICE_LOG_LEVEL: 'silent', SERVICE_DATA_DIR: '/tmp/gw-x' + process.pid, SERVICE_API_TOKEN: 'x'.repeat(32) }) };
+const gw = await createGateway(cfg);
+const t3 = performance.now();
+await gw.listen();
+const t4 = performance.now();
+process.stderr.write(['config', Math.round(t1 - t0), 'server import', Math.round(t2 - t1), 'create', Math.round(t3 - t2), 'listen', Math.round(t4 - t3)].join(' ') + '\n');
+process.exit(0);

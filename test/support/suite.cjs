@@ -1,0 +1,23 @@
+// Which test files run on which store of record: read by .mocharc.cjs (a plain
+// `mocha` run) and by scripts/test.ts (`npm test`, a pool of mocha processes).
+//
+// RUNPLANE_TEST_STORE=postgres: the tests whose outcome goes through the store
+// of record, again on PostgreSQL (test/support/store.ts): the whole gateway
+// edge, the run lifecycle, queue, cancels at every point, and end-to-end runs
+// on both planes. Suites that test what a browser did (page facts, proxies,
+// anti-bot, navigation failures, recipes, brains) read and write the store only
+// through those same paths, so they run once, on SQLite (docs/decisions.md: the
+// suite must finish within CI's 90 minutes). The files in PG_SKIP already run
+// on both stores themselves.
+const ALL = ['test/**/*.test.ts'];
+const PG_SPEC = [
+  'test/gateway/**/*.test.ts',
+  ...['abort-safety', 'cli', 'lifecycle', 'queue', 'recorder', 'runs-computer', 'runs-dom', 'trace-crash'].map((f) => `test/runner/${f}.test.ts`),
+  'test/brains/routes.test.ts',
+  'test/trace/ids-hostile.test.ts',
+  'test/trace/meta-db.test.ts',
+  'test/trace/two-replicas.test.ts',
+];
+const PG_SKIP = ['test/gateway/restart.test.ts', 'test/runner/fleet.test.ts', 'test/runner/fleet-registered.test.ts', 'test/gateway/store-of-record*.test.ts', 'test/runner/replica-kill.test.ts', 'test/runner/dependency-restart.test.ts'];
+
+module.exports = { ALL, PG_SPEC, PG_SKIP };
