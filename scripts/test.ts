@@ -15,6 +15,8 @@ import { cpus, tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { build, REPO_ROOT } from '../shared/build.mjs';
+import pg from 'pg';
+import { openPool } from '../gateway/state/pg/db.ts';
 import { startPostgres, type PgHandle } from '../test/support/postgres.ts';
 
 const require = createRequire(import.meta.url);
@@ -114,6 +116,20 @@ function checkJobs(): Job[] {
   ];
 }
 
+/** A database with the gateway's migrations applied, once: each test database is a copy of it. */
+async function migratedTemplate(url: string): Promise<string> {
+  const name = 'runplane_migrated';
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  await (await openPool(url.replace(/\/postgres$/, `/${name}`))).end();
+  return name;
+}
+
 const running = new Set<ChildProcess>();
 
 function runJob(job: Job, timesDir: string, extraEnv: Record<string, string>): Promise<Outcome> {
@@ -164,6 +180,7 @@ async function main(): Promise<number> {
   if (jobs.some((j) => j.store === 'postgres')) {
     pg = await startPostgres();
     extraEnv.RUNPLANE_TEST_PG_URL = pg.url;
+    extraEnv.RUNPLANE_TEST_PG_TEMPLATE = await migratedTemplate(pg.url);
   }
   const timesDir = mkdtempSync(path.join(tmpdir(), 'rp-times-'));
   process.stdout.write(`${jobs.length} jobs, ${width} at a time\n`);

@@ -27,7 +27,9 @@ export async function storeEnv(dataDir: string, env: Record<string, string | und
         const admin = new pg.Client({ connectionString: server.url });
         await admin.connect();
         try {
-          await admin.query(`CREATE DATABASE ${db}`);
+          // a copy of the migrated template `npm test` made, when there is one: the gateway finds its migrations applied
+          const template = process.env.RUNPLANE_TEST_PG_TEMPLATE;
+          await admin.query(`CREATE DATABASE ${db}${template && /^[a-z_]+$/.test(template) ? ` TEMPLATE ${template}` : ''}`);
         } finally {
           await admin.end();
         }
