@@ -1,6 +1,8 @@
 // `npm test`: the type-check, the lint and every test file on both stores of
-// record, as a pool of processes (RUNPLANE_TEST_JOBS at once, default 3), the
-// longest first so the pool ends together. Each test file runs in a mocha
+// record, as a pool of processes (RUNPLANE_TEST_JOBS at once, default 2: the
+// suite is bound by this host's two cores, and three at once took the load
+// average to 20), the longest first so the pool ends together, never two of
+// the heavy files (test/support/suite.cjs) at once. Each test file runs in a mocha
 // process of its own (short files share one), with its own temp dir, ports,
 // Redis and agents; the PostgreSQL files share one throwaway cluster, a
 // database per gateway data dir (test/support/store.ts). A job's output is
@@ -20,8 +22,9 @@ import { openPool } from '../gateway/state/pg/db.ts';
 import { startPostgres, type PgHandle } from '../test/support/postgres.ts';
 
 const require = createRequire(import.meta.url);
-const SUITE = require('../test/support/suite.cjs') as { ALL: string[]; PG_SPEC: string[]; PG_SKIP: string[] };
+const SUITE = require('../test/support/suite.cjs') as { ALL: string[]; PG_SPEC: string[]; PG_SKIP: string[]; HEAVY: string[] };
 const { slowestTable } = require('../test/support/reporter.cjs') as { slowestTable: (s: Record<string, number>, n?: number) => string };
+const NODE_OPTIONS = (require('../.mocharc.cjs') as { 'node-option': string[] })['node-option'].map((o) => `--${o}`);
 const EXPECTED = JSON.parse(readFileSync(path.join(REPO_ROOT, 'test/support/file-seconds.json'), 'utf8')) as Record<string, number>;
 
 type Store = 'sqlite' | 'postgres';
@@ -35,6 +38,8 @@ interface Job {
   /** keys of the files it runs ("<file>" on SQLite, "<file> [pg]" on PostgreSQL) */
   files: string[];
   store?: Store;
+  /** runs of one of the heavy files: never two at once */
+  heavy?: boolean;
 }
 interface Outcome {
   job: Job;
@@ -100,11 +105,13 @@ function mochaJobs(store: Store, files: string[]): Job[] {
   return groups.map((g) => ({
     name: `${store}: ${g.files.length === 1 ? g.files[0]! : `${g.files.length} files (${g.files.map((f) => path.basename(f, '.test.ts')).join(', ')})`}`,
     cmd: process.execPath,
-    args: [path.join(REPO_ROOT, 'node_modules/mocha/bin/mocha.js'), ...g.files],
+    // mocha's own cli with .mocharc.cjs's node options given here: bin/mocha.js would start a second node for them
+    args: [...NODE_OPTIONS, path.join(REPO_ROOT, 'node_modules/mocha/lib/cli/cli.js'), ...g.files],
     env: store === 'postgres' ? { RUNPLANE_TEST_STORE: 'postgres' } : ({} as Record<string, string>),
     expect: g.s,
     files: g.files.map((f) => keyOf(f, store)),
     store,
+    heavy: g.files.some((f) => SUITE.HEAVY.includes(f)),
   }));
 }
 
@@ -168,7 +175,7 @@ async function main(): Promise<number> {
     allowPositionals: true,
     options: { jobs: { type: 'string' }, store: { type: 'string' }, 'no-checks': { type: 'boolean' } },
   });
-  const width = Number(values.jobs ?? process.env.RUNPLANE_TEST_JOBS ?? Math.max(2, cpus().length + 1));
+  const width = Number(values.jobs ?? process.env.RUNPLANE_TEST_JOBS ?? Math.max(2, cpus().length));
   const stores: Store[] = values.store === 'sqlite' ? ['sqlite'] : values.store === 'postgres' ? ['postgres'] : ['sqlite', 'postgres'];
   const t0 = performance.now();
   const built = await build({ quiet: true });
@@ -187,9 +194,28 @@ async function main(): Promise<number> {
 
   const outcomes: Outcome[] = [];
   const queue = [...jobs];
+  let heavyRunning = false;
+  // the longest job left, skipping heavy ones while one runs
+  const next = (): Job | undefined => {
+    const i = queue.findIndex((j) => !(j.heavy && heavyRunning));
+    return i < 0 ? undefined : queue.splice(i, 1)[0];
+  };
+  const waiting: Array<() => void> = [];
   const worker = async () => {
-    for (let job = queue.shift(); job; job = queue.shift()) {
+    for (;;) {
+      const job = next();
+      if (!job) {
+        if (queue.length === 0) return;
+        // only heavy jobs are left and one runs: wait for it
+        await new Promise<void>((r) => waiting.push(r));
+        continue;
+      }
+      if (job.heavy) heavyRunning = true;
       const o = await runJob(job, timesDir, extraEnv);
+      if (job.heavy) {
+        heavyRunning = false;
+        waiting.splice(0).forEach((r) => r());
+      }
       outcomes.push(o);
       const t = o.times;
       const verdict = o.code === 0 ? 'ok' : `FAILED (exit ${o.code})`;

@@ -53,7 +53,9 @@ export class Grabber {
     this.frameBytes = width * height * 3;
   }
 
+  /** Starts capturing; a no-op when it already is. */
   start(): void {
+    if (this.child) return;
     const child = spawn(
       'ffmpeg',
       // info level for the metadata filter's per-frame lines; passthrough so that ffmpeg never

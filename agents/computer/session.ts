@@ -43,10 +43,16 @@ interface Screen {
   grabber: Grabber;
 }
 
-async function openScreen([width, height]: [number, number]): Promise<Screen> {
+/**
+ * A display with its input and capture. `capture: false` for a pooled one: its
+ * grabber (an ffmpeg x11grab at PLANE_GRAB_FPS, 2.6 MB a frame piped to this
+ * process) starts when a session takes the display, not while it waits: an
+ * idle warm agent cost 0.13 of a core here, for nothing.
+ */
+async function openScreen([width, height]: [number, number], capture = true): Promise<Screen> {
   const display = await startXvfb(width, height, browserUser());
   const grabber = new Grabber(display.name, width, height, Number(process.env.PLANE_GRAB_FPS || 15), display.env);
-  grabber.start();
+  if (capture) grabber.start();
   return { display, input: new XInput(display.env), grabber };
 }
 
@@ -86,7 +92,7 @@ const POOL_VIEWPORT: [number, number] = [1280, 720];
 let pool: WarmPool<WarmItem> | undefined;
 
 async function makeWarm(): Promise<WarmItem> {
-  const screen = await openScreen(POOL_VIEWPORT);
+  const screen = await openScreen(POOL_VIEWPORT, false);
   try {
     const sw = stealthSwitches();
     const launched = await withEgress(undefined, undefined, (dir, egress, home) => launchOn(screen, POOL_VIEWPORT, dir, egress, home, [], sw.geo_consistency ? geoFor({ proxy_server: null }) : undefined, sw));
@@ -132,6 +138,8 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
       await closeLaunched(warm?.launched);
     }
     screen ??= await openScreen(init.viewport);
+    // a pooled display's capture starts with its session
+    screen.grabber.start();
     if (!launched) {
       const userDataDir = init.persist_profile ? profileDir(dataDir, init.tenant_id, init.profile_id) : undefined;
       const on = screen;

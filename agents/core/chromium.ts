@@ -15,7 +15,12 @@ import { asBrowserUser, browserEnv, browserUser, preparePersistedProfile, privat
 // it is loaded with the first browser instead
 type Puppeteer = Pick<typeof import('puppeteer-core'), 'launch' | 'defaultArgs'>;
 let puppeteerLoad: Promise<Puppeteer> | undefined;
-const puppeteer = (): Promise<Puppeteer> => (puppeteerLoad ??= import('puppeteer-core'));
+const puppeteer = (): Promise<Puppeteer> => {
+  // puppeteer makes a `debug` logger for every CDP message, and each asked isatty() of stderr
+  // unless DEBUG_COLORS is set: 2-3% of a dom agent's CPU (read when `debug` loads, with puppeteer)
+  process.env.DEBUG_COLORS ??= 'false';
+  return (puppeteerLoad ??= import('puppeteer-core'));
+};
 
 export const CHROMIUM_PATH = process.env.PLANE_CHROMIUM_PATH || '/usr/bin/chromium';
 /** The binary itself: Debian's /usr/bin wrapper runs it as a child of a shell (it does not exec), which would be the pid we stop. */

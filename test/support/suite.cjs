@@ -20,4 +20,23 @@ const PG_SPEC = [
 ];
 const PG_SKIP = ['test/gateway/restart.test.ts', 'test/runner/fleet.test.ts', 'test/runner/fleet-registered.test.ts', 'test/gateway/store-of-record*.test.ts', 'test/runner/replica-kill.test.ts', 'test/runner/dependency-restart.test.ts'];
 
-module.exports = { ALL, PG_SPEC, PG_SKIP };
+// Files that load the host hard (many browsers at once, a fleet, gateways killed
+// and restarted) or time what they see: `npm test` never runs two of them at once.
+// Found by running the suite three at a time: at a load average of 20 these timed
+// out (a gateway start past 20 s, a challenge past its 15 s, a 180 s deep loop).
+const HEAVY = [
+  'test/planes/plane-video-pool.test.ts',
+  'test/runner/abort-safety.test.ts',
+  'test/runner/antibot.test.ts',
+  'test/runner/dependency-restart.test.ts',
+  'test/runner/deep-loop-memory.test.ts',
+  'test/runner/fleet-registered.test.ts',
+  'test/runner/fleet.test.ts',
+  'test/runner/replica-kill.test.ts',
+  'test/runner/twins-computer.test.ts',
+  'test/runner/truth-computer.test.ts',
+  'test/brains/budgets.test.ts',
+  'test/gateway/restart.test.ts',
+];
+
+module.exports = { ALL, PG_SPEC, PG_SKIP, HEAVY };
