@@ -160,7 +160,8 @@ describe('plane agents: video and warm pool', function () {
   }
 
   it('dom_plane: a session with another geo leaves its browser warm for the next session of that geo, until it idles', async () => {
-    const agent = await startAgentProcess('dom', { PLANE_WARM_POOL: '1', PLANE_GEO_POOL_IDLE_SECONDS: '3', SERVICE_GEO_CONSISTENCY: '1' });
+    // an idle of 8 s: at 3 s a loaded host's status polls missed the warm browser between its renewal and its pool's close
+    const agent = await startAgentProcess('dom', { PLANE_WARM_POOL: '1', PLANE_GEO_POOL_IDLE_SECONDS: '8', SERVICE_GEO_CONSISTENCY: '1' });
     const s = connectPlane({ url: `grpc://127.0.0.1:${agent.grpcPort}`, deadlineMs: 20_000 });
     // the zone, navigator.language, and Intl's default locale in the page and in a worker it starts: Chromium's UI
     // locale, the language of the geo's ('de' for de-DE, as a German Chrome says), en-US without chromium-l10n
