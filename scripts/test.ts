@@ -23,7 +23,7 @@ import { startPostgres, type PgHandle } from '../test/support/postgres.ts';
 
 const require = createRequire(import.meta.url);
 const SUITE = require('../test/support/suite.cjs') as { ALL: string[]; PG_SPEC: string[]; PG_SKIP: string[]; HEAVY: string[] };
-const { slowestTable } = require('../test/support/reporter.cjs') as { slowestTable: (s: Record<string, number>, n?: number) => string };
+const { slowestTable } = require('../test/support/reporter.cjs') as { slowestTable: (s: Record<string, number>, n?: number, cpu?: Record<string, number>) => string };
 const NODE_OPTIONS = (require('../.mocharc.cjs') as { 'node-option': string[] })['node-option'].map((o) => `--${o}`);
 const EXPECTED = JSON.parse(readFileSync(path.join(REPO_ROOT, 'test/support/file-seconds.json'), 'utf8')) as Record<string, number>;
 
@@ -46,7 +46,7 @@ interface Outcome {
   code: number | null;
   seconds: number;
   out: string;
-  times?: { seconds: Record<string, number>; passes: number; failures: number; pending: number };
+  times?: { seconds: Record<string, number>; cpu?: Record<string, number>; passes: number; failures: number; pending: number };
 }
 
 // files under SHORT expected seconds share a mocha process, up to BATCH seconds of them
@@ -228,6 +228,7 @@ async function main(): Promise<number> {
   rmSync(timesDir, { recursive: true, force: true });
 
   const seconds: Record<string, number> = {};
+  const cpu: Record<string, number> = {};
   let passes = 0;
   let failures = 0;
   for (const o of outcomes) {
@@ -235,9 +236,13 @@ async function main(): Promise<number> {
     passes += o.times.passes;
     failures += o.times.failures;
     for (const [f, s] of Object.entries(o.times.seconds)) seconds[keyOf(f, o.job.store ?? 'sqlite')] = s;
+    for (const [f, c] of Object.entries(o.times.cpu ?? {})) cpu[keyOf(f, o.job.store ?? 'sqlite')] = c;
   }
   const failed = outcomes.filter((o) => o.code !== 0);
-  process.stdout.write(`\n${slowestTable(seconds)}`);
+  process.stdout.write(`\n${slowestTable(seconds, 15, cpu)}`);
+  const totalCpu = Object.values(cpu).reduce((a, b) => a + b, 0);
+  if (totalCpu > 0) process.stdout.write(`test files' CPU: ${(totalCpu / 60).toFixed(1)} CPU-min\n`);
+  if (process.env.RUNPLANE_TEST_CPU_OUT) writeFileSync(process.env.RUNPLANE_TEST_CPU_OUT, `${JSON.stringify(cpu, null, 1)}\n`);
   // the seconds of this run, for test/support/file-seconds.json
   if (process.env.RUNPLANE_TEST_SECONDS_OUT) writeFileSync(process.env.RUNPLANE_TEST_SECONDS_OUT, `${JSON.stringify(seconds, null, 1)}\n`);
   if (failed.length) process.stdout.write(`\nfailed jobs:\n${failed.map((o) => `  ${o.job.name} (exit ${o.code})`).join('\n')}\n`);
