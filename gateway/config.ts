@@ -59,7 +59,7 @@ export interface GatewayConfig {
   planeSecret?: string;
   maxActiveRuns: number;
   /** local planes: idle agents kept per plane (SERVICE_PLANE_POOL_SIZE), sessions before an agent is retired, idle time of extra agents */
-  planePool: { size: number; recycleAfter: number; idleMs: number };
+  planePool: { size: number; recycleAfter: number; idleMs: number; spare: boolean };
   stepTimeoutMs: number;
   /** how much of each run the trace records (the capture SDK's modes); off: runs are not recorded */
   traceCaptureMode: CaptureMode;
@@ -162,6 +162,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Gateway
       size: envInt(env, 'SERVICE_PLANE_POOL_SIZE', 2, 1, 64),
       recycleAfter: envInt(env, 'SERVICE_PLANE_RECYCLE_AFTER', 25, 1, 10_000),
       idleMs: envInt(env, 'SERVICE_PLANE_IDLE_SECONDS', 120, 1, 86_400) * 1000,
+      spare: envFlag(env.SERVICE_PLANE_SPARE, true),
     },
     stepTimeoutMs: envInt(env, 'SERVICE_STEP_TIMEOUT_SECONDS', 300, 1, 3600) * 1000,
     traceCaptureMode: captureModeOf(envStr(env, 'SERVICE_TRACE_CAPTURE_MODE') ?? 'model_io'),

@@ -130,6 +130,8 @@ export interface LocalPlanesOptions {
   recycleAfter?: number;
   /** how long an idle agent beyond the first is kept (SERVICE_PLANE_IDLE_SECONDS, default 120) */
   idleMs?: number;
+  /** a spare agent per used plane beside those serving (SERVICE_PLANE_SPARE, default on) */
+  spare?: boolean;
   /** the proxy providers file; undefined: runs connect directly */
   proxies?: ProxyProviders;
 }
@@ -151,6 +153,7 @@ export class LocalAgentPlanes implements PlaneProvider {
       size: opts.poolSize ?? 2,
       recycleAfter: opts.recycleAfter ?? 25,
       idleMs: opts.idleMs ?? 120_000,
+      spare: opts.spare ?? true,
       healthy: async (a) => {
         const h = await probePlane({ url: a.url, secret: a.secret }, 2000);
         return h.ok !== false && !h.session_bound;

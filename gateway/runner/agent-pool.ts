@@ -55,6 +55,13 @@ export interface AgentPoolOptions {
   recycleAfter: number;
   /** how long an idle agent beyond the first is kept (SERVICE_PLANE_IDLE_SECONDS) */
   idleMs: number;
+  /**
+   * SERVICE_PLANE_SPARE (default on): a spare agent per used plane kept ready or starting
+   * beside those serving. Off: an agent starts only when a take finds none idle or coming;
+   * for a short-lived gateway (a test's, a one-off script's), whose spare and its warm
+   * browser would be started and stopped unused (a browser is ~2 CPU-s here).
+   */
+  spare?: boolean;
   /** how long a take waits for an agent that is coming before it starts one (default WAIT_COMING_MS) */
   waitComingMs?: number;
   /** whether an idle agent is fit to serve: no session bound, not lost */
@@ -197,7 +204,7 @@ export class AgentPool {
 
   /** Starts the plane's next agent unless one is ready, coming or starting (claimed or not: one warm start at a time). */
   private fill(backend: Backend): void {
-    if (this.closed || this.starting.has(backend) || this.coming(backend) > 0 || (this.idle.get(backend)?.length ?? 0) > 0) return;
+    if (this.closed || this.o.spare === false || this.starting.has(backend) || this.coming(backend) > 0 || (this.idle.get(backend)?.length ?? 0) > 0) return;
     const p = this.spawn(backend);
     this.starting.set(backend, p);
     p.then(

@@ -14,9 +14,9 @@ interface Boot {
 }
 
 /** A pool whose agents start when the test says so (`boots`), each a stand-in. */
-function pool(waitComingMs = 10_000): { pool: AgentPool; boots: Boot[] } {
+function pool(waitComingMs = 10_000, spare = true): { pool: AgentPool; boots: Boot[] } {
   const boots: Boot[] = [];
-  const p = new AgentPool({ dataDir: '/nonexistent', allowPrivateNetworks: false, log: pino({ level: 'silent' }), size: 4, recycleAfter: 25, idleMs: 60_000, waitComingMs, healthy: async () => true });
+  const p = new AgentPool({ dataDir: '/nonexistent', allowPrivateNetworks: false, log: pino({ level: 'silent' }), size: 4, recycleAfter: 25, idleMs: 60_000, waitComingMs, spare, healthy: async () => true });
   const spawn = (): Promise<Agent> => {
     const agent = standIn(`boot${boots.length + 1}`);
     return new Promise((resolve) => boots.push({ agent, ready: () => resolve(agent) }));
@@ -57,6 +57,28 @@ describe('local agent pool: agents that are coming', () => {
     p.closingSoon(a);
     return { a, boots: made.boots };
   }
+
+  it('keeps no spare agent with SERVICE_PLANE_SPARE off: an agent starts only for a take that finds none idle or coming', async () => {
+    const made = pool(10_000, false);
+    [p, started] = [made.pool, made.boots];
+    const a = standIn('a');
+    await p.give(a, true);
+    expect(await p.take('dom_plane')).to.equal(a);
+    await tick();
+    expect(made.boots.length, 'no spare started beside the one serving').to.equal(0);
+    // a second run at once: one agent starts, for it, and no spare beside it either
+    const second = watch(p.take('dom_plane'));
+    await tick();
+    expect(made.boots.length).to.equal(1);
+    made.boots[0]!.ready();
+    await tick();
+    expect(second.value()).to.equal(made.boots[0]!.agent);
+    expect(made.boots.length).to.equal(1);
+    // both back: both idle for the next runs, none started
+    await p.give(a, true);
+    await p.give(made.boots[0]!.agent, true);
+    expect(p.stats()).to.include({ idle: 2, starting: 0 });
+  });
 
   it('gives a run the agent whose session is closing, and starts no agent for it', async () => {
     const { pool: made, boots } = pool();

@@ -71,7 +71,10 @@ export async function startGateway(
   };
   if (opts.keys) await writeKeys(opts.keys);
   const store = opts.config?.databaseUrl || opts.config?.stateStore === 'memory' ? {} : await storeEnv(dir, opts.env);
-  const base = loadConfig({ SERVICE_PORT: '0', SERVICE_DATA_DIR: dir, SERVICE_LOG_LEVEL: 'info', SERVICE_RUNNER: 'off', ...store, ...(opts.env ?? {}) });
+  // A test's gateway lives for one file: no spare agent per plane (SERVICE_PLANE_SPARE), whose
+  // warm browser would mostly be started and stopped unused (navigation-failures: 28 -> 19
+  // CPU-s); a test of the pool turns it on, RUNPLANE_TEST_PLANE_SPARE=1 for all.
+  const base = loadConfig({ SERVICE_PORT: '0', SERVICE_DATA_DIR: dir, SERVICE_LOG_LEVEL: 'info', SERVICE_RUNNER: 'off', SERVICE_PLANE_SPARE: process.env.RUNPLANE_TEST_PLANE_SPARE ?? '0', ...store, ...(opts.env ?? {}) });
   const config: GatewayConfig = {
     ...base,
     ...(opts.keys ? { tenantKeysPath: keysPath, keysCacheMs: 200 } : {}),
