@@ -273,6 +273,9 @@ max_cost_per_run?: number
 max_time_minutes_per_run?: number
 rate_limit_per_minute?: number
 model_provider_secret_name?: string
+/**
+ * hosts a plan may navigate to; empty: no restriction. A host name with optional `*` (a leading `*.` matches one or more labels, never the apex; `*` alone matches every host), an IP literal (`127.0.0.1`, `::1`, `[::1]`; compared as addresses, so `127.1` is 127.0.0.1) or a CIDR range (`10.0.0.0/8`, `fd00::/8`). A wildcard never matches an address, and an entry with a malformed range or a wildcard over digits (`10.*.*.*`) is refused at load
+ */
 allowed_domains?: string[]
 webhook_url?: string
 webhook_secret_name?: string

@@ -3,7 +3,7 @@
 // tenant's allowed_domains) at any nesting depth, and loop_count clamping.
 // Returns a normalized copy; never mutates the caller's plan.
 import { ServiceError, badRequest } from '../errors.ts';
-import { hostAllowed } from './domains.ts';
+import { hostAllowed } from '../../shared/allowed-domains.ts';
 
 import type { Step, Runtime as PlanRuntime } from '../../schemas/types.gen.ts';
 

@@ -9,6 +9,8 @@ describe('POST /v1/predict: plans, policies and idempotency', () => {
   const other = newToken();
   const fenced = newToken();
   const capped = newToken();
+  const byAddress = newToken();
+  const badRange = newToken();
 
   before(async () => {
     const dir = (await import('node:fs/promises')).mkdtemp(path.join((await import('node:os')).tmpdir(), 'runplane-plans-'));
@@ -26,6 +28,8 @@ describe('POST /v1/predict: plans, policies and idempotency', () => {
         [acme]: { tenant_id: 'acme', rate_limit_per_minute: 0, max_concurrent_runs: 1000 },
         [other]: { tenant_id: 'other', rate_limit_per_minute: 0, max_concurrent_runs: 1000 },
         [fenced]: { tenant_id: 'fenced', rate_limit_per_minute: 0, max_concurrent_runs: 1000, allowed_domains: ['*.example.com', 'exact.org'] },
+        [byAddress]: { tenant_id: 'by-address', rate_limit_per_minute: 0, max_concurrent_runs: 1000, allowed_domains: ['127.0.0.1', '[::1]', '10.0.0.0/8', 'fd00::/8'] },
+        [badRange]: { tenant_id: 'bad-range', rate_limit_per_minute: 0, max_concurrent_runs: 1000, allowed_domains: ['10.0.0.0/33'] },
         [capped]: { tenant_id: 'capped', rate_limit_per_minute: 0, max_concurrent_runs: 1000, max_cost_per_run: 2, max_time_minutes_per_run: 10, default_compute_backend: 'dom_plane' },
       },
     });
@@ -109,6 +113,20 @@ describe('POST /v1/predict: plans, policies and idempotency', () => {
       const r = await run(fenced, { plan: [{ intent: 'c', type: 'click', hints: { fallback_url: 'https://evil.com/' } }] });
       expect(r.status).to.equal(403);
       expect((await run(acme, { plan: [step({ url: 'https://anything.net/' })] })).status).to.equal(200);
+    });
+
+    it('matches IP literals as addresses and CIDR ranges, and refuses a tenant whose range is malformed', async () => {
+      for (const url of ['http://127.0.0.1:8080/', 'http://127.1/', 'http://[::1]:9/', 'http://[0:0::1]/', 'http://10.1.2.3/', 'http://[fd00::7]/']) {
+        const r = await run(byAddress, { plan: [step({ url })] });
+        expect(r.status, url).to.equal(200);
+      }
+      for (const url of ['http://127.0.0.2/', 'http://11.0.0.1/', 'http://[::2]/', 'https://example.com/']) {
+        const r = await run(byAddress, { plan: [step({ url })] });
+        expect(r.status, url).to.equal(403);
+        expect(r.body.detail).to.match(/outside the tenant's allowed_domains/);
+      }
+      const refused = await run(badRange, { plan: [step({ url: 'http://10.1.2.3/' })] });
+      expect(refused.status).to.equal(401);
     });
   });
 
