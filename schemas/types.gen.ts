@@ -2085,6 +2085,10 @@ id: string
 object: "model"
 created: number
 owned_by: string
+/**
+ * our extension: true when a backend serves this id on this deployment; an accepted id that is not served is refused with 404 model_not_found where a brain is needed
+ */
+served: boolean
 [k: string]: unknown
 }
 /**

@@ -50,7 +50,7 @@ function docsPage(path: string, summary: string, html: string): RouteSpec {
 }
 
 const createdOf = (s: Services): number => Math.floor(Date.parse(s.version.started_at) / 1000);
-const modelObject = (id: string, created: number) => ({ id, object: 'model', created, owned_by: 'runplane' });
+const modelObject = (id: string, created: number, served: boolean) => ({ id, object: 'model', created, owned_by: 'runplane', served });
 
 const health: RouteSpec['handler'] = async (ctx) => {
   ctx.body = { status: 'ok' };
@@ -88,28 +88,29 @@ export const opsRoutes: RouteSpec[] = [
     method: 'GET',
     path: '/v1/models',
     ok: 'responses.schema.json#/$defs/ModelList',
-    summary: 'The brain ids this deployment serves (a backend is configured for each), in the OpenAI list shape',
+    summary: 'The accepted brain ids (the spec\'s eight, then plugin brains), in the OpenAI list shape; `served` says whether a backend serves each on this deployment',
     tags: ['ops'],
     auth: false,
     openai: true,
     async handler(ctx, s) {
       const created = createdOf(s);
-      ctx.body = { object: 'list', data: s.brains.configured().map((id) => modelObject(id, created)) };
+      const served = new Set(s.brains.configured());
+      ctx.body = { object: 'list', data: s.brains.accepted().map((id) => modelObject(id, created, served.has(id))) };
     },
   },
   {
     method: 'GET',
     path: '/v1/models/:model',
     ok: 'responses.schema.json#/$defs/Model',
-    summary: 'One served brain id; 404 model_not_found for any other',
+    summary: 'One accepted brain id, served here or not; 404 model_not_found for any other',
     tags: ['ops'],
     auth: false,
     openai: true,
-    responses: { '200': '{id, object: model, created, owned_by}', '404': '{error: {code: model_not_found}}' },
+    responses: { '200': '{id, object: model, created, owned_by, served}', '404': '{detail, error: {code: model_not_found}}' },
     async handler(ctx, s) {
       const id = param(ctx, 'model');
-      if (!s.brains.configured().includes(id)) throw modelNotFound(id);
-      ctx.body = modelObject(id, createdOf(s));
+      if (!s.brains.accepted().includes(id)) throw modelNotFound(id);
+      ctx.body = modelObject(id, createdOf(s), s.brains.configured().includes(id));
     },
   },
   {

@@ -115,12 +115,18 @@ describe('OpenAI SDK against the OpenAI-compatible routes (fake model server)', 
     }
   });
 
-  it('models.list returns only the configured brains; models.retrieve 404s the others', async () => {
+  it('models.list returns the accepted ids, served: true on the configured brains; models.retrieve 404s an unknown id', async () => {
+    const served: string[] = [];
     const ids: string[] = [];
-    for await (const m of client.models.list()) ids.push(m.id);
-    expect(ids).to.deep.equal(['default-cua', 'mid-cua-8b']);
+    for await (const m of client.models.list()) {
+      ids.push(m.id);
+      if ((m as unknown as { served: boolean }).served) served.push(m.id);
+    }
+    expect(ids).to.deep.equal(['default-cua', 'compact-cua', 'tuned-cua', 'mid-cua-8b', 'mid-cua-32b', 'large-cua-32b', 'large-cua-72b', 'hosted-api']);
+    expect(served).to.deep.equal(['default-cua', 'mid-cua-8b']);
     expect((await client.models.retrieve('default-cua')).id).to.equal('default-cua');
-    const e = await thrown(client.models.retrieve('hosted-api'));
+    expect(await client.models.retrieve('hosted-api')).to.include({ id: 'hosted-api', served: false });
+    const e = await thrown(client.models.retrieve('gpt-9'));
     expect(e).to.be.instanceOf(OpenAI.NotFoundError);
   });
 
@@ -146,7 +152,7 @@ describe('OpenAI SDK against the OpenAI-compatible routes (fake model server)', 
     const err = e as InstanceType<typeof OpenAI.NotFoundError>;
     expect(err.code).to.equal('model_not_found');
     expect(err.param).to.equal('model');
-    expect(err.message).to.match(/^404 the model 'large-cua-72b' does not exist on this deployment/);
+    expect(err.message).to.match(/^404 the model 'large-cua-72b' is accepted but not served by this deployment/);
     const lines = requestLines('/v1/chat/completions').slice(before);
     expect(lines.map((l) => l.status)).to.deep.equal([404]);
     expect(fake.requests).to.have.length(0);
@@ -255,7 +261,7 @@ describe('OpenAI SDK against the OpenAI-compatible routes (fake model server)', 
       expect(run.body).to.have.all.keys('detail');
       const cuaModel = await gw.req('POST', '/v1/cua', { token, body: { screenshot: shot, task: 'x', cua_model: 'large-cua-72b' } });
       expect(cuaModel.status).to.equal(404);
-      expect(cuaModel.body).to.deep.equal({ detail: "the model 'large-cua-72b' does not exist on this deployment; GET /v1/models lists the served ids" });
+      expect(cuaModel.body).to.deep.equal({ detail: "the model 'large-cua-72b' is accepted but not served by this deployment (no backend is configured for it); GET /v1/models lists the accepted ids, with served: true on those served here" });
     });
   });
 });

@@ -29,19 +29,26 @@ describe('unauthenticated and ops endpoints', () => {
     expect(Date.parse(r.body.started_at)).to.be.a('number');
   });
 
-  it('lists on /v1/models only the brain ids a backend serves: none without a brains file', async () => {
+  it('lists on /v1/models the eight accepted ids whatever the brains file holds, each saying whether it is served', async () => {
     const r = await gw.req('GET', '/v1/models');
-    expect(r.body).to.deep.equal({ object: 'list', data: [] });
+    expect(r.body.object).to.equal('list');
+    expect(r.body.data.map((m: { id: string }) => m.id)).to.deep.equal(['default-cua', 'compact-cua', 'tuned-cua', 'mid-cua-8b', 'mid-cua-32b', 'large-cua-32b', 'large-cua-72b', 'hosted-api']);
+    for (const m of r.body.data) expect(m).to.include({ object: 'model', owned_by: 'runplane', served: false });
     const one = await gw.req('GET', `/v1/models/${MODEL_IDS[0]}`);
-    expect(one.status).to.equal(404);
-    expect(one.body.error).to.deep.include({ code: 'model_not_found', param: 'model' });
+    expect(one.status).to.equal(200);
+    expect(one.body).to.include({ id: 'default-cua', object: 'model', served: false });
+    const unknown = await gw.req('GET', '/v1/models/gpt-9');
+    expect(unknown.status).to.equal(404);
+    expect(unknown.body.error).to.deep.include({ code: 'model_not_found', param: 'model' });
   });
 
-  it('in single-brain mode lists SERVICE_MODEL only when a backend serves it, and ignores cua_model', async () => {
+  it('in single-brain mode marks SERVICE_MODEL served only when a backend serves it, and ignores cua_model', async () => {
     const token = newToken();
     const single = await startGateway({ env: { SERVICE_MODEL: 'compact-cua' }, keys: { [token]: { tenant_id: 'solo' } } });
     try {
-      expect((await single.req('GET', '/v1/models')).body.data, 'no brains file: compact-cua has no backend').to.deep.equal([]);
+      const listed = (await single.req('GET', '/v1/models')).body.data as Array<{ id: string; served: boolean }>;
+      expect(listed.map((m) => m.id), 'the accepted ids, served or not').to.deep.equal([...MODEL_IDS]);
+      expect(listed.filter((m) => m.served), 'no brains file: compact-cua has no backend').to.deep.equal([]);
       const r = await single.req('POST', '/v1/predict', { token, body: { plan: [step()], cua_model: 'large-cua-72b' } });
       expect(r.status).to.equal(200);
       const rec = await single.gateway.services.runs.get((await single.gateway.services.tenants.resolve(token))!, r.body.run_id);

@@ -21,9 +21,12 @@ describe('POST /v1/predict: plans, policies and idempotency', () => {
     await writeFile(path.join(plans, 'broken.json'), JSON.stringify([{ type: 'click' }]));
     await writeFile(path.join(root, 'secret.json'), JSON.stringify([step()]));
     await symlink(path.join(root, 'secret.json'), path.join(plans, 'escape.json'));
+    // one served brain (no run executes here, so its backend is never called): the others stay accepted but not served
+    const brains = path.join(root, 'brains.json');
+    await writeFile(brains, JSON.stringify({ brains: { 'compact-cua': { protocol: 'compact-cua', base_url: 'http://127.0.0.1:9/v1', model: 'compact-cua' } } }));
     gw = await startGateway({
       dir: root,
-      env: { SERVICE_PLANS_DIR: plans, SERVICE_MAX_LOOP_ITERATIONS: '7' },
+      env: { SERVICE_PLANS_DIR: plans, SERVICE_MAX_LOOP_ITERATIONS: '7', SERVICE_BRAINS_PATH: brains },
       keys: {
         [acme]: { tenant_id: 'acme', rate_limit_per_minute: 0, max_concurrent_runs: 1000 },
         [other]: { tenant_id: 'other', rate_limit_per_minute: 0, max_concurrent_runs: 1000 },
@@ -127,6 +130,29 @@ describe('POST /v1/predict: plans, policies and idempotency', () => {
       }
       const refused = await run(badRange, { plan: [step({ url: 'http://10.1.2.3/' })] });
       expect(refused.status).to.equal(401);
+    });
+  });
+
+  describe('brain ids', () => {
+    it('accepts all eight ids, and refuses a plan whose brain is accepted but not served with 404 {detail} naming /v1/models', async () => {
+      for (const id of ['default-cua', 'compact-cua', 'tuned-cua', 'mid-cua-8b', 'mid-cua-32b', 'large-cua-32b', 'large-cua-72b', 'hosted-api']) {
+        const r = await run(acme, { plan: [step()], cua_model: id });
+        expect(r.status, id).to.equal(200);
+      }
+      const served = await run(acme, { plan: [{ intent: 'look around', type: 'default-cua' }], cua_model: 'compact-cua' });
+      expect(served.status).to.equal(200);
+      const unserved = await run(acme, { plan: [step(), { intent: 'look around', type: 'default-cua' }], cua_model: 'large-cua-72b' });
+      expect(unserved.status).to.equal(404);
+      expect(unserved.body).to.deep.equal({
+        detail: "plan[1] (default-cua) needs a brain, and the model 'large-cua-72b' is accepted but not served by this deployment (no backend is configured for it); GET /v1/models lists the accepted ids, with served: true on those served here",
+      });
+      // an unknown step type falls back to the run's brain (default-cua when cua_model is absent), at any depth
+      const nested = await run(acme, { plan: { steps: [{ intent: 'l', type: 'loop', steps: [{ intent: 'x', type: 'teleport' }] }] } });
+      expect(nested.status).to.equal(404);
+      expect(nested.body.detail).to.match(/^plan\.steps\[0\]\.steps\[0\] \(teleport\) needs a brain, and the model 'default-cua' is accepted but not served/);
+      const hosted = await run(acme, { plan: [{ intent: 'read it', type: 'hosted-api' }], cua_model: 'compact-cua' });
+      expect(hosted.status).to.equal(404);
+      expect(hosted.body.detail).to.match(/^plan\[0\] \(hosted-api\) needs a brain, and the model 'hosted-api' is accepted but not served/);
     });
   });
 
