@@ -1,7 +1,7 @@
 // The one catalogue of errors the gateway answers with. Each carries an HTTP
 // status, a stable class from the spec's taxonomy and a `detail` that is safe to
-// show. The error middleware writes it as {detail}, or as OpenAI's
-// {error: {message, type, code, param}} on routes that declare `openai`
+// show. The error middleware writes it as {detail}, with OpenAI's
+// {error: {message, type, code, param}} beside it on routes that declare `openai`
 // (http/openai-errors.ts maps each class). Anything that is not a ServiceError becomes a generic 500 whose cause is
 // logged, never returned.
 

@@ -1,5 +1,5 @@
-// Turns every failure into {detail} with the right status, or into OpenAI's
-// {error: {message, type, code, param}} when the matched route declares
+// Turns every failure into {detail} with the right status, with OpenAI's
+// {error: {message, type, code, param}} beside it when the matched route declares
 // `openai` (its chain marks ctx.state.errorShape). A ServiceError's detail is
 // safe to show; a dependency that cannot be reached (Redis, PostgreSQL) is 503 with
 // Retry-After; anything else is logged with its stack and answered with a

@@ -29,7 +29,7 @@ export interface RouteSpec {
   /**
    * An OpenAI-compatible route (for clients such as the official SDKs): the
    * tenant token is also accepted as `Authorization: Bearer <token>`, and
-   * errors take OpenAI's {error: {message, type, code, param}} shape.
+   * errors carry OpenAI's {error: {message, type, code, param}} beside `detail`.
    */
   openai?: boolean;
   scope?: Scope;
