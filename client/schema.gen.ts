@@ -1318,6 +1318,42 @@ export interface components {
             agent_id: string;
             ttl_seconds: number;
         };
+        /** @description GET /v1/runs/{run_id}/trace: the bundle's manifest, the URL of each of its files on this gateway, and the run's place on the trace ingest service (null without one) */
+        RunTrace: {
+            run_id: string;
+            manifest: Record<string, never>;
+            files: {
+                path: string;
+                url: string;
+            }[];
+            ingest: null | {
+                manifest_url: string;
+                trace_url: string;
+            };
+        };
+        /** @description the rows a run extracted, in extraction order; each row an object of its fields */
+        ExtractedRows: Record<string, never>[];
+        ExtractedRowsMeta: {
+            entity_name: string | null;
+            row_count: number;
+            extractions: Record<string, never>[];
+            extraction_quality: {
+                unknown_placeholder_row_count: number;
+            };
+        };
+        PluginList: {
+            plugins: {
+                name: string;
+                version: string;
+                apiVersion: number;
+                /** @enum {unknown} */
+                source: "builtin" | "operator";
+                description?: string;
+                dependsOn?: string[];
+                route_prefix: string;
+                registered: Record<string, never>;
+            }[];
+        };
         Error: {
             detail: string;
         };
@@ -1504,7 +1540,18 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description the metrics library (prom-client) is not installed */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
             };
         };
     };
@@ -1522,7 +1569,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": Record<string, never>;
+                };
             };
         };
     };
@@ -1540,7 +1589,18 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description the docs UI is disabled (SERVICE_ENABLE_DOCS_UI) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
             };
         };
     };
@@ -1558,7 +1618,18 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description the docs UI is disabled (SERVICE_ENABLE_DOCS_UI) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
             };
         };
     };
@@ -2061,7 +2132,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["RunTrace"];
+                };
             };
             /** @description malformed request: {detail} names the field */
             400: {
@@ -2136,7 +2209,13 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": Record<string, never>;
+                    "application/x-ndjson": string;
+                    "image/png": string;
+                    "text/plain": string;
+                    "application/octet-stream": string;
+                };
             };
             /** @description malformed request: {detail} names the field */
             400: {
@@ -2210,7 +2289,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["ExtractedRows"];
+                };
             };
             /** @description malformed request: {detail} names the field */
             400: {
@@ -2284,7 +2365,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["ExtractedRowsMeta"];
+                };
             };
             /** @description malformed request: {detail} names the field */
             400: {
@@ -2358,7 +2441,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "video/webm": string;
+                };
             };
             /** @description malformed request: {detail} names the field */
             400: {
@@ -2893,7 +2978,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["PluginList"];
+                };
             };
             /** @description malformed request: {detail} names the field */
             400: {
@@ -3298,7 +3385,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "text/html": string;
+                };
             };
         };
     };

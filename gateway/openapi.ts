@@ -86,7 +86,10 @@ export function buildOpenApi(routes: RouteSpec[], version: string): Record<strin
     // `:name` is one segment, `*name` the rest of the path
     const p = r.path.replace(/[:*]([A-Za-z_]+)/g, '{$1}');
     const params = [...r.path.matchAll(/[:*]([A-Za-z_]+)/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
-    const responses: Record<string, unknown> = { '200': { description: r.responses?.['200'] ?? 'success', ...(r.ok ? { content: { 'application/json': { schema: { $ref: `#/components/schemas/${componentFor(r.ok)}` } } } } : {}) } };
+    const content: Record<string, { schema: unknown }> = {};
+    if (r.ok) content['application/json'] = { schema: { $ref: `#/components/schemas/${componentFor(r.ok)}` } };
+    for (const [type, schema] of Object.entries(r.content ?? {})) content[type] = { schema };
+    const responses: Record<string, unknown> = { '200': { description: r.responses?.['200'] ?? 'success', ...(Object.keys(content).length ? { content } : {}) } };
     const errorCodes = r.auth ? ['400', '401', '403', '404', '500', '503'] : [];
     if (r.body) errorCodes.push('415');
     if (r.rateLimited) errorCodes.push('422', '429');

@@ -1834,6 +1834,16 @@ webhook: ({
  */
 
 export type PredictAnswer = (RunHandle | RunResult | RunStatusBody | RunLogs)
+/**
+ * the rows a run extracted, in extraction order; each row an object of its fields
+ * 
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "ExtractedRows".
+ */
+
+export type ExtractedRows = {
+[k: string]: unknown
+}[]
 
 /**
  * The success bodies of the gateway's run, recipe, ticket and plane routes. Objects may carry fields beyond these (additions are not breaking); the listed ones are always there.
@@ -2220,5 +2230,67 @@ total_tokens: number
 export interface PlaneRegistered {
 agent_id: string
 ttl_seconds: number
+[k: string]: unknown
+}
+/**
+ * GET /v1/runs/{run_id}/trace: the bundle's manifest, the URL of each of its files on this gateway, and the run's place on the trace ingest service (null without one)
+ * 
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "RunTrace".
+ */
+
+export interface RunTrace {
+run_id: string
+manifest: {
+[k: string]: unknown
+}
+files: {
+path: string
+url: string
+[k: string]: unknown
+}[]
+ingest: (null | {
+manifest_url: string
+trace_url: string
+[k: string]: unknown
+})
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "ExtractedRowsMeta".
+ */
+
+export interface ExtractedRowsMeta {
+entity_name: (string | null)
+row_count: number
+extractions: {
+[k: string]: unknown
+}[]
+extraction_quality: {
+unknown_placeholder_row_count: number
+[k: string]: unknown
+}
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "PluginList".
+ */
+
+export interface PluginList {
+plugins: {
+name: string
+version: string
+apiVersion: number
+source: ("builtin" | "operator")
+description?: string
+dependsOn?: string[]
+route_prefix: string
+registered: {
+[k: string]: unknown
+}
+[k: string]: unknown
+}[]
 [k: string]: unknown
 }

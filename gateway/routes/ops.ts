@@ -8,7 +8,7 @@ import { DEPENDENCY_RETRY_AFTER_SECONDS, ServiceError, modelNotFound, notFound }
 import { versionBody } from '../version.ts';
 import type { Ctx } from '../context.ts';
 import type { Services } from '../services.ts';
-import { param, type RouteSpec } from './route.ts';
+import { TEXT_BODY, param, type RouteSpec } from './route.ts';
 
 const require = createRequire(import.meta.url);
 
@@ -41,6 +41,8 @@ function docsPage(path: string, summary: string, html: string): RouteSpec {
     summary,
     tags: ['ops'],
     auth: false,
+    content: { 'text/html': TEXT_BODY },
+    responses: { '404': 'the docs UI is disabled (SERVICE_ENABLE_DOCS_UI)' },
     async handler(ctx, s) {
       docsGate(ctx, s.config.enableDocsUi);
       ctx.type = 'text/html';
@@ -119,6 +121,8 @@ export const opsRoutes: RouteSpec[] = [
     summary: 'Prometheus metrics; 503 when the metrics library is missing',
     tags: ['ops'],
     auth: false,
+    content: { 'text/plain': { ...TEXT_BODY, description: 'the Prometheus text exposition format, version 0.0.4' } },
+    responses: { '503': 'the metrics library (prom-client) is not installed' },
     async handler(ctx, s) {
       if (!s.metrics.available) throw new ServiceError('unavailable', 'metrics are unavailable: the prom-client library is not installed');
       const m = await s.metrics.render();
@@ -132,6 +136,7 @@ export const opsRoutes: RouteSpec[] = [
     summary: 'OpenAPI 3.1 document of this service',
     tags: ['ops'],
     auth: false,
+    content: { 'application/json': { type: 'object', required: ['openapi', 'info', 'paths'], description: 'an OpenAPI 3.1 document' } },
     async handler(ctx, s) {
       ctx.body = s.openapi();
     },

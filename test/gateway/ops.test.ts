@@ -58,6 +58,26 @@ describe('unauthenticated and ops endpoints', () => {
     }
   });
 
+  it('documents for every operation a 2xx body with its content type and a schema', async () => {
+    const doc = (await gw.req('GET', '/openapi.json')).body as { paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema?: object }> }> }>> };
+    const missing: string[] = [];
+    for (const [p, ops] of Object.entries(doc.paths)) {
+      for (const [method, op] of Object.entries(ops)) {
+        const bodies = Object.entries(op.responses)
+          .filter(([code]) => /^2\d\d$/.test(code))
+          .flatMap(([, r]) => Object.entries(r.content ?? {}));
+        const schemaless = bodies.filter(([, media]) => !media.schema || Object.keys(media.schema).length === 0).map(([type]) => type);
+        if (bodies.length === 0 || schemaless.length > 0) missing.push(`${method.toUpperCase()} ${p}${schemaless.length ? ` (${schemaless.join(', ')})` : ''}`);
+      }
+    }
+    expect(missing).to.deep.equal([]);
+    // the content types documented are the ones served
+    const served = async (p: string) => (await gw.req('GET', p)).headers.get('content-type')!.split(';')[0]!;
+    expect(Object.keys(doc.paths['/metrics']!.get!.responses['200']!.content!)).to.include(await served('/metrics'));
+    expect(Object.keys(doc.paths['/openapi.json']!.get!.responses['200']!.content!)).to.include(await served('/openapi.json'));
+    expect(doc.paths['/v1/runs/{run_id}/video']!.get!.responses['200']!.content!['video/webm']!.schema).to.deep.equal({ type: 'string', format: 'binary' });
+  });
+
   it('gates /docs and /redoc behind SERVICE_ENABLE_DOCS_UI', async () => {
     expect((await gw.req('GET', '/docs')).status).to.equal(404);
     expect((await gw.req('GET', '/redoc')).status).to.equal(404);
