@@ -677,6 +677,7 @@ export interface components {
         Extract: {
             schema_name?: string;
             fields?: components["schemas"]["ExtractField"][];
+            /** @description cap on returned rows; omitted: a single-row extraction (the first row that passes the checks), with item_selector as with the model */
             max_items?: number;
             /** @description Extension: CSS selector of each row's container, for mechanical extraction. */
             item_selector?: string;

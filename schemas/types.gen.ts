@@ -60,6 +60,9 @@ schema_name?: string
  * @maxItems 200
  */
 fields?: ExtractField[]
+/**
+ * cap on returned rows; omitted: a single-row extraction (the first row that passes the checks), with item_selector as with the model
+ */
 max_items?: number
 /**
  * Extension: CSS selector of each row's container, for mechanical extraction.
