@@ -6,6 +6,7 @@ import { ALL_ROUTES } from '../../gateway/app.ts';
 import { validator } from '../../schemas/index.ts';
 import { componentFor } from '../../gateway/openapi.ts';
 import { MODEL_IDS } from '../../gateway/brains/model-ids.ts';
+import http from 'node:http';
 
 describe('unauthenticated and ops endpoints', () => {
   let gw: TestGateway;
@@ -76,6 +77,36 @@ describe('unauthenticated and ops endpoints', () => {
     expect(Object.keys(doc.paths['/metrics']!.get!.responses['200']!.content!)).to.include(await served('/metrics'));
     expect(Object.keys(doc.paths['/openapi.json']!.get!.responses['200']!.content!)).to.include(await served('/openapi.json'));
     expect(doc.paths['/v1/runs/{run_id}/video']!.get!.responses['200']!.content!['video/webm']!.schema).to.deep.equal({ type: 'string', format: 'binary' });
+  });
+
+  it('keeps a kept-alive connection open past what it announces, and across a refused body', async () => {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const send = (method: string, p: string, body?: Buffer) =>
+      new Promise<{ status: number; headers: http.IncomingHttpHeaders; reused: boolean }>((resolve, reject) => {
+        const req = http.request(`${gw.url}${p}`, { method, agent, headers: body ? { 'content-type': 'application/json', 'content-length': String(body.length) } : {} }, (res) => {
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, reused: req.reusedSocket }));
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+    try {
+      const first = await send('GET', '/health');
+      // clients keep a connection for the hint less a second: the server keeps it 5 s longer than it says
+      expect(first.headers['keep-alive']).to.equal('timeout=60');
+      expect(gw.gateway.server!.keepAliveTimeout).to.be.greaterThan(65_000 - 1);
+      expect((await send('GET', '/health')).reused).to.equal(true);
+      // a body refused before it was read, and one past the size cap: the client is told, or the connection stays usable
+      for (const [p, size] of [['/v1/predict', 64 * 1024], ['/v1/diagnose/fingerprint', 64 * 1024 * 1024]] as const) {
+        const refused = await send('POST', p, Buffer.alloc(size, 0x20));
+        expect(refused.status, p).to.be.within(400, 599);
+        const next = await send('GET', '/health');
+        expect(next.status, `after ${p}`).to.equal(200);
+        if (refused.headers.connection !== 'close') expect(next.reused, `after ${p}: kept alive`).to.equal(true);
+      }
+    } finally {
+      agent.destroy();
+    }
   });
 
   it('gates /docs and /redoc behind SERVICE_ENABLE_DOCS_UI', async () => {
