@@ -92,7 +92,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The brain ids this deployment serves (a backend is configured for each), in the OpenAI list shape */
+        /** The accepted brain ids (the spec's eight, then plugin brains), in the OpenAI list shape; `served` says whether a backend serves each on this deployment */
         get: operations["getV1Models"];
         put?: never;
         post?: never;
@@ -109,7 +109,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One served brain id; 404 model_not_found for any other */
+        /** One accepted brain id, served here or not; 404 model_not_found for any other */
         get: operations["getV1ModelsModel"];
         put?: never;
         post?: never;
@@ -677,6 +677,7 @@ export interface components {
         Extract: {
             schema_name?: string;
             fields?: components["schemas"]["ExtractField"][];
+            /** @description cap on returned rows; omitted: a single-row extraction (the first row that passes the checks), with item_selector as with the model */
             max_items?: number;
             /** @description Extension: CSS selector of each row's container, for mechanical extraction. */
             item_selector?: string;
@@ -859,7 +860,10 @@ export interface components {
             rate_limit_per_minute?: number;
             /** @default model_provider_api_key */
             model_provider_secret_name?: string;
-            /** @default [] */
+            /**
+             * @description hosts a plan may navigate to; empty: no restriction. A host name with optional `*` (a leading `*.` matches one or more labels, never the apex; `*` alone matches every host), an IP literal (`127.0.0.1`, `::1`, `[::1]`; compared as addresses, so `127.1` is 127.0.0.1) or a CIDR range (`10.0.0.0/8`, `fd00::/8`). A wildcard never matches an address, and an entry with a malformed range or a wildcard over digits (`10.*.*.*`) is refused at load
+             * @default []
+             */
             allowed_domains?: string[];
             /** @default  */
             webhook_url?: string;
@@ -1251,6 +1255,8 @@ export interface components {
             object: "model";
             created: number;
             owned_by: string;
+            /** @description our extension: true when a backend serves this id on this deployment; an accepted id that is not served is refused with 404 model_not_found where a brain is needed */
+            served: boolean;
         };
         ModelList: {
             /** @constant */
@@ -1313,8 +1319,53 @@ export interface components {
             agent_id: string;
             ttl_seconds: number;
         };
+        /** @description GET /v1/runs/{run_id}/trace: the bundle's manifest, the URL of each of its files on this gateway, and the run's place on the trace ingest service (null without one) */
+        RunTrace: {
+            run_id: string;
+            manifest: Record<string, never>;
+            files: {
+                path: string;
+                url: string;
+            }[];
+            ingest: null | {
+                manifest_url: string;
+                trace_url: string;
+            };
+        };
+        /** @description the rows a run extracted, in extraction order; each row an object of its fields */
+        ExtractedRows: Record<string, never>[];
+        ExtractedRowsMeta: {
+            entity_name: string | null;
+            row_count: number;
+            extractions: Record<string, never>[];
+            extraction_quality: {
+                unknown_placeholder_row_count: number;
+            };
+        };
+        PluginList: {
+            plugins: {
+                name: string;
+                version: string;
+                apiVersion: number;
+                /** @enum {unknown} */
+                source: "builtin" | "operator";
+                description?: string;
+                dependsOn?: string[];
+                route_prefix: string;
+                registered: Record<string, never>;
+            }[];
+        };
         Error: {
             detail: string;
+        };
+        OpenAiError: {
+            detail: string;
+            error: {
+                message: string;
+                type: string;
+                code: string | null;
+                param: string | null;
+            };
         };
     };
     responses: never;
@@ -1456,13 +1507,22 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description {id, object: model, created, owned_by} */
+            /** @description {id, object: model, created, owned_by, served} */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Model"];
+                };
+            };
+            /** @description {detail, error: {code: model_not_found}} */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
                 };
             };
         };
@@ -1481,7 +1541,18 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description the metrics library (prom-client) is not installed */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
             };
         };
     };
@@ -1499,7 +1570,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": Record<string, never>;
+                };
             };
         };
     };
@@ -1517,7 +1590,18 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description the docs UI is disabled (SERVICE_ENABLE_DOCS_UI) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
             };
         };
     };
@@ -1535,7 +1619,18 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description the docs UI is disabled (SERVICE_ENABLE_DOCS_UI) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
             };
         };
     };
@@ -1588,7 +1683,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description not found (or owned by another tenant) */
+            /** @description run_id not owned by the tenant; or the plan needs a brain this deployment accepts but does not serve (GET /v1/models: served) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2038,7 +2133,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["RunTrace"];
+                };
             };
             /** @description malformed request: {detail} names the field */
             400: {
@@ -2113,7 +2210,13 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": Record<string, never>;
+                    "application/x-ndjson": string;
+                    "image/png": string;
+                    "text/plain": string;
+                    "application/octet-stream": string;
+                };
             };
             /** @description malformed request: {detail} names the field */
             400: {
@@ -2187,7 +2290,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["ExtractedRows"];
+                };
             };
             /** @description malformed request: {detail} names the field */
             400: {
@@ -2261,7 +2366,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["ExtractedRowsMeta"];
+                };
             };
             /** @description malformed request: {detail} names the field */
             400: {
@@ -2335,7 +2442,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "video/webm": string;
+                };
             };
             /** @description malformed request: {detail} names the field */
             400: {
@@ -2870,7 +2979,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["PluginList"];
+                };
             };
             /** @description malformed request: {detail} names the field */
             400: {
@@ -3022,6 +3133,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description the brain upstream is unreachable, refused the call or answered without a usable action */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description authentication not configured */
             503: {
                 headers: {
@@ -3055,22 +3175,22 @@ export interface operations {
                     "application/json": components["schemas"]["ChatCompletion"];
                 };
             };
-            /** @description {error: {type: invalid_request_error}}: a malformed body, or tools that cannot carry the service's action */
+            /** @description {detail, error: {type: invalid_request_error}}: a malformed or oversized body, or tools that cannot carry the service's action */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["OpenAiError"];
                 };
             };
-            /** @description {error: {code: invalid_api_key}} */
+            /** @description {detail, error: {code: invalid_api_key}} */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["OpenAiError"];
                 };
             };
             /** @description missing scope, or a URL outside allowed_domains */
@@ -3079,16 +3199,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["OpenAiError"];
                 };
             };
-            /** @description {error: {code: model_not_found}}: no backend serves this model here */
+            /** @description {detail, error: {code: model_not_found}}: an id that is not accepted, or one no backend serves here */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["OpenAiError"];
                 };
             };
             /** @description Content-Type is not application/json */
@@ -3097,7 +3217,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["OpenAiError"];
                 };
             };
             /** @description Idempotency-Key reused with a different body */
@@ -3106,16 +3226,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["OpenAiError"];
                 };
             };
-            /** @description {error: {code: rate_limit_exceeded}}; honour Retry-After */
+            /** @description {detail, error: {code: rate_limit_exceeded}}; honour Retry-After */
             429: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["OpenAiError"];
                 };
             };
             /** @description internal error */
@@ -3124,7 +3244,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description {detail, error: {type: server_error, code: upstream_unreachable}}: the brain upstream is unreachable, refused the call or answered without a usable action */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
                 };
             };
             /** @description authentication not configured */
@@ -3133,7 +3262,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["OpenAiError"];
                 };
             };
         };
@@ -3257,7 +3386,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "text/html": string;
+                };
             };
         };
     };

@@ -1,7 +1,7 @@
 // The one catalogue of errors the gateway answers with. Each carries an HTTP
 // status, a stable class from the spec's taxonomy and a `detail` that is safe to
-// show. The error middleware writes it as {detail}, or as OpenAI's
-// {error: {message, type, code, param}} on routes that declare `openai`
+// show. The error middleware writes it as {detail}, with OpenAI's
+// {error: {message, type, code, param}} beside it on routes that declare `openai`
 // (http/openai-errors.ts maps each class). Anything that is not a ServiceError becomes a generic 500 whose cause is
 // logged, never returned.
 
@@ -69,8 +69,12 @@ export class ServiceError extends Error {
 
 export const badRequest = (detail: string, param: string | null = null) => new ServiceError('bad_request', detail, {}, param);
 export const notFound = (detail = 'not found') => new ServiceError('not_found', detail);
-/** 404 model_not_found: no backend serves this brain id here (GET /v1/models lists those that are). */
-export const modelNotFound = (id: string) => new ServiceError('model_not_found', `the model '${id.slice(0, 64)}' does not exist on this deployment; GET /v1/models lists the served ids`, {}, 'model');
+/** 404 model_not_found: an id the service does not accept (GET /v1/models lists those it does). */
+export const modelNotFound = (id: string, param: string | null = 'model') =>
+  new ServiceError('model_not_found', `the model '${id.slice(0, 64)}' is not an accepted id; GET /v1/models lists the accepted ids`, {}, param);
+/** 404 model_not_found: an accepted id no backend serves on this deployment (`served: false` on GET /v1/models). */
+export const modelNotServed = (id: string, param: string | null = 'model', why = '') =>
+  new ServiceError('model_not_found', `${why}the model '${id.slice(0, 64)}' is accepted but not served by this deployment (no backend is configured for it); GET /v1/models lists the accepted ids, with served: true on those served here`, {}, param);
 export const forbidden = (detail: string) => new ServiceError('forbidden', detail);
 export const unauthenticated = (detail: string) => new ServiceError('unauthenticated', detail);
 

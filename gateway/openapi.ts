@@ -45,6 +45,19 @@ export function componentSchemas(): Record<string, JsonSchema> {
     }
   }
   components.Error = { type: 'object', required: ['detail'], properties: { detail: { type: 'string' } } };
+  // the OpenAI-compatible routes: OpenAI's error object beside the spec's detail (the same text)
+  components.OpenAiError = {
+    type: 'object',
+    required: ['detail', 'error'],
+    properties: {
+      detail: { type: 'string' },
+      error: {
+        type: 'object',
+        required: ['message', 'type', 'code', 'param'],
+        properties: { message: { type: 'string' }, type: { type: 'string' }, code: { type: ['string', 'null'] }, param: { type: ['string', 'null'] } },
+      },
+    },
+  };
   return components;
 }
 
@@ -73,12 +86,18 @@ export function buildOpenApi(routes: RouteSpec[], version: string): Record<strin
     // `:name` is one segment, `*name` the rest of the path
     const p = r.path.replace(/[:*]([A-Za-z_]+)/g, '{$1}');
     const params = [...r.path.matchAll(/[:*]([A-Za-z_]+)/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
-    const responses: Record<string, unknown> = { '200': { description: r.responses?.['200'] ?? 'success', ...(r.ok ? { content: { 'application/json': { schema: { $ref: `#/components/schemas/${componentFor(r.ok)}` } } } } : {}) } };
+    const content: Record<string, { schema: unknown }> = {};
+    if (r.ok) content['application/json'] = { schema: { $ref: `#/components/schemas/${componentFor(r.ok)}` } };
+    for (const [type, schema] of Object.entries(r.content ?? {})) content[type] = { schema };
+    const responses: Record<string, unknown> = { '200': { description: r.responses?.['200'] ?? 'success', ...(Object.keys(content).length ? { content } : {}) } };
     const errorCodes = r.auth ? ['400', '401', '403', '404', '500', '503'] : [];
     if (r.body) errorCodes.push('415');
     if (r.rateLimited) errorCodes.push('422', '429');
-    for (const code of errorCodes) {
-      responses[code] = { description: r.responses?.[code] ?? ERROR_STATUSES[code], content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
+    // statuses a route documents itself (a 502, a public route's 404) are errors too
+    for (const code of Object.keys(r.responses ?? {})) if (Number(code) >= 400 && !errorCodes.includes(code)) errorCodes.push(code);
+    const errorSchema = { $ref: `#/components/schemas/${r.openai ? 'OpenAiError' : 'Error'}` };
+    for (const code of errorCodes.sort()) {
+      responses[code] = { description: r.responses?.[code] ?? ERROR_STATUSES[code], content: { 'application/json': { schema: errorSchema } } };
     }
     const op: Record<string, unknown> = {
       summary: r.summary,

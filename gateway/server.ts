@@ -38,6 +38,7 @@ import { ProxyProviders } from './runner/proxies.ts';
 import { RemoteAgentPlanes } from './runner/fleet.ts';
 import { RunRecovery, runnerOwner } from './runs/recovery.ts';
 import type { GatewayState } from './context.ts';
+import { keepAliveBeyondHint } from '../shared/keep-alive.ts';
 
 export interface GatewayOptions {
   logStream?: DestinationStream;
@@ -49,6 +50,8 @@ export interface Gateway {
   services: Services;
   listen(): Promise<string>;
   close(): Promise<void>;
+  /** the HTTP server, once listening */
+  readonly server: Server | undefined;
 }
 
 async function tenantResolver(config: GatewayConfig, log: Logger): Promise<TenantResolver> {
@@ -207,9 +210,12 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
   return {
     app,
     services,
+    get server() {
+      return server;
+    },
     async listen() {
       server = createServer({ requestTimeout: 60_000, headersTimeout: 20_000 }, app.callback());
-      server.keepAliveTimeout = 5_000;
+      keepAliveBeyondHint(server);
       attachWebSockets(server, services);
       await new Promise<void>((resolve, reject) => {
         server!.once('error', reject);

@@ -60,6 +60,9 @@ schema_name?: string
  * @maxItems 200
  */
 fields?: ExtractField[]
+/**
+ * cap on returned rows; omitted: a single-row extraction (the first row that passes the checks), with item_selector as with the model
+ */
 max_items?: number
 /**
  * Extension: CSS selector of each row's container, for mechanical extraction.
@@ -273,6 +276,9 @@ max_cost_per_run?: number
 max_time_minutes_per_run?: number
 rate_limit_per_minute?: number
 model_provider_secret_name?: string
+/**
+ * hosts a plan may navigate to; empty: no restriction. A host name with optional `*` (a leading `*.` matches one or more labels, never the apex; `*` alone matches every host), an IP literal (`127.0.0.1`, `::1`, `[::1]`; compared as addresses, so `127.1` is 127.0.0.1) or a CIDR range (`10.0.0.0/8`, `fd00::/8`). A wildcard never matches an address, and an entry with a malformed range or a wildcard over digits (`10.*.*.*`) is refused at load
+ */
 allowed_domains?: string[]
 webhook_url?: string
 webhook_secret_name?: string
@@ -1831,6 +1837,16 @@ webhook: ({
  */
 
 export type PredictAnswer = (RunHandle | RunResult | RunStatusBody | RunLogs)
+/**
+ * the rows a run extracted, in extraction order; each row an object of its fields
+ * 
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "ExtractedRows".
+ */
+
+export type ExtractedRows = {
+[k: string]: unknown
+}[]
 
 /**
  * The success bodies of the gateway's run, recipe, ticket and plane routes. Objects may carry fields beyond these (additions are not breaking); the listed ones are always there.
@@ -2082,6 +2098,10 @@ id: string
 object: "model"
 created: number
 owned_by: string
+/**
+ * our extension: true when a backend serves this id on this deployment; an accepted id that is not served is refused with 404 model_not_found where a brain is needed
+ */
+served: boolean
 [k: string]: unknown
 }
 /**
@@ -2213,5 +2233,67 @@ total_tokens: number
 export interface PlaneRegistered {
 agent_id: string
 ttl_seconds: number
+[k: string]: unknown
+}
+/**
+ * GET /v1/runs/{run_id}/trace: the bundle's manifest, the URL of each of its files on this gateway, and the run's place on the trace ingest service (null without one)
+ * 
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "RunTrace".
+ */
+
+export interface RunTrace {
+run_id: string
+manifest: {
+[k: string]: unknown
+}
+files: {
+path: string
+url: string
+[k: string]: unknown
+}[]
+ingest: (null | {
+manifest_url: string
+trace_url: string
+[k: string]: unknown
+})
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "ExtractedRowsMeta".
+ */
+
+export interface ExtractedRowsMeta {
+entity_name: (string | null)
+row_count: number
+extractions: {
+[k: string]: unknown
+}[]
+extraction_quality: {
+unknown_placeholder_row_count: number
+[k: string]: unknown
+}
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "PluginList".
+ */
+
+export interface PluginList {
+plugins: {
+name: string
+version: string
+apiVersion: number
+source: ("builtin" | "operator")
+description?: string
+dependsOn?: string[]
+route_prefix: string
+registered: {
+[k: string]: unknown
+}
+[k: string]: unknown
+}[]
 [k: string]: unknown
 }

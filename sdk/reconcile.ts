@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { FileStore, writeBytes } from './store.ts';
-import { Streamer } from './stream.ts';
+import { Streamer, isFinalDrop } from './stream.ts';
 import type { DroppedRecord, StreamKind } from './stream-types.ts';
 import { bundleJson } from '../schemas/trace/index.ts';
 import { nowIso, type SdkLogger } from './util.ts';
@@ -74,7 +74,8 @@ export async function reconcileBundle(dir: string, opts: ReconcileOptions): Prom
   const runId = ledger.run_id;
   result.run_id = runId;
   const records = ledger.records as DroppedRecord[];
-  const pending = records.filter((e) => e && typeof e === 'object' && e.recovered !== true);
+  // a record the ingest refused with 429 twice was dropped for good (the spec's client), never re-sent
+  const pending = records.filter((e) => e && typeof e === 'object' && e.recovered !== true && !isFinalDrop(e));
   result.pending = pending.length;
   if (!pending.length) return result;
 

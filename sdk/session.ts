@@ -109,7 +109,7 @@ export class DebugSession {
     return streamer ? { ...streamer.stats, modelio_latched: streamer.modelioLatched, queue_depth: streamer.depth } : null;
   }
 
-  /** Records the ingest did not take while streaming (429, 5xx, unreachable, queue full), each marked recovered once close() re-sent it; empty without a DSN. */
+  /** Records the ingest did not take while streaming (429 twice, 5xx, unreachable, queue full), each marked recovered once close() re-sent it (never one refused with 429 twice: dropped, as the spec's client); empty without a DSN. */
   get dropLedger(): ReadonlyArray<Readonly<DroppedRecord>> {
     return this.core.streamer?.ledger.map((d) => ({ ...d })) ?? [];
   }

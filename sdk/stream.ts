@@ -9,8 +9,10 @@
 // keep flowing. A 403 on model-io latches model-io posting off.
 // Records the ingest did not take (429 twice, 5xx, unreachable, queue full)
 // go in a drop ledger; close() re-sends them once after the first flush (the
-// reconciliation), so an ingest that was down or throttled mid-session still
-// gets the whole run. An ingest without the batch route (404/405: only the spec's routes) gets
+// reconciliation), so an ingest that was down mid-session still gets the whole
+// run, except those refused with 429 twice: the spec's client drops them after
+// its two requests (the local bundle stays authoritative), so neither close nor
+// a later start sends them again (isFinalDrop). An ingest without the batch route (404/405: only the spec's routes) gets
 // the same records one by one, and the session stops trying the batch route.
 import { parseDsn, parseRetryAfter, type ParsedDsn } from './dsn.ts';
 import { IngestTransport, type FormPart } from './http-fetch.ts';
@@ -27,6 +29,9 @@ export type { DroppedRecord, StreamJob, StreamKind, StreamStats, StreamerOptions
 /** Screenshots per multipart batch, and their bytes together (a full-page capture can be megabytes; the ingest takes 20 MB a request) */
 const IMAGE_BATCH_MAX = 8;
 const IMAGE_BATCH_BYTES = 8 * 1024 * 1024;
+
+/** A record dropped by the spec's 429 rule (refused twice): it stays in the ledger, never sent again. */
+export const isFinalDrop = (d: DroppedRecord | undefined): boolean => d?.reason === '429';
 
 export class Streamer {
   readonly dsn: ParsedDsn;
@@ -423,7 +428,7 @@ export class Streamer {
    * so an append is not doubled.
    */
   private async reconcile(until: number): Promise<void> {
-    const again = this.missed.splice(0).filter((j) => !j.dropped?.recovered);
+    const again = this.missed.splice(0).filter((j) => !j.dropped?.recovered && !isFinalDrop(j.dropped));
     if (!again.length || this.abort.signal.aborted || Date.now() >= until) return;
     this.log.debug('trace stream reconciling records the ingest did not take', { records: again.length });
     for (const j of again) {
@@ -438,7 +443,7 @@ export class Streamer {
   /** Records in the ledger not delivered yet, with their bodies read now (after close: what a later start must re-send). */
   unsent(): Array<{ entry: DroppedRecord; body?: unknown; image?: Buffer }> {
     return this.everMissed
-      .filter((j) => j.dropped && !j.dropped.recovered)
+      .filter((j) => j.dropped && !j.dropped.recovered && !isFinalDrop(j.dropped))
       .map((j) => ({ entry: j.dropped!, ...(j.image ? { image: j.image } : { body: this.bodyOf(j) }) }));
   }
 

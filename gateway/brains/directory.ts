@@ -7,11 +7,11 @@
 // state.
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { badRequest, modelNotFound } from '../errors.ts';
+import { badRequest, modelNotFound, modelNotServed } from '../errors.ts';
 import type { Brain, ThinkOptions } from '../plugins/contract.ts';
 import type { PluginRegistry } from '../plugins/registry.ts';
 import type { TenantResolver } from '../http/tenants.ts';
-import { DEFAULT_MODEL, configuredModels, servedModels } from './model-ids.ts';
+import { DEFAULT_MODEL, acceptedModels, configuredModels } from './model-ids.ts';
 
 export class BrainDirectory {
   constructor(
@@ -25,7 +25,7 @@ export class BrainDirectory {
   select(requested: string | undefined): string {
     if (this.singleModel) return this.singleModel;
     const id = requested ?? DEFAULT_MODEL;
-    if (!servedModels(undefined, this.plugins.brainIds()).includes(id)) {
+    if (!this.accepted().includes(id)) {
       throw badRequest(`cua_model: unknown brain '${id.slice(0, 64)}'; GET /v1/models lists the accepted ids`);
     }
     return id;
@@ -34,11 +34,22 @@ export class BrainDirectory {
   /** The brain id of an OpenAI-style request: like select, but an id no backend serves here is 404 model_not_found. */
   selectServed(requested: string | undefined): string {
     const id = this.singleModel ?? requested ?? DEFAULT_MODEL;
-    if (!this.configured().includes(id)) throw modelNotFound(id);
+    this.mustServe(id);
     return id;
   }
 
-  /** The ids a backend serves on this deployment (GET /v1/models). */
+  /** Throws 404 model_not_found, saying whether the id is accepted at all, unless a backend serves it here. */
+  mustServe(id: string, param: string | null = 'model', why = ''): void {
+    if (this.configured().includes(id)) return;
+    throw this.accepted().includes(id) ? modelNotServed(id, param, why) : modelNotFound(id, param);
+  }
+
+  /** The ids the service accepts (GET /v1/models), served here or not. */
+  accepted(): string[] {
+    return acceptedModels(this.plugins.brainIds());
+  }
+
+  /** The ids a backend serves on this deployment (`served: true` on GET /v1/models). */
   configured(): string[] {
     return configuredModels(this.singleModel, this.plugins.brainIds());
   }

@@ -40,11 +40,11 @@ export function jsonDepth(text: string, cap: number): number {
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
 /** How much of a refused body is read and dropped before the connection is closed, at most. */
-const DRAIN_MAX_BYTES = 64 * 1024 * 1024;
-const DRAIN_MAX_MS = 10_000;
+export const DRAIN_MAX_BYTES = 64 * 1024 * 1024;
+export const DRAIN_MAX_MS = 10_000;
 
 /** Reads and discards a request until it ends, `maxBytes` were read or `maxMs` passed (nginx's lingering close, bounded). */
-function drain(req: IncomingMessage, maxBytes: number, maxMs: number): Promise<void> {
+export function drain(req: IncomingMessage, maxBytes: number, maxMs: number): Promise<void> {
   if (req.readableEnded || req.destroyed) return Promise.resolve();
   return new Promise((resolve) => {
     let seen = 0;

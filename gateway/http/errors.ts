@@ -1,5 +1,5 @@
-// Turns every failure into {detail} with the right status, or into OpenAI's
-// {error: {message, type, code, param}} when the matched route declares
+// Turns every failure into {detail} with the right status, with OpenAI's
+// {error: {message, type, code, param}} beside it when the matched route declares
 // `openai` (its chain marks ctx.state.errorShape). A ServiceError's detail is
 // safe to show; a dependency that cannot be reached (Redis, PostgreSQL) is 503 with
 // Retry-After; anything else is logged with its stack and answered with a
@@ -9,6 +9,21 @@ import { dependencyUnavailable, isServiceError, type ErrorClass, type ServiceErr
 import { unreachableDependency } from '../state/backend.ts';
 import type { Ctx, Next } from '../context.ts';
 import { openAiError } from './openai-errors.ts';
+import { DRAIN_MAX_BYTES, DRAIN_MAX_MS, drain } from './body.ts';
+
+/**
+ * A request refused before its body was read (auth, scope, limits) leaves that
+ * body on a kept-alive connection, and node closed such a connection after the
+ * answer without saying so: a client reusing it got a reset. The body is read
+ * and dropped (bounded, as body.ts does for one past the cap); when it could not
+ * be, the answer says `Connection: close` so the client opens a new one.
+ */
+async function settleUnreadBody(ctx: Ctx): Promise<void> {
+  const req = ctx.req;
+  if (req.complete || !(Number(req.headers['content-length']) > 0 || req.headers['transfer-encoding'])) return;
+  await drain(req, DRAIN_MAX_BYTES, DRAIN_MAX_MS);
+  if (!req.complete) ctx.set('Connection', 'close');
+}
 
 function answer(ctx: Ctx, status: number, message: string, errorClass?: ErrorClass, param: string | null = null): void {
   ctx.status = status;
@@ -46,6 +61,8 @@ export function errorBodies(log: Logger) {
       }
       log.error({ err, request_id: ctx.state.requestId, tenant_id: ctx.state.tenant?.tenant_id }, 'unhandled error');
       answer(ctx, 500, `internal error (request id ${ctx.state.requestId})`, 'internal');
+    } finally {
+      if (ctx.status >= 400) await settleUnreadBody(ctx);
     }
   };
 }

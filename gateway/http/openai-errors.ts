@@ -1,5 +1,7 @@
 // The OpenAI error body, {error: {message, type, code, param}}, for routes that
-// declare `openai` (route.ts). The OpenAI SDKs read `error.message` into the
+// declare `openai` (route.ts), with the spec's `detail` beside it (the same
+// text as error.message): one body that the official SDKs and the spec's clients
+// both read, whichever client calls the route. The OpenAI SDKs read `error.message` into the
 // exception's message and pick the exception class by status, so the status is
 // the catalogue's and type/code follow the OpenAI API where it has one:
 // 401 invalid_api_key, 404 model_not_found, 429 rate_limit_exceeded, 400
@@ -9,6 +11,7 @@
 import type { ErrorClass } from '../errors.ts';
 
 export interface OpenAiErrorBody {
+  detail: string;
   error: { message: string; type: string; code: string | null; param: string | null };
 }
 
@@ -25,5 +28,5 @@ export function openAiError(status: number, message: string, errorClass: ErrorCl
   const known = errorClass ? KNOWN[errorClass] : undefined;
   const type = known?.type ?? (status >= 500 ? 'server_error' : 'invalid_request_error');
   const code = known ? known.code : (errorClass ?? null);
-  return { error: { message, type, code, param } };
+  return { detail: message, error: { message, type, code, param } };
 }

@@ -5,6 +5,7 @@ import { hash, timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { validator, describeError } from '../../schemas/index.ts';
 import type { Logger } from '../log.ts';
+import { allowedDomainProblem } from '../../shared/allowed-domains.ts';
 
 import type { TenantConfig } from '../../schemas/types.gen.ts';
 
@@ -36,6 +37,12 @@ export function tenantFromConfig(raw: unknown): { tenant: Tenant } | { problem: 
   const copy = structuredClone(raw) as Record<string, unknown>;
   if (!validateTenant(copy)) return { problem: describeError('', validateTenant.errors) };
   const t = copy as unknown as Tenant;
+  // a malformed range or a wildcard over an address would silently match nothing
+  // the operator meant to allow; the entry is refused (and logged) like any invalid one
+  for (const [i, pattern] of (t.allowed_domains ?? []).entries()) {
+    const problem = allowedDomainProblem(pattern);
+    if (problem) return { problem: `allowed_domains[${i}]: ${problem}` };
+  }
   t.scopes = [...new Set(t.scopes)];
   return { tenant: t };
 }

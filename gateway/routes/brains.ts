@@ -8,7 +8,7 @@
 // bind it to the caller's tenant. A brain id no backend serves here is 404
 // (model_not_found); an unreachable, refusing or garbling upstream is 502.
 import { loadSharp } from '../../shared/load-once.ts';
-import { ServiceError, badRequest, modelNotFound } from '../errors.ts';
+import { ServiceError, badRequest, modelNotFound, modelNotServed } from '../errors.ts';
 import { isBrainError, type Action, type Frame, type Inference } from '../plugins/contract.ts';
 import type { CuaRequest } from '../../schemas/types.gen.ts';
 import type { Ctx } from '../context.ts';
@@ -46,7 +46,7 @@ export async function frameOf(field: string, data: string, url?: string): Promis
 export async function turn(ctx: Ctx, s: Services, id: string, frame: Frame, task: string, history: Action[], screen?: { width: number; height: number }): Promise<Inference> {
   const tenant = ctx.state.tenant!;
   const brain = s.brains.forTenant(id, tenant.tenant_id);
-  if (!brain) throw modelNotFound(id);
+  if (!brain) throw s.brains.accepted().includes(id) ? modelNotServed(id) : modelNotFound(id);
   const size = screen ?? { width: frame.screenshot.width, height: frame.screenshot.height };
   const abort = new AbortController();
   const onClose = () => abort.abort(new Error('the caller went away'));

@@ -6,7 +6,7 @@
 // chat.completion.chunk events when stream is true): the service's `act`
 // function, or the caller's own when the request carries tools
 // (chat-tools.ts). Declared `openai`: the tenant token may come as
-// Authorization: Bearer, errors come as {error: {message, type, code, param}},
+// Authorization: Bearer, errors come as {detail, error: {message, type, code, param}},
 // and a brain id no backend serves here is 404 model_not_found.
 import { randomUUID } from 'node:crypto';
 import { PassThrough } from 'node:stream';
@@ -81,11 +81,11 @@ export const chatRoutes: RouteSpec[] = [
     body: { schema: 'chat.schema.json', maxBytes: (s) => s.config.maxBrainBodyBytes },
     responses: {
       '200': 'chat.completion (or text/event-stream of chat.completion.chunk ending with data: [DONE])',
-      '400': "{error: {type: invalid_request_error}}: a malformed body, or tools that cannot carry the service's action",
-      '401': '{error: {code: invalid_api_key}}',
-      '404': '{error: {code: model_not_found}}: no backend serves this model here',
-      '429': '{error: {code: rate_limit_exceeded}}; honour Retry-After',
-      '502': '{error: {type: server_error, code: upstream_unreachable}}: the brain upstream is unreachable, refused the call or answered without a usable action',
+      '400': "{detail, error: {type: invalid_request_error}}: a malformed or oversized body, or tools that cannot carry the service's action",
+      '401': '{detail, error: {code: invalid_api_key}}',
+      '404': '{detail, error: {code: model_not_found}}: an id that is not accepted, or one no backend serves here',
+      '429': '{detail, error: {code: rate_limit_exceeded}}; honour Retry-After',
+      '502': '{detail, error: {type: server_error, code: upstream_unreachable}}: the brain upstream is unreachable, refused the call or answered without a usable action',
     },
     async handler(ctx, s) {
       const body = ctx.state.body as ChatCompletionRequest;

@@ -10,7 +10,7 @@ import { applyPlanPolicy } from '../runs/plan-policy.ts';
 import type { Ctx } from '../context.ts';
 import type { Services } from '../services.ts';
 import type { DiagnoseFingerprintRequest, Step } from '../../schemas/types.gen.ts';
-import type { RouteSpec } from './route.ts';
+import { TEXT_BODY, type RouteSpec } from './route.ts';
 import { FINGERPRINT_PAGE } from './fingerprint-page.ts';
 
 export const DIAGNOSTIC = { maxSteps: 8, maxMinutes: 3, maxCost: 0.3, maxRows: 60 } as const;
@@ -115,6 +115,7 @@ export const diagnoseRoutes: RouteSpec[] = [
     summary: "The gateway's own fingerprint test page",
     tags: ['diagnose'],
     auth: false,
+    content: { 'text/html': TEXT_BODY },
     async handler(ctx) {
       ctx.type = 'text/html';
       ctx.set('Cache-Control', 'no-store');

@@ -8,7 +8,7 @@ import { DEPENDENCY_RETRY_AFTER_SECONDS, ServiceError, modelNotFound, notFound }
 import { versionBody } from '../version.ts';
 import type { Ctx } from '../context.ts';
 import type { Services } from '../services.ts';
-import { param, type RouteSpec } from './route.ts';
+import { TEXT_BODY, param, type RouteSpec } from './route.ts';
 
 const require = createRequire(import.meta.url);
 
@@ -41,6 +41,8 @@ function docsPage(path: string, summary: string, html: string): RouteSpec {
     summary,
     tags: ['ops'],
     auth: false,
+    content: { 'text/html': TEXT_BODY },
+    responses: { '404': 'the docs UI is disabled (SERVICE_ENABLE_DOCS_UI)' },
     async handler(ctx, s) {
       docsGate(ctx, s.config.enableDocsUi);
       ctx.type = 'text/html';
@@ -50,7 +52,7 @@ function docsPage(path: string, summary: string, html: string): RouteSpec {
 }
 
 const createdOf = (s: Services): number => Math.floor(Date.parse(s.version.started_at) / 1000);
-const modelObject = (id: string, created: number) => ({ id, object: 'model', created, owned_by: 'runplane' });
+const modelObject = (id: string, created: number, served: boolean) => ({ id, object: 'model', created, owned_by: 'runplane', served });
 
 const health: RouteSpec['handler'] = async (ctx) => {
   ctx.body = { status: 'ok' };
@@ -88,28 +90,29 @@ export const opsRoutes: RouteSpec[] = [
     method: 'GET',
     path: '/v1/models',
     ok: 'responses.schema.json#/$defs/ModelList',
-    summary: 'The brain ids this deployment serves (a backend is configured for each), in the OpenAI list shape',
+    summary: 'The accepted brain ids (the spec\'s eight, then plugin brains), in the OpenAI list shape; `served` says whether a backend serves each on this deployment',
     tags: ['ops'],
     auth: false,
     openai: true,
     async handler(ctx, s) {
       const created = createdOf(s);
-      ctx.body = { object: 'list', data: s.brains.configured().map((id) => modelObject(id, created)) };
+      const served = new Set(s.brains.configured());
+      ctx.body = { object: 'list', data: s.brains.accepted().map((id) => modelObject(id, created, served.has(id))) };
     },
   },
   {
     method: 'GET',
     path: '/v1/models/:model',
     ok: 'responses.schema.json#/$defs/Model',
-    summary: 'One served brain id; 404 model_not_found for any other',
+    summary: 'One accepted brain id, served here or not; 404 model_not_found for any other',
     tags: ['ops'],
     auth: false,
     openai: true,
-    responses: { '200': '{id, object: model, created, owned_by}', '404': '{error: {code: model_not_found}}' },
+    responses: { '200': '{id, object: model, created, owned_by, served}', '404': '{detail, error: {code: model_not_found}}' },
     async handler(ctx, s) {
       const id = param(ctx, 'model');
-      if (!s.brains.configured().includes(id)) throw modelNotFound(id);
-      ctx.body = modelObject(id, createdOf(s));
+      if (!s.brains.accepted().includes(id)) throw modelNotFound(id);
+      ctx.body = modelObject(id, createdOf(s), s.brains.configured().includes(id));
     },
   },
   {
@@ -118,6 +121,8 @@ export const opsRoutes: RouteSpec[] = [
     summary: 'Prometheus metrics; 503 when the metrics library is missing',
     tags: ['ops'],
     auth: false,
+    content: { 'text/plain': { ...TEXT_BODY, description: 'the Prometheus text exposition format, version 0.0.4' } },
+    responses: { '503': 'the metrics library (prom-client) is not installed' },
     async handler(ctx, s) {
       if (!s.metrics.available) throw new ServiceError('unavailable', 'metrics are unavailable: the prom-client library is not installed');
       const m = await s.metrics.render();
@@ -131,6 +136,7 @@ export const opsRoutes: RouteSpec[] = [
     summary: 'OpenAPI 3.1 document of this service',
     tags: ['ops'],
     auth: false,
+    content: { 'application/json': { type: 'object', required: ['openapi', 'info', 'paths'], description: 'an OpenAPI 3.1 document' } },
     async handler(ctx, s) {
       ctx.body = s.openapi();
     },

@@ -19,6 +19,7 @@ export const pluginListRoutes: RouteSpec[] = [
     summary: 'Loaded plugins in load order: name, version, apiVersion, source (builtin or operator) and what each registered',
     tags: ['plugins'],
     auth: true,
+    ok: 'responses.schema.json#/$defs/PluginList',
     responses: { '200': '{plugins: [{name, version, apiVersion, source, dependsOn, route_prefix, registered: {step_types, step_handlers, brains, recipes, host_tools, trace_sinks, routes}}]}' },
     async handler(ctx, s) {
       ctx.body = {

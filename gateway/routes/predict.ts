@@ -3,7 +3,7 @@ import { ServiceError, badRequest } from '../errors.ts';
 import { requireScope } from '../http/auth.ts';
 import type { RateHeaders } from '../http/limits.ts';
 import type { Tenant } from '../http/tenants.ts';
-import { applyPlanPolicy, checkPlaneFit } from '../runs/plan-policy.ts';
+import { applyPlanPolicy, brainNeeds, checkPlaneFit } from '../runs/plan-policy.ts';
 import { loadMicroPlan } from '../runs/plan-source.ts';
 import { TERMINAL, logsBody, resultBody, statusBody, type EffectiveRuntime } from '../runs/records.ts';
 import { validator, describeError } from '../../schemas/index.ts';
@@ -96,7 +96,11 @@ async function startRun(ctx: Ctx, s: Services, body: PredictBody, tenant: Tenant
   if (s.proxies && runtime.proxy_disabled !== true && !s.proxies.has(runtime.proxy_provider)) {
     throw badRequest(`proxy_provider: '${runtime.proxy_provider}' is not configured on this deployment`);
   }
-  checkPlaneFit(Array.isArray(planInput) ? root : `${root}.steps`, plan.steps, runtime.compute_backend, (type) => s.plugins.stepHandler(type)?.needs?.domAware === true);
+  const stepsRoot = Array.isArray(planInput) ? root : `${root}.steps`;
+  checkPlaneFit(stepsRoot, plan.steps, runtime.compute_backend, (type) => s.plugins.stepHandler(type)?.needs?.domAware === true);
+  for (const [id, where] of brainNeeds(stepsRoot, plan.steps, cuaModel, (type) => s.plugins.stepHandler(type)?.needs?.brain === true)) {
+    s.brains.mustServe(id, id === cuaModel ? 'cua_model' : null, `${where} needs a brain, and `);
+  }
 
   if (body.state_key !== undefined && body.profile_id !== undefined && body.state_key !== body.profile_id) {
     throw badRequest('state_key: is the legacy name of profile_id; give one of them, or the same value in both', 'state_key');
@@ -227,7 +231,7 @@ export const predictRoutes: RouteSpec[] = [
         if (body.plan !== undefined) checkPlanShape('plan', body.plan);
       },
     },
-    responses: { '200': 'run handle {run_id, status}, or the status, result or logs body', '429': 'rate or concurrency limit; honour Retry-After' },
+    responses: { '200': 'run handle {run_id, status}, or the status, result or logs body', '404': 'run_id not owned by the tenant; or the plan needs a brain this deployment accepts but does not serve (GET /v1/models: served)', '429': 'rate or concurrency limit; honour Retry-After' },
     async handler(ctx, s) {
       const body = ctx.state.body as PredictBody;
       const tenant = ctx.state.tenant!;

@@ -29,7 +29,7 @@ export interface RouteSpec {
   /**
    * An OpenAI-compatible route (for clients such as the official SDKs): the
    * tenant token is also accepted as `Authorization: Bearer <token>`, and
-   * errors take OpenAI's {error: {message, type, code, param}} shape.
+   * errors carry OpenAI's {error: {message, type, code, param}} beside `detail`.
    */
   openai?: boolean;
   scope?: Scope;
@@ -43,5 +43,12 @@ export interface RouteSpec {
   responses?: Record<string, string>;
   /** the schema of the 200 body (`responses.schema.json#/$defs/Name`): documented in OpenAPI and checked by the contract tests */
   ok?: string;
+  /** the 200 body's media types and their schemas, for a route that answers text, HTML or files (beside `ok`'s application/json) */
+  content?: Record<string, Record<string, unknown>>;
   handler(ctx: Ctx, s: Services): Promise<void>;
 }
+
+/** A text or HTML body in the OpenAPI document. */
+export const TEXT_BODY = { type: 'string' };
+/** A file's bytes in the OpenAPI document (the 3.0 spelling, which 3.1 tools still read). */
+export const BINARY_BODY = { type: 'string', format: 'binary' };

@@ -9,7 +9,7 @@ import { lastEventId, streamRunEvents } from './sse.ts';
 import { traceDir } from '../trace/recorder.ts';
 import { checkRelpath } from '../../sdk/store.ts';
 import type { Ctx } from '../context.ts';
-import { param, type RouteSpec } from './route.ts';
+import { BINARY_BODY, TEXT_BODY, param, type RouteSpec } from './route.ts';
 
 const runId = (ctx: Ctx): string => param(ctx, 'run_id');
 /** Longest a read waits for the work its ended run left (the plane's close, the trace's write). */
@@ -30,11 +30,12 @@ async function sendFile(ctx: Ctx, file: string, type: string, missing: string): 
 }
 
 /** A file the runner leaves in the run's directory, readable with scope result. */
-function runFileRoute(routePath: string, summary: string, file: string, type: string, missing: string, o: { afterPlaneClose?: boolean } = {}): RouteSpec {
+function runFileRoute(routePath: string, summary: string, file: string, type: string, missing: string, o: { afterPlaneClose?: boolean; ok?: string } = {}): RouteSpec {
   return {
     method: 'GET',
     path: routePath,
     summary,
+    ...(o.ok ? { ok: o.ok } : { content: { [type]: BINARY_BODY } }),
     tags: ['runs'],
     auth: true,
     scope: 'result',
@@ -137,6 +138,7 @@ export const runRoutes: RouteSpec[] = [
   {
     method: 'GET',
     path: '/v1/runs/:run_id/trace',
+    ok: 'responses.schema.json#/$defs/RunTrace',
     summary: "The run's trace: its manifest, where to read each bundle file, and its place on the ingest service; 404 until the bundle is written (the run ended)",
     tags: ['runs'],
     auth: true,
@@ -162,6 +164,14 @@ export const runRoutes: RouteSpec[] = [
     path: '/v1/runs/:run_id/trace/*file',
     summary: "One file of the run's trace bundle (manifest.json, trace.json, steps/NNNN.json, events/*.jsonl, screenshots/NNNN_<kind>.png, ...)",
     tags: ['runs'],
+    // one entry per type of BUNDLE_TYPES, and the fallback
+    content: {
+      'application/json': { type: 'object', description: 'manifest.json, trace.json, steps/NNNN.json: the trace bundle schemas (schemas/trace)' },
+      'application/x-ndjson': { ...TEXT_BODY, description: 'events/*.jsonl: one JSON record a line' },
+      'image/png': BINARY_BODY,
+      'text/plain': TEXT_BODY,
+      'application/octet-stream': BINARY_BODY,
+    },
     auth: true,
     scope: 'logs',
     async handler(ctx, s) {
@@ -178,8 +188,8 @@ export const runRoutes: RouteSpec[] = [
       await sendFile(ctx, path.join(traceDir(s.config.dataDir, run), safe), BUNDLE_TYPES[path.extname(safe)] ?? 'application/octet-stream', 'no such file in this trace');
     },
   },
-  runFileRoute('/v1/runs/:run_id/artifacts/extracted_rows.json', 'Extracted rows of a run; 404 while none exist', 'extracted_rows.json', 'application/json', 'this run has no extracted rows'),
-  runFileRoute('/v1/runs/:run_id/artifacts/extracted_rows.meta.json', 'Metadata of the extracted rows (entity_name, extractions, extraction_quality); 404 while none exist', 'extracted_rows.meta.json', 'application/json', 'this run has no extracted rows'),
+  runFileRoute('/v1/runs/:run_id/artifacts/extracted_rows.json', 'Extracted rows of a run; 404 while none exist', 'extracted_rows.json', 'application/json', 'this run has no extracted rows', { ok: 'responses.schema.json#/$defs/ExtractedRows' }),
+  runFileRoute('/v1/runs/:run_id/artifacts/extracted_rows.meta.json', 'Metadata of the extracted rows (entity_name, extractions, extraction_quality); 404 while none exist', 'extracted_rows.meta.json', 'application/json', 'this run has no extracted rows', { ok: 'responses.schema.json#/$defs/ExtractedRowsMeta' }),
   runFileRoute('/v1/runs/:run_id/video', "The plane's screen recording of a run (WebM, VP8); 404 if none", 'video.webm', 'video/webm', 'this run has no video recording', { afterPlaneClose: true }),
   {
     method: 'POST',

@@ -1,6 +1,6 @@
 // Rows checked against an extract block: values coerced to the field types, a
 // row missing a required field (ExtractField.required, or named by the
-// recipe's required_fields) dropped as partial, max_items applied, rows whose
+// recipe's required_fields) dropped as partial, the row limit applied, rows whose
 // text holds a spam indicator marked with the spam label, and rows whose
 // non-URL fields are all placeholders counted (the spec's
 // extraction_quality.unknown_placeholder_row_count).
@@ -18,6 +18,8 @@ export interface RowRules {
   /** field names a row must have beyond the fields marked required */
   required?: string[];
   spam?: { indicators: string[]; label: string };
+  /** rows kept at most (undefined: all) */
+  limit?: number;
 }
 
 const PLACEHOLDER = /^\s*(<unknown>|unknown|none|null|n\/a|-|)\s*$/i;
@@ -78,7 +80,7 @@ export function checkRows(extract: Extract, raw: Array<Record<string, unknown>>,
     const nonUrl = fields.filter((f) => !isUrlField(f));
     if (nonUrl.length > 0 && nonUrl.every((f) => row[f.name] === null || PLACEHOLDER.test(String(row[f.name])))) placeholders++;
     out.push(row);
-    if (extract.max_items !== undefined && out.length >= extract.max_items) break;
+    if (rules.limit !== undefined && out.length >= rules.limit) break;
   }
   return { rows: out, dropped_partial: dropped, unknown_placeholder_row_count: placeholders, spam };
 }

@@ -34,7 +34,11 @@ export function checkStepRows(step: Step, raw: Array<Record<string, unknown>>, e
   const extract: Extract = step.extract ?? { fields: Object.keys(raw[0] ?? {}).map((name) => ({ name, type: 'str' as const })) };
   const rules = stepRules(step);
   const spam = rules.spamIndicators.length > 0 ? { indicators: rules.spamIndicators, label: rules.spamLabel } : undefined;
-  const checked = checkRows(extract, raw, { required: rules.requiredFields, ...(spam ? { spam } : {}) });
+  // the spec: max_items caps the rows and a block without it is a single-row extraction, on the
+  // mechanical path (which reads every card) as on the model's (asked for one row); hints.layout
+  // single keeps every card it read so that its exactly-one check sees a listing for what it is
+  const limit = rules.layout === 'single' ? step.extract?.max_items : step.extract ? (step.extract.max_items ?? 1) : undefined;
+  const checked = checkRows(extract, raw, { required: rules.requiredFields, ...(spam ? { spam } : {}), ...(limit !== undefined ? { limit } : {}) });
   const quality = { dropped_partial_row_count: checked.dropped_partial, spam_row_count: checked.spam, excluded_card_count: excludedCards };
   const what = rules.entityName ?? 'row';
   const parts = [`${checked.rows.length} ${what}(s) kept`];

@@ -3,7 +3,7 @@
 // tenant's allowed_domains) at any nesting depth, and loop_count clamping.
 // Returns a normalized copy; never mutates the caller's plan.
 import { ServiceError, badRequest } from '../errors.ts';
-import { hostAllowed } from './domains.ts';
+import { hostAllowed } from '../../shared/allowed-domains.ts';
 
 import type { Step, Runtime as PlanRuntime } from '../../schemas/types.gen.ts';
 
@@ -86,4 +86,25 @@ export function checkPlaneFit(stepsRoot: string, steps: Step[], backend: string,
       if (Array.isArray(step.steps)) walk(step.steps, `${where}.steps`);
     });
   walk(steps, stepsRoot);
+}
+
+/**
+ * The brains a plan's steps need, each with the first step (depth first) that
+ * needs it: the run's brain for a step whose handler drives it (default-cua, an
+ * unknown type's generic handler), `hosted-api` for a hosted-api step. The
+ * submission refuses a plan whose brain no backend serves, rather than a run
+ * that fails at that step.
+ */
+export function brainNeeds(stepsRoot: string, steps: Step[], runBrain: string, drivesRunBrain: (type: string) => boolean): Map<string, string> {
+  const needs = new Map<string, string>();
+  const walk = (list: Step[], at: string): void =>
+    list.forEach((step, i) => {
+      const where = `${at}[${i}] (${step.type})`;
+      // a loop is the runner's own, never a handler's (the generic handler would claim it)
+      const id = step.type === 'hosted-api' ? 'hosted-api' : step.type !== 'loop' && drivesRunBrain(step.type) ? runBrain : undefined;
+      if (id !== undefined && !needs.has(id)) needs.set(id, where);
+      if (Array.isArray(step.steps)) walk(step.steps, `${at}[${i}].steps`);
+    });
+  walk(steps, stepsRoot);
+  return needs;
 }

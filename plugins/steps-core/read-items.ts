@@ -1,7 +1,9 @@
 // Mechanical extraction: the extract block's item_selector and field
 // selectors, read in the page on DOM planes. The recipe's
-// listing_card_exclusions leave cards out before any is read; hints.layout
-// single reads every card (the runner then wants exactly one row).
+// listing_card_exclusions leave cards out before any is read. max_items cards
+// are read (every card, up to 1,000, without it: the runner then keeps the first
+// that passes its checks, a single-row extraction as on the model path);
+// hints.layout single reads every card and wants exactly one row.
 import type { StepContext, StepResult } from '../../gateway/plugins/contract.ts';
 import { CARD_TEXT_FIELD, stepRules } from '../../shared/recipe-keys.ts';
 import { extractRows, type FieldSpec } from './page-scripts.ts';
@@ -13,6 +15,7 @@ export async function readItems(ctx: StepContext): Promise<StepResult | undefine
   const fields: FieldSpec[] = (ex.fields ?? []).map((f) => ({ name: f.name, selector: f.selector, attr: f.attr }));
   if (fields.length === 0) return { success: false, failure_class: 'extractor_error', data: 'extract has item_selector but no fields', halt: { halt_class: 'no_schema_configured' } };
   const rules = stepRules(ctx.step);
+  // without max_items every card is read, so the one row kept is the first that passes the runner's checks
   const max = rules.layout === 'single' ? 1000 : (ex.max_items ?? 1000);
   const r = await dom.evaluate<{ rows?: Array<Record<string, unknown>>; total?: number; excluded?: number; error?: string }>(extractRows(ex.item_selector, fields, max, rules.cardExclusions, CARD_TEXT_FIELD));
   if (r.error) return { success: false, failure_class: 'extractor_error', data: r.error };

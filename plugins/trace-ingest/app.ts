@@ -19,6 +19,7 @@ import { pathParamProblem } from './route-kit.ts';
 import { ROUTES, type Reply, type RouteCtx, type RouteDef } from './routes.ts';
 import { IngestService, type IngestOptions, type Viewer } from './service.ts';
 import { runBatch } from './batch.ts';
+import { keepAliveBeyondHint } from '../../shared/keep-alive.ts';
 
 export type { IngestOptions };
 
@@ -343,7 +344,7 @@ export async function createIngestApp(options: IngestOptions): Promise<IngestApp
     callback: () => app.callback(),
     listen(port = 0, host = '127.0.0.1') {
       const server = http.createServer(app.callback());
-      server.keepAliveTimeout = 5000;
+      keepAliveBeyondHint(server);
       servers.add(server);
       return new Promise((resolve, reject) => {
         server.once('error', reject);

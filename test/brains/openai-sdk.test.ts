@@ -25,6 +25,9 @@ async function thrown(p: Promise<unknown>): Promise<unknown> {
 describe('OpenAI SDK against the OpenAI-compatible routes (fake model server)', function () {
   this.timeout(30_000);
   const token = newToken();
+  /** a tenant with one rate token a minute */
+  const once = newToken();
+  const BRAIN_BODY_MAX = 256 * 1024;
   let fake: FakeModel;
   let gw: TestGateway;
   let client: OpenAI;
@@ -46,7 +49,7 @@ describe('OpenAI SDK against the OpenAI-compatible routes (fake model server)', 
         },
       }),
     );
-    gw = await startGateway({ env: { SERVICE_BRAINS_PATH: file }, keys: { [token]: { tenant_id: 'acme', rate_limit_per_minute: 0 } } });
+    gw = await startGateway({ env: { SERVICE_BRAINS_PATH: file, SERVICE_MAX_BRAIN_BODY_BYTES: String(BRAIN_BODY_MAX) }, keys: { [token]: { tenant_id: 'acme', rate_limit_per_minute: 0 }, [once]: { tenant_id: 'once', rate_limit_per_minute: 1 } } });
     client = new OpenAI({ apiKey: token, baseURL: `${gw.url}/v1` });
   });
   after(async () => {
@@ -115,12 +118,18 @@ describe('OpenAI SDK against the OpenAI-compatible routes (fake model server)', 
     }
   });
 
-  it('models.list returns only the configured brains; models.retrieve 404s the others', async () => {
+  it('models.list returns the accepted ids, served: true on the configured brains; models.retrieve 404s an unknown id', async () => {
+    const served: string[] = [];
     const ids: string[] = [];
-    for await (const m of client.models.list()) ids.push(m.id);
-    expect(ids).to.deep.equal(['default-cua', 'mid-cua-8b']);
+    for await (const m of client.models.list()) {
+      ids.push(m.id);
+      if ((m as unknown as { served: boolean }).served) served.push(m.id);
+    }
+    expect(ids).to.deep.equal(['default-cua', 'compact-cua', 'tuned-cua', 'mid-cua-8b', 'mid-cua-32b', 'large-cua-32b', 'large-cua-72b', 'hosted-api']);
+    expect(served).to.deep.equal(['default-cua', 'mid-cua-8b']);
     expect((await client.models.retrieve('default-cua')).id).to.equal('default-cua');
-    const e = await thrown(client.models.retrieve('hosted-api'));
+    expect(await client.models.retrieve('hosted-api')).to.include({ id: 'hosted-api', served: false });
+    const e = await thrown(client.models.retrieve('gpt-9'));
     expect(e).to.be.instanceOf(OpenAI.NotFoundError);
   });
 
@@ -136,7 +145,8 @@ describe('OpenAI SDK against the OpenAI-compatible routes (fake model server)', 
     const none = await gw.req('POST', '/v1/chat/completions', { body: { model: 'default-cua', messages: messages() } });
     expect(none.status).to.equal(401);
     expect(none.headers.get('www-authenticate')).to.equal('Bearer');
-    expect(none.body).to.deep.equal({ error: { message: 'missing credentials: send the tenant token as Authorization: Bearer <token> or X-Service-Token', type: 'invalid_request_error', code: 'invalid_api_key', param: null } });
+    const missing = 'missing credentials: send the tenant token as Authorization: Bearer <token> or X-Service-Token';
+    expect(none.body).to.deep.equal({ detail: missing, error: { message: missing, type: 'invalid_request_error', code: 'invalid_api_key', param: null } });
   });
 
   it('an unconfigured model is OpenAI.NotFoundError (model_not_found), and the SDK sends it exactly once', async () => {
@@ -146,7 +156,7 @@ describe('OpenAI SDK against the OpenAI-compatible routes (fake model server)', 
     const err = e as InstanceType<typeof OpenAI.NotFoundError>;
     expect(err.code).to.equal('model_not_found');
     expect(err.param).to.equal('model');
-    expect(err.message).to.match(/^404 the model 'large-cua-72b' does not exist on this deployment/);
+    expect(err.message).to.match(/^404 the model 'large-cua-72b' is accepted but not served by this deployment/);
     const lines = requestLines('/v1/chat/completions').slice(before);
     expect(lines.map((l) => l.status)).to.deep.equal([404]);
     expect(fake.requests).to.have.length(0);
@@ -161,6 +171,31 @@ describe('OpenAI SDK against the OpenAI-compatible routes (fake model server)', 
     expect(err.status).to.equal(502);
     expect(err.type).to.equal('server_error');
     expect(err.message).to.match(/^502 brain 'mid-cua-8b': .*unreachable \(ECONNREFUSED\); gave up after 2 attempts$/);
+  });
+
+  it('every error of the OpenAI-compatible routes carries both the spec\'s detail and OpenAI\'s error object', async () => {
+    const chat = (body: unknown, opts: { token?: string; raw?: string } = {}) =>
+      gw.req('POST', '/v1/chat/completions', { ...(opts.raw === undefined ? { body } : { raw: opts.raw }), headers: { 'Content-Type': 'application/json', ...(opts.token ? { Authorization: `Bearer ${opts.token}` } : {}) } });
+    const ok = { model: 'default-cua', messages: messages() };
+    await gw.req('POST', '/v1/chat/completions', { body: ok, headers: { Authorization: `Bearer ${once}` } }); // takes the one token
+    const cases: Array<[string, Promise<{ status: number; body: Body; headers: Headers }>, number, Body]> = [
+      ['malformed JSON', chat(undefined, { token, raw: '{"model":' }), 400, { type: 'invalid_request_error', code: null }],
+      ['a body past the limit', chat(undefined, { token, raw: JSON.stringify({ ...ok, pad: 'x'.repeat(BRAIN_BODY_MAX) }) }), 400, { type: 'invalid_request_error', code: null }],
+      ['no credentials', chat(ok), 401, { code: 'invalid_api_key' }],
+      ['an unknown model', chat({ ...ok, model: 'gpt-9' }, { token }), 404, { code: 'model_not_found', param: 'model' }],
+      ['an unknown model by id', gw.req('GET', '/v1/models/gpt-9'), 404, { code: 'model_not_found' }],
+      ['over the rate limit', chat(ok, { token: once }), 429, { type: 'requests', code: 'rate_limit_exceeded' }],
+      ['an unreachable upstream', chat({ ...ok, model: 'mid-cua-8b' }, { token }), 502, { type: 'server_error', code: 'upstream_unreachable' }],
+    ];
+    for (const [what, pending, status, error] of cases) {
+      const r = await pending;
+      expect(r.status, what).to.equal(status);
+      expect(r.body, what).to.have.all.keys('detail', 'error');
+      expect(r.body.detail, what).to.be.a('string').and.not.equal('');
+      expect(r.body.error, what).to.have.all.keys('message', 'type', 'code', 'param');
+      expect(r.body.error.message, what).to.equal(r.body.detail);
+      expect(r.body.error, what).to.deep.include(error);
+    }
   });
 
   it('over the rate limit is OpenAI.RateLimitError (rate_limit_exceeded) with Retry-After', async () => {
@@ -255,7 +290,7 @@ describe('OpenAI SDK against the OpenAI-compatible routes (fake model server)', 
       expect(run.body).to.have.all.keys('detail');
       const cuaModel = await gw.req('POST', '/v1/cua', { token, body: { screenshot: shot, task: 'x', cua_model: 'large-cua-72b' } });
       expect(cuaModel.status).to.equal(404);
-      expect(cuaModel.body).to.deep.equal({ detail: "the model 'large-cua-72b' does not exist on this deployment; GET /v1/models lists the served ids" });
+      expect(cuaModel.body).to.deep.equal({ detail: "the model 'large-cua-72b' is accepted but not served by this deployment (no backend is configured for it); GET /v1/models lists the accepted ids, with served: true on those served here" });
     });
   });
 });

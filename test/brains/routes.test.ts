@@ -167,7 +167,7 @@ describe('brain routes: POST /v1/cua and POST /v1/chat/completions (fake model s
       // runs too: the run's brain is SERVICE_MODEL whatever the body says
       const run = await single.req('POST', '/v1/predict', { token, body: { plan: [{ intent: 'x', type: 'default-cua' }], cua_model: 'mid-cua-8b' } });
       expect((await single.req('GET', `/v1/runs/${run.body.run_id}`, { token })).body.cua_model).to.equal('compact-cua');
-      expect((await single.req('GET', '/v1/models')).body.data.map((d: Body) => d.id)).to.deep.equal(['compact-cua']);
+      expect((await single.req('GET', '/v1/models')).body.data.filter((d: Body) => d.served).map((d: Body) => d.id)).to.deep.equal(['compact-cua']);
     });
   });
 

@@ -6,6 +6,7 @@ import { ALL_ROUTES } from '../../gateway/app.ts';
 import { validator } from '../../schemas/index.ts';
 import { componentFor } from '../../gateway/openapi.ts';
 import { MODEL_IDS } from '../../gateway/brains/model-ids.ts';
+import http from 'node:http';
 
 describe('unauthenticated and ops endpoints', () => {
   let gw: TestGateway;
@@ -29,25 +30,82 @@ describe('unauthenticated and ops endpoints', () => {
     expect(Date.parse(r.body.started_at)).to.be.a('number');
   });
 
-  it('lists on /v1/models only the brain ids a backend serves: none without a brains file', async () => {
+  it('lists on /v1/models the eight accepted ids whatever the brains file holds, each saying whether it is served', async () => {
     const r = await gw.req('GET', '/v1/models');
-    expect(r.body).to.deep.equal({ object: 'list', data: [] });
+    expect(r.body.object).to.equal('list');
+    expect(r.body.data.map((m: { id: string }) => m.id)).to.deep.equal(['default-cua', 'compact-cua', 'tuned-cua', 'mid-cua-8b', 'mid-cua-32b', 'large-cua-32b', 'large-cua-72b', 'hosted-api']);
+    for (const m of r.body.data) expect(m).to.include({ object: 'model', owned_by: 'runplane', served: false });
     const one = await gw.req('GET', `/v1/models/${MODEL_IDS[0]}`);
-    expect(one.status).to.equal(404);
-    expect(one.body.error).to.deep.include({ code: 'model_not_found', param: 'model' });
+    expect(one.status).to.equal(200);
+    expect(one.body).to.include({ id: 'default-cua', object: 'model', served: false });
+    const unknown = await gw.req('GET', '/v1/models/gpt-9');
+    expect(unknown.status).to.equal(404);
+    expect(unknown.body.error).to.deep.include({ code: 'model_not_found', param: 'model' });
   });
 
-  it('in single-brain mode lists SERVICE_MODEL only when a backend serves it, and ignores cua_model', async () => {
+  it('in single-brain mode marks SERVICE_MODEL served only when a backend serves it, and ignores cua_model', async () => {
     const token = newToken();
     const single = await startGateway({ env: { SERVICE_MODEL: 'compact-cua' }, keys: { [token]: { tenant_id: 'solo' } } });
     try {
-      expect((await single.req('GET', '/v1/models')).body.data, 'no brains file: compact-cua has no backend').to.deep.equal([]);
+      const listed = (await single.req('GET', '/v1/models')).body.data as Array<{ id: string; served: boolean }>;
+      expect(listed.map((m) => m.id), 'the accepted ids, served or not').to.deep.equal([...MODEL_IDS]);
+      expect(listed.filter((m) => m.served), 'no brains file: compact-cua has no backend').to.deep.equal([]);
       const r = await single.req('POST', '/v1/predict', { token, body: { plan: [step()], cua_model: 'large-cua-72b' } });
       expect(r.status).to.equal(200);
       const rec = await single.gateway.services.runs.get((await single.gateway.services.tenants.resolve(token))!, r.body.run_id);
       expect(rec.cua_model).to.equal('compact-cua');
     } finally {
       await single.close();
+    }
+  });
+
+  it('documents for every operation a 2xx body with its content type and a schema', async () => {
+    const doc = (await gw.req('GET', '/openapi.json')).body as { paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema?: object }> }> }>> };
+    const missing: string[] = [];
+    for (const [p, ops] of Object.entries(doc.paths)) {
+      for (const [method, op] of Object.entries(ops)) {
+        const bodies = Object.entries(op.responses)
+          .filter(([code]) => /^2\d\d$/.test(code))
+          .flatMap(([, r]) => Object.entries(r.content ?? {}));
+        const schemaless = bodies.filter(([, media]) => !media.schema || Object.keys(media.schema).length === 0).map(([type]) => type);
+        if (bodies.length === 0 || schemaless.length > 0) missing.push(`${method.toUpperCase()} ${p}${schemaless.length ? ` (${schemaless.join(', ')})` : ''}`);
+      }
+    }
+    expect(missing).to.deep.equal([]);
+    // the content types documented are the ones served
+    const served = async (p: string) => (await gw.req('GET', p)).headers.get('content-type')!.split(';')[0]!;
+    expect(Object.keys(doc.paths['/metrics']!.get!.responses['200']!.content!)).to.include(await served('/metrics'));
+    expect(Object.keys(doc.paths['/openapi.json']!.get!.responses['200']!.content!)).to.include(await served('/openapi.json'));
+    expect(doc.paths['/v1/runs/{run_id}/video']!.get!.responses['200']!.content!['video/webm']!.schema).to.deep.equal({ type: 'string', format: 'binary' });
+  });
+
+  it('keeps a kept-alive connection open past what it announces, and across a refused body', async () => {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const send = (method: string, p: string, body?: Buffer) =>
+      new Promise<{ status: number; headers: http.IncomingHttpHeaders; reused: boolean }>((resolve, reject) => {
+        const req = http.request(`${gw.url}${p}`, { method, agent, headers: body ? { 'content-type': 'application/json', 'content-length': String(body.length) } : {} }, (res) => {
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, reused: req.reusedSocket }));
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+    try {
+      const first = await send('GET', '/health');
+      // clients keep a connection for the hint less a second: the server keeps it 5 s longer than it says
+      expect(first.headers['keep-alive']).to.equal('timeout=60');
+      expect(gw.gateway.server!.keepAliveTimeout).to.be.greaterThan(65_000 - 1);
+      expect((await send('GET', '/health')).reused).to.equal(true);
+      // a body refused before it was read, and one past the size cap: the client is told, or the connection stays usable
+      for (const [p, size] of [['/v1/predict', 64 * 1024], ['/v1/diagnose/fingerprint', 64 * 1024 * 1024]] as const) {
+        const refused = await send('POST', p, Buffer.alloc(size, 0x20));
+        expect(refused.status, p).to.be.within(400, 599);
+        const next = await send('GET', '/health');
+        expect(next.status, `after ${p}`).to.equal(200);
+        if (refused.headers.connection !== 'close') expect(next.reused, `after ${p}: kept alive`).to.equal(true);
+      }
+    } finally {
+      agent.destroy();
     }
   });
 

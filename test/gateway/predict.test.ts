@@ -9,6 +9,8 @@ describe('POST /v1/predict: plans, policies and idempotency', () => {
   const other = newToken();
   const fenced = newToken();
   const capped = newToken();
+  const byAddress = newToken();
+  const badRange = newToken();
 
   before(async () => {
     const dir = (await import('node:fs/promises')).mkdtemp(path.join((await import('node:os')).tmpdir(), 'runplane-plans-'));
@@ -19,13 +21,18 @@ describe('POST /v1/predict: plans, policies and idempotency', () => {
     await writeFile(path.join(plans, 'broken.json'), JSON.stringify([{ type: 'click' }]));
     await writeFile(path.join(root, 'secret.json'), JSON.stringify([step()]));
     await symlink(path.join(root, 'secret.json'), path.join(plans, 'escape.json'));
+    // one served brain (no run executes here, so its backend is never called): the others stay accepted but not served
+    const brains = path.join(root, 'brains.json');
+    await writeFile(brains, JSON.stringify({ brains: { 'compact-cua': { protocol: 'compact-cua', base_url: 'http://127.0.0.1:9/v1', model: 'compact-cua' } } }));
     gw = await startGateway({
       dir: root,
-      env: { SERVICE_PLANS_DIR: plans, SERVICE_MAX_LOOP_ITERATIONS: '7' },
+      env: { SERVICE_PLANS_DIR: plans, SERVICE_MAX_LOOP_ITERATIONS: '7', SERVICE_BRAINS_PATH: brains },
       keys: {
         [acme]: { tenant_id: 'acme', rate_limit_per_minute: 0, max_concurrent_runs: 1000 },
         [other]: { tenant_id: 'other', rate_limit_per_minute: 0, max_concurrent_runs: 1000 },
         [fenced]: { tenant_id: 'fenced', rate_limit_per_minute: 0, max_concurrent_runs: 1000, allowed_domains: ['*.example.com', 'exact.org'] },
+        [byAddress]: { tenant_id: 'by-address', rate_limit_per_minute: 0, max_concurrent_runs: 1000, allowed_domains: ['127.0.0.1', '[::1]', '10.0.0.0/8', 'fd00::/8'] },
+        [badRange]: { tenant_id: 'bad-range', rate_limit_per_minute: 0, max_concurrent_runs: 1000, allowed_domains: ['10.0.0.0/33'] },
         [capped]: { tenant_id: 'capped', rate_limit_per_minute: 0, max_concurrent_runs: 1000, max_cost_per_run: 2, max_time_minutes_per_run: 10, default_compute_backend: 'dom_plane' },
       },
     });
@@ -109,6 +116,43 @@ describe('POST /v1/predict: plans, policies and idempotency', () => {
       const r = await run(fenced, { plan: [{ intent: 'c', type: 'click', hints: { fallback_url: 'https://evil.com/' } }] });
       expect(r.status).to.equal(403);
       expect((await run(acme, { plan: [step({ url: 'https://anything.net/' })] })).status).to.equal(200);
+    });
+
+    it('matches IP literals as addresses and CIDR ranges, and refuses a tenant whose range is malformed', async () => {
+      for (const url of ['http://127.0.0.1:8080/', 'http://127.1/', 'http://[::1]:9/', 'http://[0:0::1]/', 'http://10.1.2.3/', 'http://[fd00::7]/']) {
+        const r = await run(byAddress, { plan: [step({ url })] });
+        expect(r.status, url).to.equal(200);
+      }
+      for (const url of ['http://127.0.0.2/', 'http://11.0.0.1/', 'http://[::2]/', 'https://example.com/']) {
+        const r = await run(byAddress, { plan: [step({ url })] });
+        expect(r.status, url).to.equal(403);
+        expect(r.body.detail).to.match(/outside the tenant's allowed_domains/);
+      }
+      const refused = await run(badRange, { plan: [step({ url: 'http://10.1.2.3/' })] });
+      expect(refused.status).to.equal(401);
+    });
+  });
+
+  describe('brain ids', () => {
+    it('accepts all eight ids, and refuses a plan whose brain is accepted but not served with 404 {detail} naming /v1/models', async () => {
+      for (const id of ['default-cua', 'compact-cua', 'tuned-cua', 'mid-cua-8b', 'mid-cua-32b', 'large-cua-32b', 'large-cua-72b', 'hosted-api']) {
+        const r = await run(acme, { plan: [step()], cua_model: id });
+        expect(r.status, id).to.equal(200);
+      }
+      const served = await run(acme, { plan: [{ intent: 'look around', type: 'default-cua' }], cua_model: 'compact-cua' });
+      expect(served.status).to.equal(200);
+      const unserved = await run(acme, { plan: [step(), { intent: 'look around', type: 'default-cua' }], cua_model: 'large-cua-72b' });
+      expect(unserved.status).to.equal(404);
+      expect(unserved.body).to.deep.equal({
+        detail: "plan[1] (default-cua) needs a brain, and the model 'large-cua-72b' is accepted but not served by this deployment (no backend is configured for it); GET /v1/models lists the accepted ids, with served: true on those served here",
+      });
+      // an unknown step type falls back to the run's brain (default-cua when cua_model is absent), at any depth
+      const nested = await run(acme, { plan: { steps: [{ intent: 'l', type: 'loop', steps: [{ intent: 'x', type: 'teleport' }] }] } });
+      expect(nested.status).to.equal(404);
+      expect(nested.body.detail).to.match(/^plan\.steps\[0\]\.steps\[0\] \(teleport\) needs a brain, and the model 'default-cua' is accepted but not served/);
+      const hosted = await run(acme, { plan: [{ intent: 'read it', type: 'hosted-api' }], cua_model: 'compact-cua' });
+      expect(hosted.status).to.equal(404);
+      expect(hosted.body.detail).to.match(/^plan\[0\] \(hosted-api\) needs a brain, and the model 'hosted-api' is accepted but not served/);
     });
   });
 

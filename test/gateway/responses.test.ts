@@ -60,6 +60,9 @@ describe('success bodies against the OpenAPI document (real gateway, real runs)'
       conforms('GET', '/v1/runs/{run_id}/status', (await gw.req('GET', `/v1/runs/${id}/status`, { token })).body);
       conforms('GET', '/v1/runs/{run_id}/result', (await gw.req('GET', `/v1/runs/${id}/result`, { token })).body);
       conforms('GET', '/v1/runs/{run_id}/events', (await gw.req('GET', `/v1/runs/${id}/events`, { token })).body);
+      const trace = await gw.req('GET', `/v1/runs/${id}/trace`, { token });
+      expect(trace.status, trace.text).to.equal(200);
+      conforms('GET', '/v1/runs/{run_id}/trace', trace.body);
     }
     const list = (await gw.req('GET', '/v1/runs?limit=1', { token })).body;
     expect(list.next_cursor).to.be.a('string');
@@ -94,7 +97,7 @@ describe('success bodies against the OpenAPI document (real gateway, real runs)'
     const chat = await gw.req('POST', '/v1/chat/completions', { token, body: { model: 'default-cua', messages: [{ role: 'user', content: [{ type: 'text', text: 'Task: press the hit button' }, { type: 'image_url', image_url: { url: `data:image/png;base64,${png}` } }] }] } });
     expect(chat.status, chat.text).to.equal(200);
     conforms('POST', '/v1/chat/completions', chat.body);
-    for (const p of ['/health', '/v1/health', '/ready', '/v1/ready', '/v1/version']) conforms('GET', p, (await gw.req('GET', p, { token })).body);
+    for (const p of ['/health', '/v1/health', '/ready', '/v1/ready', '/v1/version', '/v1/plugins']) conforms('GET', p, (await gw.req('GET', p, { token })).body);
   });
 
   it('a body that breaks the schema is caught (the check can fail)', () => {

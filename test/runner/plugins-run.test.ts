@@ -73,24 +73,25 @@ describe('the example plugins in a run (SERVICE_PLUGINS_DIR=examples/plugins, re
     ]);
   });
 
-  it('reads declarations: a brain step without the brain fails without running; extract_data without a schema halts with no_schema_configured', async () => {
+  it('reads declarations: a brain step without the brain is refused at submission; extract_data without a schema halts with no_schema_configured', async () => {
     const plan = [
       { intent: 'open the listings', type: 'navigate', url: `${site.url}/list?page=1` },
       { intent: 'scroll down the list', type: 'brain_task', max_steps: 3 },
       { intent: 'read something', type: 'extract_data' },
       { intent: 'never reached', type: 'done' },
     ];
-    const r = await gw.req('POST', '/v1/predict', { token, body: { plan, detached: false, cua_model: 'default-cua' } });
-    expect(r.status, r.text).to.equal(200);
+    const refused = await gw.req('POST', '/v1/predict', { token, body: { plan, detached: false, cua_model: 'default-cua' } });
+    expect(refused.status).to.equal(404);
+    expect(refused.body.detail).to.match(/^plan\[1\] \(brain_task\) needs a brain, and the model 'default-cua' is accepted but not served/);
+    const r = await gw.req('POST', '/v1/predict', { token, body: { plan: plan.filter((p) => p.type !== 'brain_task'), detached: false } });
     const life = (await gw.req('GET', `/v1/runs/${r.body.run_id}`, { token })).body;
     expect(life).to.include({ status: 'failed', halt_class: 'no_schema_configured' });
     expect(r.body.error).to.equal('extract_failed');
     const steps = r.body.steps as Body[];
     // the step that halted the run has its entry, saying why
-    expect(steps.map((s) => s.type)).to.deep.equal(['navigate', 'brain_task', 'extract_data']);
-    expect(steps[1]).to.include({ success: false, attempts: 1, data: "brain 'default-cua' is not configured on this deployment" });
-    expect(steps[2]).to.include({ success: false, failure_class: 'extractor_error', attempts: 1 });
-    expect(steps[2]!.data).to.match(/^halted \(no_schema_configured\): step type 'extract_data' needs an extraction schema/);
+    expect(steps.map((s) => s.type)).to.deep.equal(['navigate', 'extract_data']);
+    expect(steps[1]).to.include({ success: false, failure_class: 'extractor_error', attempts: 1 });
+    expect(steps[1]!.data).to.match(/^halted \(no_schema_configured\): step type 'extract_data' needs an extraction schema/);
     expect(r.body.summary).to.match(/halted: step type 'extract_data' needs an extraction schema: an extract block or a _recipe$/);
   });
 });

@@ -160,6 +160,31 @@ describe('recipes and hints (real gateway, dom_plane)', function () {
     expect(presses('big-danger') - before).to.equal(0);
   });
 
+  it('gives an extract block without max_items one meaning on both paths: a single row, mechanical and model alike', async () => {
+    fake.requests.length = 0;
+    fake.script = (seen) => (seen.text.includes('"rows"') ? { text: '{"rows": [{"title": "Flat A"}]}' } : { text: 'no' });
+    const fields = [{ name: 'title', type: 'str', selector: 'h2', required: true }];
+    try {
+      const r = await run([
+        { intent: 'open the cards', type: 'navigate', url: `${site.url}/recipes/cards`, required: true },
+        { intent: 'read the flat', type: 'extract_data', extract: { schema_name: 'by_selector', item_selector: '.card', fields } },
+        { intent: 'read the flat', type: 'extract_data', extract: { schema_name: 'by_model', fields: [{ name: 'title', type: 'str', required: true }] } },
+        { intent: 'read two flats', type: 'extract_data', extract: { schema_name: 'two', item_selector: '.card', max_items: 2, fields } },
+      ]);
+      const steps = r.steps as Body[];
+      expect(steps[1], JSON.stringify(steps[1])).to.include({ success: true, rows: 1 });
+      expect(steps[2], JSON.stringify(steps[2])).to.include({ success: true, rows: 1 });
+      expect(steps[3], JSON.stringify(steps[3])).to.include({ success: true, rows: 2 });
+      const asked = fake.requests.filter((q) => q.seen.text.includes('"rows"')).map((q) => q.seen.text);
+      expect(asked).to.have.length(1);
+      expect(asked[0]).to.include('exactly one row');
+      const rows = (await artifact(r.run_id, 'extracted_rows.json')) as unknown as Body[];
+      expect(rows.map((x) => x.title)).to.deep.equal(['Flat A', 'Flat A', 'Flat A', 'Flat B']);
+    } finally {
+      fake.script = undefined;
+    }
+  });
+
   it('names the entity in the model extraction prompt (hints.entity_name over the recipe) and in the rows metadata', async () => {
     fake.requests.length = 0;
     fake.script = (seen) => (seen.text.includes('"rows"') ? { text: '{"rows": [{"title": "Flat Solo", "url": "/item/solo", "price": "100 EUR"}]}' } : { text: 'no' });

@@ -55,7 +55,7 @@ describe('runs end to end on dom_plane (real agent, real Chromium)', function ()
           type: 'loop',
           loop_count: 10,
           steps: [
-            { intent: 'read the cards', type: 'extract_data', extract: { schema_name: 'flats', item_selector: '.card', fields: [{ name: 'title', type: 'str', selector: 'h2', required: true }, { name: 'url', type: 'str', selector: 'a.link', attr: 'href' }, { name: 'price', type: 'float', selector: '.price' }] } },
+            { intent: 'read the cards', type: 'extract_data', extract: { schema_name: 'flats', item_selector: '.card', max_items: 50, fields: [{ name: 'title', type: 'str', selector: 'h2', required: true }, { name: 'url', type: 'str', selector: 'a.link', attr: 'href' }, { name: 'price', type: 'float', selector: '.price' }] } },
             { intent: 'go to the next page', type: 'paginate' },
           ],
         },

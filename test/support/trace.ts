@@ -63,8 +63,9 @@ export const STREAMED = /^(manifest\.json|trace\.json|steps\/|screenshots\/|even
  * Asserts that the ingest's copy of a run holds exactly the streamed files of
  * the local bundle at `dir`, byte for byte; answers their names.
  */
-export async function expectServerCopyEqual(ingestUrl: string, runId: string, cookie: string, dir: string): Promise<string[]> {
-  const local = (await filesUnder(dir)).filter((f) => STREAMED.test(f)).sort();
+export async function expectServerCopyEqual(ingestUrl: string, runId: string, cookie: string, dir: string, dropped: string[] = []): Promise<string[]> {
+  // `dropped`: local files the ingest refused for good (429 twice), which the server must not have
+  const local = (await filesUnder(dir)).filter((f) => STREAMED.test(f) && !dropped.includes(f)).sort();
   const listed = (await (await fetch(`${ingestUrl}/api/v1/runs/${runId}/files`, { headers: { cookie } })).json()) as { files: string[] };
   expect(listed.files.filter((f) => STREAMED.test(f)).sort()).to.deep.equal(local);
   for (const f of local) {

@@ -3,9 +3,9 @@
 // session: the screenshots are throttled (429 naming the screenshot category)
 // while every step record and event arrives without waiting for them; after
 // close the server's bundle equals the local one (the refused screenshots were
-// retried after Retry-After, then paced; those refused twice, while another
-// client of the tenant spent the budget, were dropped and re-sent at close),
-// and the drop ledger names only screenshots, all recovered.
+// retried after Retry-After, then paced), but for those refused twice while
+// another client of the tenant spent the budget: dropped, as the spec's client
+// does, never re-sent; the drop ledger names only those screenshots.
 import { expect } from 'chai';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -105,13 +105,17 @@ describe('trace ingest rate limits per record category, with a real SDK session'
     const ledger = s.dropLedger;
     expect(ledger.length, 'screenshots refused twice were dropped live').to.be.greaterThan(0);
     expect(ledger.map((d) => d.kind)).to.satisfy((k: string[]) => k.every((x) => x === 'screenshot'));
-    expect(ledger.every((d) => d.reason === '429' && d.recovered), JSON.stringify(ledger)).to.equal(true);
+    expect(ledger.every((d) => d.reason === '429' && !d.recovered), JSON.stringify(ledger)).to.equal(true);
     const kept = JSON.parse(await readFile(path.join(out, 'diagnostics', 'stream_drops.json'), 'utf8')) as { records: unknown };
     expect(kept.records).to.deep.equal(ledger);
 
-    // the server's bundle equals the local one: every streamed file, byte for byte
-    const local = await expectServerCopyEqual(ing.url, runId, cookie, out);
-    expect(local.filter((f) => f.startsWith('screenshots/'))).to.have.length(STEPS);
+    // the server's bundle equals the local one, every streamed file byte for byte, but for the screenshots dropped
+    const dropped = ledger.map((d) => {
+      const [, n, kind] = /\/screenshots\/(\d+)\/(\w+)$/.exec(d.path)!;
+      return `screenshots/${n!.padStart(4, '0')}_${kind}.png`;
+    });
+    const local = await expectServerCopyEqual(ing.url, runId, cookie, out, dropped);
+    expect(local.filter((f) => f.startsWith('screenshots/'))).to.have.length(STEPS - dropped.length);
   });
 });
 
@@ -156,7 +160,9 @@ describe('trace SDK with throttled events', function () {
       }
       await s.close('passed');
       expect(s.streamStats!.throttled).to.be.greaterThan(0);
-      expect(s.dropLedger.every((d) => d.kind === 'events' && d.recovered), JSON.stringify(s.dropLedger)).to.equal(true);
+      // events refused twice are dropped for good (the spec's 429 rule); any other drop was recovered at close
+      expect(s.dropLedger.every((d) => d.kind === 'events' && (d.recovered || d.reason === '429')), JSON.stringify(s.dropLedger)).to.equal(true);
+      const droppedEvents = s.dropLedger.some((d) => !d.recovered);
       const cookie = await loginCookie(ing.url, t);
       const local = (await filesUnder(out)).filter((f) => /^(steps\/|screenshots\/|events\/)/.test(f)).sort();
       for (const f of local) {
@@ -164,7 +170,8 @@ describe('trace SDK with throttled events', function () {
         expect(res.status, f).to.equal(200);
         const got = Buffer.from(await res.arrayBuffer());
         const want = await readFile(path.join(out, f));
-        if (f.endsWith('.jsonl')) expect(got.toString().trim().split('\n').sort(), f).to.deep.equal(want.toString().trim().split('\n').sort());
+        if (f.endsWith('.jsonl') && droppedEvents) expect(want.toString().trim().split('\n'), f).to.include.members(got.toString().trim().split('\n'));
+        else if (f.endsWith('.jsonl')) expect(got.toString().trim().split('\n').sort(), f).to.deep.equal(want.toString().trim().split('\n').sort());
         else expect(got.equals(want), f).to.equal(true);
       }
     } finally {

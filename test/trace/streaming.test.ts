@@ -179,14 +179,10 @@ describe('trace SDK streaming to a real ingest service', () => {
       s.recordStep({ step_index: 0, step_id: 'a', status: 'passed' });
       s.recordStep({ step_index: 1, step_id: 'b', status: 'passed' });
       await s.close();
-      // live: one retry, then dropped; reconciliation at close tries it once more under the same rule
-      expect(hits).to.have.length(4);
-      expect(log.warnings.filter((w) => /429 twice; dropped PUT \/runs\/r429\/steps\/0/.test(w))).to.have.length(2);
-      expect(s.dropLedger).to.have.length(1);
-      const { body, ...entry } = s.dropLedger[0]!;
-      expect(entry).to.deep.equal({ kind: 'step', method: 'PUT', path: '/runs/r429/steps/0', reason: '429', recovered: false });
-      // kept for the next start (reconcileBundle): the step as the bundle has it
-      expect(body).to.deep.equal(JSON.parse(await readFile(path.join(dir, 'steps', '0000.json'), 'utf8')));
+      // the spec's rule: one retry, then dropped with a warning; close does not send it again
+      expect(hits).to.have.length(2);
+      expect(log.warnings.filter((w) => /429 twice; dropped PUT \/runs\/r429\/steps\/0/.test(w))).to.have.length(1);
+      expect(s.dropLedger).to.deep.equal([{ kind: 'step', method: 'PUT', path: '/runs/r429/steps/0', reason: '429', recovered: false }]);
       expect(s.streamStats!.retried).to.be.greaterThan(0);
       expect(await validateBundle(dir)).to.deep.equal([]);
       expect(JSON.parse(await readFile(path.join(dir, 'trace.json'), 'utf8')).steps).to.have.length(2);
