@@ -22,6 +22,8 @@ export interface GatewayConfig {
   runLeaseMs: number;
   /** SERVICE_PLANE_WAIT_SECONDS: how long a run waits for a free remote plane agent before plane_unavailable */
   planeWaitMs: number;
+  /** SERVICE_PLANE_CALL_SECONDS: the deadline of one call to a plane agent (an action, a settle, a look, a screenshot); past it the step fails nav_timeout */
+  planeCallMs: number;
   plansDir: string;
   /** SERVICE_PLUGINS_DIR: the operator's plugin modules, loaded after the built-ins under plugins/ */
   pluginsDir?: string;
@@ -127,6 +129,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Gateway
     stateStore: stateStoreOf(envStr(env, 'SERVICE_STATE') ?? 'sqlite'),
     runLeaseMs: envInt(env, 'SERVICE_RUN_LEASE_SECONDS', 30, 3, 600) * 1000,
     planeWaitMs: envInt(env, 'SERVICE_PLANE_WAIT_SECONDS', 120, 1, 3600) * 1000,
+    planeCallMs: envInt(env, 'SERVICE_PLANE_CALL_SECONDS', 30, 1, 600) * 1000,
     plansDir: path.resolve(cwd, envStr(env, 'SERVICE_PLANS_DIR') ?? path.join(REPO_ROOT, 'config/plans')),
     pluginsDir: envStr(env, 'SERVICE_PLUGINS_DIR') === undefined ? undefined : path.resolve(cwd, envStr(env, 'SERVICE_PLUGINS_DIR')!),
     // the built-ins of the tree this code runs from: build/plugins when compiled

@@ -61,12 +61,26 @@ interface Tracked {
   snapshotSession?: Promise<CDPSession>;
   /** when the current navigation's first request was seen */
   navStartedAt: number;
+  /** the current navigation's main-frame request (its latest redirect hop): only its answer is the document's status */
+  navRequest?: HTTPRequest;
   /** a failed navigation's error being asked of the egress guard: a snapshot waits for it */
   refining?: Promise<void>;
 }
 
 /** How long a snapshot waits for the guard to explain a tunnel failure (a name lookup can be slow). */
 const REFINE_WAIT_MS = 3_000;
+
+/** How long a snapshot waits for a tab being attached (a popup) before it reports the tab it has. */
+const ATTACH_WAIT_MS = 2_000;
+
+/**
+ * Whether the page's main frame has fired load, as puppeteer saw it: a popup's load can
+ * fire before its listeners here are attached. puppeteer keeps it on the frame (not typed).
+ */
+function loadSeen(page: Page): boolean {
+  const events = (page.mainFrame() as unknown as { _lifecycleEvents?: Set<string> })._lifecycleEvents;
+  return events?.has('load') ?? true;
+}
 
 /** Most characters of page text one answer carries. */
 export const PAGE_TEXT_MAX = 200_000;
@@ -87,6 +101,8 @@ export class PageFactsTracker {
   /** the tab the user last saw change: the most recent to be created or to navigate */
   private active: Tracked | undefined;
   private browserSession: CDPSession | undefined;
+  /** tabs still being attached: a snapshot waits for them, so a popup a click just opened is the tab it reports */
+  private readonly attaching = new Set<Promise<void>>();
 
   constructor(
     private readonly browser: Browser,
@@ -94,7 +110,11 @@ export class PageFactsTracker {
   ) {}
 
   async start(): Promise<void> {
-    this.browser.on('targetcreated', (t: Target) => void this.track(t));
+    this.browser.on('targetcreated', (t: Target) => {
+      const p = this.track(t).catch(() => undefined);
+      this.attaching.add(p);
+      void p.finally(() => this.attaching.delete(p));
+    });
     this.browser.on('targetdestroyed', (t: Target) => this.untrack(t));
     for (const t of this.browser.targets()) await this.track(t);
     this.browserSession = await this.browser.target().createCDPSession();
@@ -102,13 +122,15 @@ export class PageFactsTracker {
 
   private async track(t: Target): Promise<void> {
     if (t.type() !== 'page' || this.tabs.has(t)) return;
+    // a popup's target names the URL it is opening (window.open('/x')) before its page is attached
+    const opening = t.opener() !== undefined && /^https?:/.test(t.url());
     const page = await t.page().catch(() => null);
     if (!page) return;
     const tracked: Tracked = {
       page,
       targetId: targetIdOf(t),
       navStartedAt: Date.now(),
-      facts: { url: page.url(), title: '', status: null, headers: {}, load_state: 'complete', nav_error: null, nav_seq: 0, navs: [], updated_at_ms: Date.now() },
+      facts: { url: page.url() || t.url(), title: '', status: null, headers: {}, load_state: opening && !loadSeen(page) ? 'loading' : 'complete', nav_error: null, nav_seq: 0, navs: [], updated_at_ms: Date.now() },
     };
     this.tabs.set(t, tracked);
     this.active = tracked;
@@ -126,12 +148,16 @@ export class PageFactsTracker {
         tracked.navStartedAt = Date.now();
         f.navs = [...f.navs.slice(1 - NAVS_KEPT), { seq: f.nav_seq, url: req.url(), status: null, error: null }];
       }
+      tracked.navRequest = req;
       Object.assign(f, { url: req.url(), status: null, headers: {}, nav_error: null, load_state: 'loading' });
       touch();
     });
     page.on('response', (res: HTTPResponse) => {
       const req = res.request();
       if (!main(req) || res.status() >= 300 && res.status() < 400) return;
+      // the answer of a document the tab already left (puppeteer can hold a response back for its extra
+      // info past the next navigation's start): a challenge's 403 stuck to the page that replaced it (issue 40)
+      if (tracked.navRequest && req !== tracked.navRequest) return;
       const all = res.headers();
       f.headers = Object.fromEntries(KEPT_HEADERS.filter((h) => all[h] !== undefined).map((h) => [h, String(all[h]).slice(0, 200)]));
       const said = all[EGRESS_HEADER];
@@ -204,20 +230,25 @@ export class PageFactsTracker {
    * `content`: with the page's place on a screen of `content.width` x `content.height`.
    */
   async snapshot(o: { content?: { width: number; height: number } } = {}): Promise<PageFacts | null> {
+    if (this.attaching.size > 0) await Promise.race([Promise.all(this.attaching), sleep(ATTACH_WAIT_MS)]);
     const t = this.active;
     if (!t) return null;
     if (t.refining) await Promise.race([t.refining, sleep(REFINE_WAIT_MS)]);
-    const [, content] = await Promise.all([this.readTitle(t), o.content ? this.contentRect(t, o.content).catch(() => undefined) : undefined]);
+    const [shownUrl, content] = await Promise.all([this.readTitle(t), o.content ? this.contentRect(t, o.content).catch(() => undefined) : undefined]);
     const f = copyFacts(t.facts);
+    // the title is the document the browser shows now; a status of another one is not told beside it
+    if (shownUrl !== undefined && f.status !== null && !sameDocumentUrl(shownUrl, f.url)) Object.assign(f, { status: null, headers: {} });
     return content ? { ...f, content } : f;
   }
 
-  private async readTitle(t: Tracked): Promise<void> {
-    if (!this.browserSession || !t.targetId) return;
+  /** Reads the tab's title from the browser; answers the URL the browser shows it at (undefined when unknown). */
+  private async readTitle(t: Tracked): Promise<string | undefined> {
+    if (!this.browserSession || !t.targetId) return undefined;
     const r = (await this.browserSession.send('Target.getTargets').catch(() => undefined)) as { targetInfos: Array<{ targetId: string; title: string; url: string }> } | undefined;
     const info = r?.targetInfos.find((i) => i.targetId === t.targetId);
     // Chromium titles an untitled page with its URL; that is not a title
     if (info) t.facts.title = info.title === info.url || info.title === stripScheme(info.url) ? '' : info.title.slice(0, 300);
+    return info?.url;
   }
 
   /**
@@ -290,3 +321,6 @@ export class PageFactsTracker {
 }
 
 const stripScheme = (url: string): string => url.replace(/^[a-z]+:\/\//, '');
+
+/** Two URLs of one document as far as a URL can tell: equal but for the fragment (a reload keeps the URL: the request guard covers it). */
+const sameDocumentUrl = (a: string, b: string): boolean => a.split('#')[0] === b.split('#')[0];

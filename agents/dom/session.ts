@@ -11,7 +11,7 @@ import { ScreencastRecorder } from './screencast.ts';
 import { cdpEvaluate, scrollY } from '../core/pages.ts';
 import { optNum, optStr, str, type Body } from '../core/validate.ts';
 import type { OpResult, OpSpec, PlaneFactory, PlaneSessionImpl, SessionInitRequest } from '../core/types.ts';
-import { Tabs } from './tabs.ts';
+import { loaded, Tabs } from './tabs.ts';
 import { afterInput } from './settle.ts';
 import { CLIPBOARD, FOCUSED, inPage, PAGE_LOAD, PEEK } from '../core/inpage.ts';
 import { matchesPin } from './pin.ts';
@@ -61,24 +61,26 @@ async function clickTarget(page: Page, b: Body): Promise<void> {
   }
 }
 
-async function dispatch(page: Page, b: Body, egress: EgressProxy): Promise<Record<string, unknown>> {
+/** An input, waited out, and the popup it opened followed (it becomes the active tab). */
+async function input(tabs: Tabs, page: Page, verb: string, run: () => Promise<void>): Promise<Record<string, unknown>> {
+  const { result: s, popup } = await tabs.followPopup(page, () => afterInput(page, run, NAV_WAIT_MS), NAV_WAIT_MS);
+  if (!popup) return { ok: true, verb, url: page.url(), ...s };
+  return { ok: true, verb, url: popup.url(), navigated: true, settled: true, popup: { tab_id: tabs.idOf(popup), opener_tab_id: tabs.idOf(page) } };
+}
+
+async function dispatch(tabs: Tabs, b: Body, egress: EgressProxy): Promise<Record<string, unknown>> {
+  const page = await tabs.current();
   const verb = str(b, 'verb');
   switch (verb) {
-    case 'click': {
-      const s = await afterInput(page, () => clickTarget(page, b), NAV_WAIT_MS);
-      return { ok: true, verb, url: page.url(), ...s };
-    }
+    case 'click':
+      return input(tabs, page, verb, () => clickTarget(page, b));
     case 'key': {
       const key = str(b, 'key') as KeyInput;
-      const s = await afterInput(
-        page,
-        () =>
-          page.keyboard.press(key).catch((err: unknown) => {
-            throw badRequest(`unknown key: ${err instanceof Error ? err.message.slice(0, 100) : ''}`);
-          }),
-        NAV_WAIT_MS,
+      return input(tabs, page, verb, () =>
+        page.keyboard.press(key).catch((err: unknown) => {
+          throw badRequest(`unknown key: ${err instanceof Error ? err.message.slice(0, 100) : ''}`);
+        }),
       );
-      return { ok: true, verb, url: page.url(), ...s };
     }
     case 'type': {
       const text = optStr(b, 'text');
@@ -129,13 +131,6 @@ function egressBlocked(host: string): Error {
   return forbidden(`navigation blocked by the egress guard: ${host.slice(0, 200)} is or resolves to a private, loopback, link-local or metadata address`);
 }
 
-/** Waits for a fresh tab to leave about:blank (popups start there). */
-async function settled(p: Page): Promise<void> {
-  const t0 = Date.now();
-  while (p.url() === 'about:blank' && Date.now() - t0 < NAV_WAIT_MS) await new Promise((r) => setTimeout(r, 25));
-  await p.waitForFunction("document.readyState !== 'loading'", { timeout: NAV_WAIT_MS }).catch(() => undefined);
-}
-
 async function startDom(init: SessionInitRequest, dataDir: string): Promise<PlaneSessionImpl> {
   const browser = await sessionBrowser(init, dataDir);
   const { launched: l, context: ctx } = browser;
@@ -176,7 +171,7 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
         return { body: { width, height, scroll_y: sy, captured_at_ms: Date.now(), format }, blob: Buffer.from(shot) };
       },
     },
-    dispatch: op('POST', true, async (body) => dispatch(await tabs.current(), body, l.egress)),
+    dispatch: op('POST', true, async (body) => dispatch(tabs, body, l.egress)),
     cdp: op('POST', true, async (body) => cdpEvaluate(await tabs.current(), body)),
     'state/current_url': op('GET', false, async () => {
       const p = await tabs.current();
@@ -246,7 +241,7 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
         const p = await popup.promise;
         if (!p) throw unprocessable('the click did not open a new tab');
         page = p;
-        await settled(page);
+        await loaded(page, Date.now() + NAV_WAIT_MS);
       }
       await tabs.activate(page);
       return { tab_id: tabs.idOf(page), url: page.url(), title: await page.title().catch(() => '') };

@@ -13,6 +13,16 @@ import type { CDPSession, HTTPRequest, Page } from 'puppeteer-core';
  * same session). It replaced a fixed 25 ms sleep (test/planes/dom-settle.test.ts).
  */
 const AFTER_HANDLERS = 'new Promise((r) => setTimeout(r, 0))';
+/**
+ * A frame later, the responses' handlers have rendered. A hidden page (its popup took the
+ * focus) paints no frames and never runs a requestAnimationFrame callback: waiting on one
+ * there hung the click forever (issue 40), so a hidden page, or one hidden meanwhile, goes on at once.
+ */
+const NEXT_FRAME = `new Promise((r) => {
+  if (document.hidden) return r();
+  addEventListener('visibilitychange', () => r(), { once: true });
+  requestAnimationFrame(() => setTimeout(r, 0));
+})`;
 /** Longest wait for the requests an input started (a long poll must not hold a step). */
 const REQUESTS_MS = 3000;
 
@@ -111,7 +121,7 @@ export async function afterInput(page: Page, input: () => Promise<void>, budgetM
     const until = Math.min(deadline, Date.now() + REQUESTS_MS);
     while (inflight.size > 0 && Date.now() < until) await waker.next(until - Date.now());
     // the responses' handlers run in the page's next tasks; a frame later they have rendered
-    await page.evaluate('new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)))').catch(() => undefined);
+    await page.evaluate(NEXT_FRAME).catch(() => undefined);
     return { navigated: false, settled: inflight.size === 0 };
   } finally {
     client.off('Page.frameRequestedNavigation', onNavRequested);

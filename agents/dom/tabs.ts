@@ -1,6 +1,8 @@
 // Stable tab ids over puppeteer pages: an id is given once per page and never reused,
 // so a client can hold it across calls. The active tab is the one brought to front last.
 // The tabs are those of the session's browser context only (a reused browser may hold others).
+// A popup an input opens is followed (docs/decisions.md, issue 40): it becomes the active
+// tab, as the new tab takes the focus in a browser a person uses; the opener stays open.
 import type { BrowserContext, Page, Target } from 'puppeteer-core';
 import { notFound } from '../core/errors.ts';
 
@@ -10,10 +12,13 @@ export class Tabs {
   active: Page | undefined;
   /** Pages seen opening, by opener page, for catching popups. */
   private readonly popupWaiters = new Set<(p: Page, opener: Target | undefined) => void>();
+  /** Page targets seen opening, told at once (their page is attached later). */
+  private readonly openWatchers = new Set<(t: Target) => void>();
 
   constructor(private readonly context: BrowserContext) {
     context.on('targetcreated', (t: Target) => {
       if (t.type() !== 'page') return;
+      for (const w of this.openWatchers) w(t);
       void t.page().then((p) => {
         if (!p) return;
         this.idOf(p);
@@ -65,6 +70,32 @@ export class Tabs {
     await p.bringToFront();
   }
 
+  /**
+   * Runs `input` on `opener` and follows the first popup it opened: the popup becomes the
+   * active tab once it has left about:blank and parsed (within `ms`). Undefined when none opened.
+   */
+  async followPopup<T>(opener: Page, input: () => Promise<T>, ms: number): Promise<{ result: T; popup?: Page }> {
+    let opened: Target | undefined;
+    const w = (t: Target): void => {
+      if (!opened && t.opener() === opener.target()) opened = t;
+    };
+    this.openWatchers.add(w);
+    let result: T;
+    try {
+      result = await input();
+    } finally {
+      this.openWatchers.delete(w);
+    }
+    if (!opened) return { result };
+    const deadline = Date.now() + ms;
+    const popup = await Promise.race([opened.page().catch(() => null), new Promise<null>((r) => setTimeout(() => r(null), ms).unref())]);
+    if (!popup || popup.isClosed()) return { result };
+    this.idOf(popup);
+    await this.activate(popup).catch(() => undefined);
+    await loaded(popup, deadline);
+    return { result, popup };
+  }
+
   /** Resolves with the next page opened by `opener`'s target, or undefined after `ms`. */
   waitPopup(opener: Page, ms: number): { promise: Promise<Page | undefined>; cancel: () => void } {
     let cancel = (): void => undefined;
@@ -83,4 +114,11 @@ export class Tabs {
     });
     return { promise, cancel };
   }
+}
+
+/** Waits, until `deadline`, for a fresh tab to leave about:blank (popups start there) and parse its document. */
+export async function loaded(p: Page, deadline: number): Promise<void> {
+  while (p.url() === 'about:blank' && Date.now() < deadline && !p.isClosed()) await new Promise((r) => setTimeout(r, 25));
+  const left = deadline - Date.now();
+  if (left > 0) await p.waitForFunction("document.readyState !== 'loading'", { timeout: left }).catch(() => undefined);
 }

@@ -122,7 +122,9 @@ export class PlaneSession {
         if (this.token && method !== 'health') this.confirmed = true;
         return reply;
       } catch (err) {
-        const retry = err instanceof PlaneCallError && err.retryable && attempt < this.retries;
+        // a call past its deadline is not asked again (but a session init, which joins the one under way): an action
+        // would join the call the agent still runs and wait as long again, a read hang on the same page (issue 40)
+        const retry = err instanceof PlaneCallError && err.retryable && (err.kind !== 'timeout' || method === 'session/init') && attempt < this.retries;
         if (!retry) throw this.lossOf(method, err);
         attempt += 1;
         await new Promise((r) => setTimeout(r, 100 * attempt));

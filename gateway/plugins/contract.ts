@@ -172,6 +172,15 @@ export function navFailureClass(code: string): FailureClass {
   return 'unknown';
 }
 
+/**
+ * True for a plane call that got no answer within its deadline (SERVICE_PLANE_CALL_SECONDS):
+ * the page or the agent is not answering. The runner fails the step nav_timeout; a handler
+ * that catches plane errors lets this one through.
+ */
+export function isPlaneDeadline(err: unknown): boolean {
+  return err instanceof Error && err.name === 'PlaneCallError' && (err as { kind?: unknown }).kind === 'timeout';
+}
+
 export interface Plane {
   readonly capabilities: Capabilities;
   screenshot(format?: 'png' | 'jpeg'): Promise<Screenshot>;

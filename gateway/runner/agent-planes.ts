@@ -134,11 +134,14 @@ export interface LocalPlanesOptions {
   spare?: boolean;
   /** the proxy providers file; undefined: runs connect directly */
   proxies?: ProxyProviders;
+  /** the deadline of one plane call (SERVICE_PLANE_CALL_SECONDS, default 30) */
+  callMs?: number;
 }
 
 export class LocalAgentPlanes implements PlaneProvider {
   readonly pool: AgentPool;
   private readonly proxies: ProxyProviders | undefined;
+  private readonly callMs: number | undefined;
 
   constructor(
     private readonly dataDir: string,
@@ -146,6 +149,7 @@ export class LocalAgentPlanes implements PlaneProvider {
     opts: LocalPlanesOptions = {},
   ) {
     this.proxies = opts.proxies;
+    this.callMs = opts.callMs;
     this.pool = new AgentPool({
       dataDir,
       allowPrivateNetworks: opts.allowPrivateNetworks ?? allowPrivateFromEnv(),
@@ -182,7 +186,7 @@ export class LocalAgentPlanes implements PlaneProvider {
     const onAbort = () => void give(false);
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      const session = connectPlane({ url: agent.url, secret: agent.secret, initDeadlineMs: 60_000 });
+      const session = connectPlane({ url: agent.url, secret: agent.secret, initDeadlineMs: 60_000, deadlineMs: this.callMs });
       const held = await lease(session, run, backend, agent, give, path.join(runDir(this.dataDir, run), 'video.webm'), this.log, this.proxies);
       const close = held.close.bind(held);
       // from here the agent comes back within seconds: a run that finds none idle waits for it

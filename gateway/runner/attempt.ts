@@ -2,7 +2,7 @@
 // then checked: the gate's verify, the hints success contract, and the
 // no_state_change demotion of actions that changed nothing.
 import { abortable, childSignal, sleep } from '../../shared/abort.ts';
-import type { Brain, Plane, Step, StepContext, StepHandler, StepResult } from '../plugins/contract.ts';
+import { isPlaneDeadline, type Brain, type Plane, type Step, type StepContext, type StepHandler, type StepResult } from '../plugins/contract.ts';
 import { frameDigest, pageArea } from './fingerprint.ts';
 import { judgeGate } from './gates.ts';
 import { Halt } from './outcome.ts';
@@ -67,6 +67,8 @@ export async function attemptStep(a: Attempt): Promise<Attempted> {
     if (a.signal.aborted) throw a.signal.reason;
     if (bounded.timedOut()) throw bounded.signal.reason;
     if (err instanceof Halt) throw err;
+    // the page or its agent stopped answering: the action may have happened, so it is not repeated
+    if (isPlaneDeadline(err)) return { result: { success: false, failure_class: 'nav_timeout', data: `the plane did not answer in time: ${(err as Error).message}`.slice(0, 500), retryable: false } };
     return { result: { success: false, failure_class: 'unknown', data: `handler error: ${(err as Error)?.message ?? String(err)}`.slice(0, 500) } };
   } finally {
     bounded.dispose();

@@ -37,6 +37,8 @@ export interface FleetOptions {
   /** how long a run waits for a free slot before plane_unavailable */
   waitMs?: number;
   proxies?: ProxyProviders;
+  /** the deadline of one plane call (SERVICE_PLANE_CALL_SECONDS, default 30) */
+  callMs?: number;
   log?: Logger;
   metrics?: Metrics;
 }
@@ -207,7 +209,7 @@ export class RemoteAgentPlanes implements PlaneProvider {
       await this.atomic.deleteIf(key, run.run_id).catch(() => undefined);
     };
     try {
-      const session = connectPlane({ url: a.slots[i]!, secret: this.o.secret, ca: this.ca });
+      const session = connectPlane({ url: a.slots[i]!, secret: this.o.secret, ca: this.ca, deadlineMs: this.o.callMs });
       const l = await lease(session, run, run.runtime.compute_backend, undefined, release, undefined, this.o.log, this.o.proxies);
       this.o.log?.info({ run_id: run.run_id, agent: a.id, slot: i, url: a.slots[i] }, 'run placed on a plane agent');
       this.o.metrics?.planePlacement(a.id, 'placed', (performance.now() - t0) / 1000);

@@ -21,6 +21,6 @@ export interface PlaneProviderDeps {
 
 export function planeProvider(config: GatewayConfig, d: PlaneProviderDeps): PlaneProvider {
   if (config.planes === 'none') return new NoPlanes();
-  if (config.planes === 'local') return new LocalAgentPlanes(config.dataDir, d.log, { allowPrivateNetworks: config.allowPrivateNetworks, poolSize: config.planePool.size, recycleAfter: config.planePool.recycleAfter, idleMs: config.planePool.idleMs, spare: config.planePool.spare, proxies: d.proxies });
-  return new RemoteAgentPlanes(parseRemotePlanes(config.planes), { secret: config.planeSecret, leaseMs: config.runLeaseMs, waitMs: config.planeWaitMs, ...d });
+  if (config.planes === 'local') return new LocalAgentPlanes(config.dataDir, d.log, { allowPrivateNetworks: config.allowPrivateNetworks, poolSize: config.planePool.size, recycleAfter: config.planePool.recycleAfter, idleMs: config.planePool.idleMs, spare: config.planePool.spare, proxies: d.proxies, callMs: config.planeCallMs });
+  return new RemoteAgentPlanes(parseRemotePlanes(config.planes), { secret: config.planeSecret, leaseMs: config.runLeaseMs, waitMs: config.planeWaitMs, callMs: config.planeCallMs, ...d });
 }

@@ -1,4 +1,5 @@
-// Anti-bot interstitials after a navigation, on both planes: the verdict
+// Anti-bot interstitials after a navigation and after every action that can
+// change the page (a click, a submit, a paginate, a brain's action), on both planes: the verdict
 // (shared/antibot.ts) from what the plane can see (DOM markers, title and the
 // document's status on DOM planes; status, headers and title from the page
 // facts on computer_plane). A challenge is watched for up to
@@ -7,7 +8,7 @@
 // page_blocked. The verdict goes in the step's data (and so the trace).
 import { antiBotVerdict, haltClassOfVerdict, MARKER_PROBE, waitsOut, type AntiBotVerdict, type PageEvidence } from '../../shared/antibot.ts';
 import { sleep } from '../../shared/abort.ts';
-import type { ActResult, Plane, StepResult } from '../../gateway/plugins/contract.ts';
+import type { Action, ActResult, Plane, StepContext, StepResult } from '../../gateway/plugins/contract.ts';
 
 /** SERVICE_CF_PREWARM_MAX_SECONDS (default 15), read when a challenge is met. */
 const prewarmMaxMs = (): number => {
@@ -80,4 +81,26 @@ export async function checkAntiBot(plane: Plane, act: ActResult | undefined, sig
       retryable: false,
     },
   };
+}
+
+/** What the step's data says of a challenge that cleared while it was watched. */
+export function clearedNote(bot: { verdict: AntiBotVerdict; cleared_after_ms: number }): string {
+  return `anti-bot ${bot.verdict.kind} by ${bot.verdict.vendor} cleared after ${Math.round(bot.cleared_after_ms / 100) / 10} s: ${JSON.stringify(bot.verdict)}`;
+}
+
+/** The actions after which the page may be another document (a brain's turn is judged after these). */
+export const changesPage = (a: Action): boolean => a.type === 'CLICK' || a.type === 'DOUBLE_CLICK' || a.type === 'KEY_PRESS' || a.type === 'NAVIGATE';
+
+/**
+ * The verdicts on the page an action left (issue 40): an interstitial reached by a click,
+ * a submit or a brain's action fails the step as it fails a navigate, instead of being
+ * judged as the page. `r` is the action's own result: kept when the page is a plain one,
+ * noted when a challenge cleared, replaced (its last_action kept) by the failure otherwise.
+ */
+export async function judgeAfterAction(ctx: StepContext, r: StepResult): Promise<StepResult> {
+  if (!r.success) return r;
+  const bot = await checkAntiBot(ctx.plane, undefined, ctx.signal);
+  if ('failure' in bot) return { ...bot.failure, ...(r.last_action ? { last_action: r.last_action } : {}) };
+  if ('cleared_after_ms' in bot) return { ...r, data: [r.data, clearedNote(bot)].filter(Boolean).join('; ') };
+  return r;
 }

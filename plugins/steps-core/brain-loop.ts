@@ -8,8 +8,10 @@ import { createHash } from 'node:crypto';
 import { loadSharp } from '../../shared/load-once.ts';
 import { modelExtract } from './model-extract.ts';
 import { refuseForbidden } from './forbidden.ts';
+import { changesPage, judgeAfterAction } from './antibot.ts';
+import { NAV_WAIT_MS, settle } from './settle.ts';
 import { rejectionFor } from '../../shared/recipe-keys.ts';
-import { BrainError, isBrainError, isHttpUrl, type Action, type Brain, type Screenshot, type StepContext, type StepHandler, type StepResult } from '../../gateway/plugins/contract.ts';
+import { BrainError, isBrainError, isHttpUrl, isPlaneDeadline, type Action, type Brain, type Screenshot, type StepContext, type StepHandler, type StepResult } from '../../gateway/plugins/contract.ts';
 
 export const DEFAULT_MAX_STEPS = 15;
 /** identical (screen, action) pairs tolerated before the loop detector fires */
@@ -91,13 +93,20 @@ export async function runBrainLoop(ctx: StepContext, brain: Brain): Promise<Step
     // a forbidden control is refused before the plane acts
     const refused = await refuseForbidden(ctx, action);
     if (refused) return { ...refused, last_action: last };
+    let done;
     try {
-      await ctx.plane.act(action);
+      done = await ctx.plane.act(action);
     } catch (err) {
-      if (ctx.signal.aborted) throw err;
+      if (ctx.signal.aborted || isPlaneDeadline(err)) throw err;
       return { success: false, failure_class: 'unknown', data: `the plane refused ${type}: ${(err as Error).message}`.slice(0, 500), last_action: last };
     }
     history.push(out.action);
+    if (changesPage(action)) {
+      // a challenge or a block the action reached ends the step as it ends a navigate
+      if (!ctx.plane.dom && !done.settled && action.type !== 'NAVIGATE') await settle(ctx.plane, ctx.signal, NAV_WAIT_MS);
+      const judged = await judgeAfterAction(ctx, { success: true, last_action: last });
+      if (!judged.success) return judged;
+    }
   }
   return { success: false, failure_class: 'brain_loop_exhausted', data: `no DONE within ${maxSteps} actions`, ...(last ? { last_action: last } : {}) };
 }

@@ -7,7 +7,7 @@ import { isHostToolError, navFailureClass, type Action, type Step, type StepHand
 import { brainStep, hostedStep } from './brain-loop.ts';
 import { sleep } from '../../shared/abort.ts';
 import { modelExtract } from './model-extract.ts';
-import { checkAntiBot } from './antibot.ts';
+import { checkAntiBot, clearedNote, judgeAfterAction } from './antibot.ts';
 import { CLEAR_FOCUSED, READ_LOCATION, selectOption } from './page-scripts.ts';
 import { readItems } from './read-items.ts';
 import { refuseForbidden } from './forbidden.ts';
@@ -48,7 +48,7 @@ export const navigate: StepHandler = {
     // an interstitial answers 403 or 503 itself: it is judged before the status is
     const bot = await checkAntiBot(ctx.plane, r, ctx.signal);
     if ('failure' in bot) return { ...bot.failure, last_action: last };
-    const cleared = 'cleared_after_ms' in bot ? `; anti-bot ${bot.verdict.kind} by ${bot.verdict.vendor} cleared after ${Math.round(bot.cleared_after_ms / 100) / 10} s: ${JSON.stringify(bot.verdict)}` : '';
+    const cleared = 'cleared_after_ms' in bot ? `; ${clearedNote(bot)}` : '';
     const status = 'cleared_after_ms' in bot ? bot.status : (r.http_status ?? null);
     if (status !== null && status >= 400) {
       return { success: false, failure_class: status >= 500 ? 'http_5xx' : 'http_4xx', data: `HTTP ${status} from ${url}`, last_action: last };
@@ -70,11 +70,12 @@ export const navigateBack: StepHandler = {
     if (ctx.plane.dom) {
       const r = await ctx.plane.dom.safeBack(str(params(ctx.step).pinned_origin_pattern));
       await settle(ctx.plane, ctx.signal, NAV_WAIT_MS, true);
+      if (r.moved) return judgeAfterAction(ctx, { success: true, data: `back to ${r.url}`, last_action: { type: 'BACK', params: {}, reasoning: 'plan navigate_back step' } });
       return { success: r.moved, failure_class: r.moved ? undefined : 'no_state_change', data: r.moved ? `back to ${r.url}` : 'history could not go back', last_action: { type: 'BACK', params: {}, reasoning: 'plan navigate_back step' } };
     }
     const r = await act(ctx, { type: 'KEY_PRESS', keys: 'alt+Left' }, 'plan navigate_back step');
     await settle(ctx.plane, ctx.signal, NAV_WAIT_MS);
-    return r;
+    return judgeAfterAction(ctx, r);
   },
 };
 
@@ -118,8 +119,9 @@ export const keyPress: StepHandler = {
     const keys = str(p.keys) ?? str(p.key);
     if (!keys) return { success: false, failure_class: 'unknown', data: 'key_press needs params.keys' };
     const r = await act(ctx, { type: 'KEY_PRESS', keys }, 'plan key_press step');
-    if (/return|enter/i.test(keys)) await settle(ctx.plane, ctx.signal, NAV_WAIT_MS);
-    return r;
+    if (!/return|enter/i.test(keys)) return r;
+    await settle(ctx.plane, ctx.signal, NAV_WAIT_MS);
+    return judgeAfterAction(ctx, r);
   },
 };
 
@@ -174,7 +176,7 @@ export const submit: StepHandler = {
     if (refused) return refused;
     const r = await act(ctx, action, `submit via ${t.how}`);
     await settle(ctx.plane, ctx.signal, NAV_WAIT_MS);
-    return r;
+    return judgeAfterAction(ctx, r);
   },
 };
 

@@ -2,9 +2,9 @@
 // params.x/params.y, params.selector (CSS), params.label with aliases, then
 // target_role through the step's recipe, grounded by a brain on the screenshot
 // when none finds a clickable target; the action; and the settle after it.
-import type { Action, Plane, Step, StepContext, StepResult } from '../../gateway/plugins/contract.ts';
+import type { Action, Step, StepContext, StepResult } from '../../gateway/plugins/contract.ts';
 import { ground } from './brain-loop.ts';
-import { sleep } from '../../shared/abort.ts';
+import { judgeAfterAction } from './antibot.ts';
 import { locateLabel, locateSelector } from './page-scripts.ts';
 
 export type Params = Record<string, unknown>;
@@ -13,49 +13,9 @@ export const str = (v: unknown): string | undefined => (typeof v === 'string' &&
 export const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
 export const labelsOf = (p: Params, key = 'label'): string[] => [str(p[key]), ...(Array.isArray(p.aliases) ? p.aliases.map(String) : [])].filter((x): x is string => !!x);
 
-export const NAV_WAIT_MS = Number(process.env.SERVICE_NAV_WAIT_SECONDS ?? 30) * 1000;
+import { NAV_WAIT_MS, settle } from './settle.ts';
 
-/**
- * In the page: its readyState once it is complete, or when `ms` passed. Waits on the load
- * event rather than polling, so a page that loads 10 ms later is seen 10 ms later.
- */
-const LOADED_WITHIN = (ms: number) =>
-  `new Promise((r) => { if (document.readyState === 'complete') return r('complete'); const t = setTimeout(() => r(document.readyState), ${ms}); addEventListener('load', () => { clearTimeout(t); r(document.readyState); }, { once: true }); })`;
-
-/**
- * Waits until the page reports load complete (DOM planes) or a short settle (others).
- * `committed`: the action already waited for its navigation to commit (a DOM plane's
- * navigate or history back), so there is no "navigation may start a moment later" to wait out.
- */
-export async function settle(plane: Plane, signal: AbortSignal, budgetMs: number, committed = false): Promise<boolean> {
-  if (!plane.dom && plane.facts) {
-    // a navigation an action caused may start a moment after it
-    const deadline = Date.now() + budgetMs;
-    await sleep(300, signal);
-    while (Date.now() < deadline) {
-      const f = await plane.facts().catch(() => null);
-      if (!f || f.load_state === 'complete' || f.nav_error) return true;
-      await sleep(100, signal);
-    }
-    return false;
-  }
-  if (!plane.dom) {
-    await sleep(Math.min(1500, budgetMs), signal);
-    return true;
-  }
-  const deadline = Date.now() + budgetMs;
-  // a navigation may start a moment after the action
-  if (!committed) await sleep(150, signal);
-  while (Date.now() < deadline) {
-    // a second at most per look, so the run's signal is heard between looks
-    const state = await plane.dom.evaluate<string>(LOADED_WITHIN(Math.max(1, Math.min(1000, deadline - Date.now())))).catch(() => undefined);
-    if (state === 'complete') return true;
-    // the document went away under the look (a redirect, a new navigation): look again shortly
-    if (state === undefined) await sleep(100, signal);
-    else if (signal.aborted) throw signal.reason;
-  }
-  return false;
-}
+export { NAV_WAIT_MS, settle };
 
 interface Point {
   x: number;
@@ -114,10 +74,10 @@ export async function act(ctx: StepContext, action: Action, reasoning: string): 
   return { success: true, last_action: { type, params: rest, reasoning } };
 }
 
-/** An input that may set something off (a navigation, requests): waited out by the plane when it can, else here. */
+/** An input that may set something off (a navigation, requests): waited out by the plane when it can, else here; then the anti-bot verdicts on the page it left. */
 export async function actSettled(ctx: StepContext, action: Action, reasoning: string): Promise<StepResult> {
   const done = await ctx.plane.act(action);
   if (!done.settled) await settle(ctx.plane, ctx.signal, NAV_WAIT_MS);
   const { type, ...rest } = action;
-  return { success: true, last_action: { type, params: rest, reasoning } };
+  return judgeAfterAction(ctx, { success: true, last_action: { type, params: rest, reasoning } });
 }

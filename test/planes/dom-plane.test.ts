@@ -2,6 +2,11 @@
 // the HTTP wire contract, against a real headless Chromium and local fixture pages.
 import { expect } from 'chai';
 import { connectPlane, type PlaneSession } from '../../gateway/planes/index.ts';
+import { attemptStep } from '../../gateway/runner/attempt.ts';
+import { adaptPlane } from '../../gateway/runner/plane-adapter.ts';
+import { ALL_HANDLERS } from '../../plugins/steps-core/handlers.ts';
+import type { StepContext } from '../../gateway/plugins/contract.ts';
+import { startSite } from '../support/site.ts';
 import { evalJson, descendants, expectPlaneError, processesMentioning, startAgentProcess, startFixture, startRecordingProxy, stillPresent, type AgentProc, type Fixture } from './support.ts';
 
 describe('dom_plane agent', function () {
@@ -20,6 +25,29 @@ describe('dom_plane agent', function () {
   after(async () => {
     await agent?.stop();
     await site?.close();
+  });
+
+  // issue 40: a plane call has a deadline (SERVICE_PLANE_CALL_SECONDS in a gateway; here the session's own), and a
+  // step whose call runs past it fails nav_timeout, asked once and not retried, instead of waiting on the page
+  it('fails a click nav_timeout when the page cannot answer it within the call deadline', async () => {
+    const busy = await startSite();
+    const s = connectPlane({ url: `http://127.0.0.1:${agent.httpPort}`, deadlineMs: 1500 });
+    try {
+      const init = await s.init({ tenant_id: 'acme', profile_id: 'p-deadline', run_id: 'run-deadline' });
+      await s.dispatch({ verb: 'navigate', url: `${busy.url}/busy` }, { deadlineMs: 20_000 });
+      const plane = adaptPlane(s, init.capabilities);
+      const handler = ALL_HANDLERS.find((h) => h.types.includes('click'))!;
+      const step = { intent: 'press the busy button', type: 'click', params: { x: 300, y: 200 } };
+      const run = new AbortController();
+      const ctx = (signal: AbortSignal) => ({ step, plane, signal, log: () => undefined, addCost: () => undefined }) as unknown as StepContext;
+      const { result } = await attemptStep({ handler, step, path: 'steps[0]', plane, signal: run.signal, stepTimeoutMs: 60_000, brain: undefined, context: ctx });
+      expect(result).to.include({ success: false, failure_class: 'nav_timeout', retryable: false });
+      expect(result.data).to.match(/did not answer in time: .*within 1500 ms/);
+    } finally {
+      await s.close({ deadlineMs: 20_000 }).catch(() => undefined);
+      s.disconnect();
+      await busy.close();
+    }
   });
 
   for (const transport of ['grpc', 'http'] as const) {

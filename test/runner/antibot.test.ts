@@ -2,11 +2,13 @@
 // Chromium, local fixture pages per vendor): a challenge that clears is waited
 // out and the step goes on, one that never clears halts cf_challenge after
 // SERVICE_CF_PREWARM_MAX_SECONDS, a block or rate limit halts page_blocked, and
-// the verdict is in the step's data.
+// the verdict is in the step's data. Issue 40: the same verdicts on a page a click
+// or a brain's action reaches, and a popup a click opens is followed.
 import { expect } from 'chai';
 import { antiBotVerdict } from '../../shared/antibot.ts';
 import { newToken, startGateway, type TestGateway } from '../support/gateway.ts';
 import { startSite, type Site } from '../support/site.ts';
+import { fakeBrainsDir, startFakeModel, type FakeModel } from '../support/fake-model.ts';
 
 type Body = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -32,14 +34,17 @@ for (const plane of ['dom_plane', 'computer_plane'] as const) {
     this.timeout(240_000);
     let gw: TestGateway;
     let site: Site;
+    let fake: FakeModel;
     const token = newToken();
     const prewarm = process.env.SERVICE_CF_PREWARM_MAX_SECONDS;
 
     before(async () => {
       process.env.SERVICE_CF_PREWARM_MAX_SECONDS = '6';
-      site = await startSite();
+      [site, fake] = await Promise.all([startSite(), startFakeModel()]);
+      const { dir, brainsPath } = await fakeBrainsDir(fake, 'bots');
       gw = await startGateway({
-        env: { SERVICE_RUNNER: 'on', SERVICE_PLANES: 'local', SERVICE_ALLOW_PRIVATE_NETWORKS: '1', SERVICE_MAX_ACTIVE_RUNS: '2' },
+        dir,
+        env: { SERVICE_RUNNER: 'on', SERVICE_PLANES: 'local', SERVICE_ALLOW_PRIVATE_NETWORKS: '1', SERVICE_MAX_ACTIVE_RUNS: '2', SERVICE_BRAINS_PATH: brainsPath },
         keys: { [token]: { tenant_id: 'bots', rate_limit_per_minute: 0, max_concurrent_runs: 5 } },
       });
     });
@@ -47,11 +52,11 @@ for (const plane of ['dom_plane', 'computer_plane'] as const) {
       if (prewarm === undefined) delete process.env.SERVICE_CF_PREWARM_MAX_SECONDS;
       else process.env.SERVICE_CF_PREWARM_MAX_SECONDS = prewarm;
       await gw.close();
-      await site.close();
+      await Promise.all([site.close(), fake.close()]);
     });
 
-    async function open(path: string): Promise<{ run: Body; life: Body; step: Body }> {
-      const plan = [{ intent: 'open the page', type: 'navigate', url: `${site.url}${path}` }];
+    async function open(path: string, then: Body[] = []): Promise<{ run: Body; life: Body; step: Body }> {
+      const plan = [{ intent: 'open the page', type: 'navigate', url: `${site.url}${path}` }, ...then];
       const r = await gw.req('POST', '/v1/predict', { token, body: { plan, detached: false, compute_backend: plane } });
       expect(r.status, r.text).to.equal(200);
       const life = (await gw.req('GET', `/v1/runs/${r.body.run_id}`, { token })).body as Body;
@@ -103,6 +108,52 @@ for (const plane of ['dom_plane', 'computer_plane'] as const) {
       expect(run.status).to.equal('failed');
       expect(life.halt_class).to.equal('page_blocked');
       expect(step.data).to.include('"vendor":"imperva","kind":"access_denied"');
+    });
+
+    // the big link of /go is at the top left: coordinates reach it on both planes, as the fake brain's "hit" click does
+    const click = { intent: 'press the big link', type: 'click', params: { x: 300, y: 200 } };
+
+    it('judges the page a click reaches: a block halts page_blocked, a challenge is waited out, a plain page is the page', async () => {
+      const blocked = await open('/go?to=/cf/blocked', [click]);
+      expect(blocked.run.status).to.equal('failed');
+      expect(blocked.life.halt_class).to.equal('page_blocked');
+      expect(blocked.step).to.include({ type: 'click', failure_class: 'http_4xx' });
+      expect(blocked.step.data).to.include('"kind":"hard_block"');
+      const cleared = await open(`/go?to=/cf/clears%3Fid%3Dclick-${plane}`, [click]);
+      expect(cleared.run.status, JSON.stringify(cleared.step).slice(0, 400)).to.equal('succeeded');
+      expect(cleared.step.page_title).to.equal('Cleared');
+      expect(cleared.step.data).to.match(/anti-bot challenge by cloudflare cleared after/);
+      const plain = await open('/go?to=/static', [click]);
+      expect(plain.run.status, JSON.stringify(plain.step).slice(0, 400)).to.equal('succeeded');
+      expect(plain.step).to.include({ type: 'click', success: true, page_title: 'Static' });
+      expect(String(plain.step.data ?? '')).not.to.include('anti-bot');
+    });
+
+    it("judges the page a brain's action reaches: a captcha halts cf_challenge, a block page_blocked", async () => {
+      const brain = { intent: 'hit the big link', type: 'default-cua', max_steps: 3 };
+      for (const [path, halt, kind] of [
+        ['/go?to=/px', 'cf_challenge', 'captcha'],
+        ['/go?to=/cf/blocked', 'page_blocked', 'hard_block'],
+      ]) {
+        const { run, life, step } = await open(path!, [brain]);
+        expect(run.status, path).to.equal('failed');
+        expect(life.halt_class, path).to.equal(halt);
+        expect(step.type, path).to.equal('default-cua');
+        expect(step.data, path).to.include(`"kind":"${kind}"`);
+        expect(step.last_action?.type, path).to.equal('CLICK');
+      }
+    });
+
+    it('follows a popup a click opens: the step ends on the popup, the run goes on', async () => {
+      const clicks: Body[] = [{ ...click, intent: 'open the popup' }, ...(plane === 'dom_plane' ? [{ intent: 'open the popup', type: 'click', params: { selector: '#pop' } }] : [])];
+      for (const c of clicks) {
+        const { run, step } = await open('/popup', [c, { intent: 'finish', type: 'done' }]);
+        expect(run.status, JSON.stringify(run.steps).slice(0, 600)).to.equal('succeeded');
+        const clicked = run.steps[1] as Body;
+        expect(clicked, JSON.stringify(c)).to.include({ type: 'click', success: true, page_title: 'Item popped' });
+        expect(clicked.final_url).to.match(/\/item\/popped$/);
+        expect(step.type).to.equal('done');
+      }
     });
   });
 }

@@ -1,5 +1,5 @@
 // The local fixture site runs visit: a paginated listings site, a form with a
-// success page and an in-place submit, a new-tab link, a 404, a page that never
+// success page and an in-place submit, a new-tab link, a popup, links to anti-bot pages, a busy page, a 404, a page that never
 // changes, a counter the server counts, and links to another origin; the
 // recipes and hints pages are in recipe-pages.ts.
 import { createServer, type Server } from 'node:http';
@@ -89,6 +89,17 @@ export async function startSite(otherOrigin?: string): Promise<Site> {
       case '/desk':
         // a big button at the top left that says so on the page when pressed (coordinates are enough on every plane)
         return html(200, page('Desk', `<button id="save" style="position:absolute;left:0;top:0;width:600px;height:400px" onclick="document.getElementById('out').textContent='Saved at the desk!'">Save</button><p id="out" style="position:absolute;top:420px"></p>`));
+      case '/popup':
+        // a big button at the top left (coordinates work on every plane) that opens a popup of the same origin
+        return html(200, page('Opener', `<button id="pop" style="position:absolute;left:0;top:0;width:600px;height:400px" onclick="window.open('/item/popped')">pop</button>`));
+      case '/go': {
+        // a big link at the top left to the page named by ?to= (a path of this site): what a click or a brain reaches
+        const to = (u.searchParams.get('to') ?? '/static').replace(/[<>"]/g, '');
+        return html(200, page('Go', `<a id="go" href="${to.startsWith('/') ? to : '/static'}" style="display:block;position:absolute;left:0;top:0;width:600px;height:400px;font-size:60px">go</a>`));
+      }
+      case '/busy':
+        // a button whose handler holds the page's main thread for 8 s: an input that cannot be answered meanwhile
+        return html(200, page('Busy', `<button id="busy" style="position:absolute;left:0;top:0;width:600px;height:400px" onclick="const t = Date.now(); while (Date.now() - t < 8000) {}">busy</button>`));
       case '/ratelimited':
         return res.writeHead(429, { 'content-type': 'text/html; charset=utf-8', 'retry-after': '30' }).end(page('Too Many Requests', '<h1>Slow down</h1>'));
       case '/offsite':
