@@ -9,7 +9,7 @@ import { dependencyUnavailable, isServiceError, type ErrorClass, type ServiceErr
 import { unreachableDependency } from '../state/backend.ts';
 import type { Ctx, Next } from '../context.ts';
 import { openAiError } from './openai-errors.ts';
-import { DRAIN_MAX_BYTES, DRAIN_MAX_MS, drain } from './body.ts';
+import { drain } from './body.ts';
 
 /**
  * A request refused before its body was read (auth, scope, limits) leaves that
@@ -21,9 +21,16 @@ import { DRAIN_MAX_BYTES, DRAIN_MAX_MS, drain } from './body.ts';
 async function settleUnreadBody(ctx: Ctx): Promise<void> {
   const req = ctx.req;
   if (req.complete || !(Number(req.headers['content-length']) > 0 || req.headers['transfer-encoding'])) return;
-  await drain(req, DRAIN_MAX_BYTES, DRAIN_MAX_MS);
+  // only a small body is read: a refused caller (no token, say) must not hold the answer,
+  // nor make the gateway read megabytes, to keep its connection
+  const length = Number(req.headers['content-length']);
+  if (Number.isFinite(length) && length <= REFUSED_DRAIN_BYTES) await drain(req, REFUSED_DRAIN_BYTES, REFUSED_DRAIN_MS);
   if (!req.complete) ctx.set('Connection', 'close');
 }
+
+/** The most of a refused request's unread body read to keep its connection, and for how long. */
+const REFUSED_DRAIN_BYTES = 1024 * 1024;
+const REFUSED_DRAIN_MS = 2000;
 
 function answer(ctx: Ctx, status: number, message: string, errorClass?: ErrorClass, param: string | null = null): void {
   ctx.status = status;

@@ -97,9 +97,11 @@ describe('unauthenticated and ops endpoints', () => {
       expect(gw.gateway.server!.keepAliveTimeout).to.be.greaterThan(65_000 - 1);
       expect((await send('GET', '/health')).reused).to.equal(true);
       // a body refused before it was read, and one past the size cap: the client is told, or the connection stays usable
-      for (const [p, size] of [['/v1/predict', 64 * 1024], ['/v1/diagnose/fingerprint', 64 * 1024 * 1024]] as const) {
+      for (const [p, size] of [['/v1/predict', 64 * 1024], ['/v1/predict', 8 * 1024 * 1024], ['/v1/diagnose/fingerprint', 64 * 1024 * 1024]] as const) {
         const refused = await send('POST', p, Buffer.alloc(size, 0x20));
         expect(refused.status, p).to.be.within(400, 599);
+        // a small refused body is read and the connection kept; a big one unread is closed, and said
+        if (p === '/v1/predict') expect(refused.headers.connection, `${p} ${size}`).to.equal(size > 1024 * 1024 ? 'close' : 'keep-alive');
         const next = await send('GET', '/health');
         expect(next.status, `after ${p}`).to.equal(200);
         if (refused.headers.connection !== 'close') expect(next.reused, `after ${p}: kept alive`).to.equal(true);
