@@ -2,7 +2,7 @@
 import type { Step } from '../../gateway/plugins/contract.ts';
 
 export function plan(site: string): Step[] {
-  const extract = { intent: 'read the cards', type: 'extract_data', extract: { schema_name: 'flats', item_selector: '.card', fields: [{ name: 'title', type: 'str', selector: 'h2', required: true }, { name: 'price', type: 'float', selector: '.price' }] } };
+  const extract = { intent: 'read the cards', type: 'extract_data', extract: { schema_name: 'flats', item_selector: '.card', max_items: 50, fields: [{ name: 'title', type: 'str', selector: 'h2', required: true }, { name: 'price', type: 'float', selector: '.price' }] } };
   const next = { intent: 'next page', type: 'paginate' };
   const steps: Step[] = [
     { intent: 'open the listings', type: 'navigate', url: `${site}/list?page=1` },

@@ -64,7 +64,7 @@ describe('the viewer (/ui) in a real browser, on a real gateway with real runs',
     const run = async (plan: unknown) => (await gw.req('POST', '/v1/predict', { token: alpha, body: { plan, detached: false } })).body;
     ids.ok = (await run([
       { intent: 'open the listings', type: 'navigate', url: `${site.url}/list?page=1` },
-      { intent: 'read the cards', type: 'extract_data', extract: { schema_name: 'flats', item_selector: '.card', fields: [{ name: 'title', type: 'str', selector: 'h2', required: true }, { name: 'price', type: 'float', selector: '.price' }] } },
+      { intent: 'read the cards', type: 'extract_data', extract: { schema_name: 'flats', item_selector: '.card', max_items: 10, fields: [{ name: 'title', type: 'str', selector: 'h2', required: true }, { name: 'price', type: 'float', selector: '.price' }] } },
       { intent: 'open the counter', type: 'navigate', url: `${site.url}/counter` },
       { intent: 'hit the counter', type: 'click', params: { selector: '#hit' } },
       { intent: 'press the hit button', type: 'default-cua', max_steps: 3 },
