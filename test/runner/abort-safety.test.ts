@@ -76,6 +76,8 @@ describe('runs stopped at any point (gateway process, two tenants, real agents)'
       SERVICE_ALLOW_PRIVATE_NETWORKS: '1',
       SERVICE_MAX_ACTIVE_RUNS: '2',
       SERVICE_LOG_LEVEL: 'warn',
+      // the production pool: a spare agent per used plane, which must be left behind no more than the rest
+      SERVICE_PLANE_SPARE: '1',
     });
   });
   after(async () => {

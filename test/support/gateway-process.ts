@@ -21,14 +21,16 @@ export interface GatewayProcess {
 }
 
 /**
- * `via: 'npm'` runs `npm start` as an operator (or systemd, or a container runtime)
- * does: the real npm, its prestart and the shell it uses.
+ * A gateway process; like the in-process ones (gateway.ts), without a spare agent per
+ * plane unless `env` asks for it (SERVICE_PLANE_SPARE). `via: 'npm'` runs `npm start` as
+ * an operator (or systemd, or a container runtime) does: the real npm, its prestart and
+ * the shell it uses.
  */
 export async function startGatewayProcess(env: Record<string, string>, o: { via?: 'node' | 'npm' } = {}): Promise<GatewayProcess> {
   const [cmd, args] = o.via === 'npm' ? ['npm', ['start']] : [process.execPath, [builtPath('gateway/start.ts')]];
   const child = spawn(cmd, args, {
     cwd: root,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', TMPDIR: tmpdir(), SERVICE_PORT: '0', ...(env.SERVICE_DATA_DIR ? await storeEnv(env.SERVICE_DATA_DIR, env) : {}), ...env },
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', TMPDIR: tmpdir(), SERVICE_PORT: '0', SERVICE_PLANE_SPARE: process.env.RUNPLANE_TEST_PLANE_SPARE ?? '0', ...(env.SERVICE_DATA_DIR ? await storeEnv(env.SERVICE_DATA_DIR, env) : {}), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let err = '';
