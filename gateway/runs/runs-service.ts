@@ -121,6 +121,7 @@ export class RunsService {
         resumed_from: spec.resumed_from ?? null,
         start_step: spec.start_step ?? 0,
         resume_step: null,
+        allowed_domains: [...tenant.allowed_domains],
       };
       const queued = { run_id: runId, tenant_id: tenant.tenant_id, type: 'run.status', data: { status: 'queued', phase: 'queued' } };
       // on the SQL stores the row and its first event are one commit (one fsync on SQLite, one round trip on PostgreSQL)
