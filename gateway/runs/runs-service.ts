@@ -27,6 +27,8 @@ export interface RunOutcome {
   /** extraction_quality counters beyond the placeholder rows */
   extractionCounts?: Record<string, number>;
   retriesSpent?: number;
+  /** What this run met, put first in failure_help.likely_causes (a refused host). */
+  cause?: string;
   /** Top-level step index a resume would restart at (failed and cancelled runs). */
   resumeStep?: number;
   /** What the run's model calls cost, in USD. */
@@ -304,7 +306,7 @@ export class RunsService {
       status,
       phase: haltClass ? 'halted' : 'finished',
       halt_class: haltClass,
-      failure_help: haltClass ? failureHelp(r.run_id, haltClass, outcome.retriesSpent ?? 0) : null,
+      failure_help: haltClass ? failureHelp(r.run_id, haltClass, outcome.retriesSpent ?? 0, outcome.cause) : null,
       error,
       summary: outcome.summary ?? r.summary,
       steps: outcome.steps ?? r.steps,
