@@ -49,8 +49,9 @@ export async function refusedPage(plane: Plane, halt = true): Promise<StepResult
     const p = await plane.dom.evaluate<{ url: string; said: string } | null>(GUARD_PAGE_PROBE).catch(() => null);
     return p ? egressRefusal(p.url, p.said.replace(/^Blocked by the egress guard\s*/, '').trim() || 'refused', halt) : undefined;
   }
-  const f = await plane.facts?.({ text: true }).catch(() => null);
+  const f = await plane.facts?.().catch(() => null);
   if (!f || (f.nav_error !== 'EGRESS_REFUSED' && f.title !== GUARD_TITLE)) return undefined;
-  const said = f.text?.replace(/^\s*Blocked by the egress guard\s*/, '').trim();
+  // the page's words (read only for a refused page: reading text costs the agent a page call) say why
+  const said = (await plane.facts?.({ text: true }).catch(() => null))?.text?.replace(/^\s*Blocked by the egress guard\s*/, '').trim();
   return egressRefusal(f.url, said || "the host is outside the tenant's allowed_domains or a private address", halt);
 }
