@@ -46,6 +46,8 @@ export interface NewRun {
   webhook?: WebhookTarget;
   resumed_from?: string;
   start_step?: number;
+  /** The hosts the plane's egress guard lets the run reach; absent: the tenant's allowed_domains. */
+  allowed_domains?: readonly string[];
 }
 
 /** How long POST /v1/runs/{id}/cancel waits for a running run to end before it answers `cancelling`. */
@@ -123,7 +125,7 @@ export class RunsService {
         resumed_from: spec.resumed_from ?? null,
         start_step: spec.start_step ?? 0,
         resume_step: null,
-        allowed_domains: [...tenant.allowed_domains],
+        allowed_domains: [...(spec.allowed_domains ?? tenant.allowed_domains)],
       };
       const queued = { run_id: runId, tenant_id: tenant.tenant_id, type: 'run.status', data: { status: 'queued', phase: 'queued' } };
       // on the SQL stores the row and its first event are one commit (one fsync on SQLite, one round trip on PostgreSQL)
