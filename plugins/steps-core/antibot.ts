@@ -101,7 +101,7 @@ export const changesPage = (a: Action): boolean => a.type === 'CLICK' || a.type 
 export async function judgeAfterAction(ctx: StepContext, r: StepResult): Promise<StepResult> {
   if (!r.success) return r;
   // a page the egress guard refused is the guard's, not the site's: no verdict on it
-  const refused = await refusedPage(ctx.plane);
+  const refused = await refusedPage(ctx.plane, true, ctx.allowedDomains);
   if (refused) return { ...refused, ...(r.last_action ? { last_action: r.last_action } : {}) };
   const bot = await checkAntiBot(ctx.plane, undefined, ctx.signal);
   if ('failure' in bot) return { ...bot.failure, ...(r.last_action ? { last_action: r.last_action } : {}) };

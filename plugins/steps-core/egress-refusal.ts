@@ -4,6 +4,7 @@
 // nav_error and the page; a click, a key, a popup or a brain's action from the page it
 // left: the guard's page on DOM planes, the active tab's page facts on computer_plane.
 import type { Plane, StepResult } from '../../gateway/plugins/contract.ts';
+import { hostAllowed } from '../../shared/allowed-domains.ts';
 
 /** The title of the guard's own page (agents/core/egress-proxy.ts blockedPage). */
 const GUARD_TITLE = 'Blocked by the egress guard';
@@ -39,17 +40,33 @@ export function egressRefusal(url: string, why: string, halt = true): StepResult
   };
 }
 
+const OFF_LIST = "the host is outside the tenant's allowed_domains";
+
+/** True when `url` is an http(s) URL whose host the list (non-empty) does not hold: the guard refuses every request to it. */
+function offList(url: string, allowed: readonly string[]): boolean {
+  if (allowed.length === 0 || !/^https?:/i.test(url)) return false;
+  try {
+    return !hostAllowed(new URL(url).hostname.replace(/^\[|\]$/g, ''), allowed);
+  } catch {
+    return false;
+  }
+}
+
 /**
  * The refusal when the page an action left (the active tab: a popup it opened) is the egress
- * guard's, else undefined. computer_plane knows it from its page facts: the guard's answer
- * (nav_error EGRESS_REFUSED) or, for a tab opened before its facts were tracked, the page's title.
+ * guard's, else undefined: the tab is at a host off the tenant's list (`allowed`), whatever
+ * its page shows yet (a popup's response can come before its tab is tracked), or shows the
+ * guard's page (a private address), or computer_plane's facts say the guard answered.
  */
-export async function refusedPage(plane: Plane, halt = true): Promise<StepResult | undefined> {
+export async function refusedPage(plane: Plane, halt = true, allowed: readonly string[] = []): Promise<StepResult | undefined> {
   if (plane.dom) {
+    const url = allowed.length > 0 ? await plane.dom.currentUrl().catch(() => '') : '';
+    if (offList(url, allowed)) return egressRefusal(url, OFF_LIST, halt);
     const p = await plane.dom.evaluate<{ url: string; said: string } | null>(GUARD_PAGE_PROBE).catch(() => null);
     return p ? egressRefusal(p.url, p.said.replace(/^Blocked by the egress guard\s*/, '').trim() || 'refused', halt) : undefined;
   }
   const f = await plane.facts?.().catch(() => null);
+  if (f && offList(f.url, allowed)) return egressRefusal(f.url, OFF_LIST, halt);
   if (!f || (f.nav_error !== 'EGRESS_REFUSED' && f.title !== GUARD_TITLE)) return undefined;
   // the page's words (read only for a refused page: reading text costs the agent a page call) say why
   const said = (await plane.facts?.({ text: true }).catch(() => null))?.text?.replace(/^\s*Blocked by the egress guard\s*/, '').trim();

@@ -39,7 +39,7 @@ export const navigate: StepHandler = {
     const r = await ctx.plane.act({ type: 'NAVIGATE', url });
     const last = { type: 'NAVIGATE', params: { url }, reasoning: 'plan navigate step' };
     // the page the guard left names the host it refused (a redirect's target, not the step's URL)
-    if (r.nav_error?.code === 'EGRESS_REFUSED') return { ...((await refusedPage(ctx.plane, false)) ?? egressRefusal(r.url || url, r.nav_error.message, false)), last_action: last };
+    if (r.nav_error?.code === 'EGRESS_REFUSED') return { ...((await refusedPage(ctx.plane, false, ctx.allowedDomains)) ?? egressRefusal(r.url || url, r.nav_error.message, false)), last_action: last };
     if (r.nav_error) {
       // a document that never loaded is never a success, whatever the page shows now (an error page)
       // the run's upstream proxy refused or failed: said first, so the caller does not blame the site
