@@ -153,7 +153,7 @@ export interface Launched {
  * is undefined; nothing is left running when the launch fails.
  */
 export async function withEgress(
-  init: { allow_private_networks: boolean; proxy_server: string | null } | undefined,
+  init: { allow_private_networks: boolean; proxy_server: string | null; allowed_domains?: readonly string[] } | undefined,
   userDataDir: string | undefined,
   launch: (dir: string, egress: EgressProxy, home: string) => Promise<Browser>,
 ): Promise<Launched> {

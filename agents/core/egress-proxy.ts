@@ -11,12 +11,15 @@ import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { once } from 'node:events';
 import { canonicalHost, EgressRefused, resolvePublic } from '../../shared/egress.ts';
+import { hostAllowed } from '../../shared/allowed-domains.ts';
 import { flag } from './flags.ts';
 
 export interface EgressBlock {
   host: string;
   address: string;
   at_ms: number;
+  /** what refused it: a private address, or a host outside the tenant's allowed_domains */
+  why: 'private_network' | 'allowed_domains';
 }
 
 export interface EgressSettings {
@@ -24,7 +27,12 @@ export interface EgressSettings {
   allowPrivate: boolean;
   /** The session's proxy_server (http://[user:pass@]host:port or host:port), or null. */
   upstream: string | null;
+  /** The tenant's allowed_domains (shared/allowed-domains.ts); empty: no restriction. */
+  allowedDomains?: readonly string[];
 }
+
+/** The reason a host outside the tenant's list is refused with (the page, the agent's 403 and the runner's step data). */
+export const OFF_LIST_REASON = "outside the tenant's allowed_domains";
 
 interface Upstream {
   host: string;
@@ -42,11 +50,20 @@ function parseUpstream(raw: string | null): Upstream | undefined {
 
 const HOP_HEADERS = ['proxy-connection', 'proxy-authorization', 'connection', 'keep-alive', 'te', 'trailer', 'upgrade'];
 
-function blockedPage(host: string, address: string, reason: string): string {
+/** A host the tenant's allowed_domains do not hold: refused before any DNS lookup. */
+class OffList {
+  constructor(readonly host: string) {}
+}
+
+function blockedPage(host: string, refusal: EgressRefused | OffList): string {
   const esc = (s: string): string => s.replace(/[<>&"]/g, (c) => `&#${c.charCodeAt(0)};`);
+  const why =
+    refusal instanceof OffList
+      ? `${esc(host)} is ${OFF_LIST_REASON}: this run may not leave them.`
+      : `${esc(host)} (${esc(refusal.address)}) is not a globally reachable address: ${esc(refusal.reason)}.
+This plane agent does not reach private networks (PLANE_ALLOW_PRIVATE_NETWORKS / allow_private_networks).`;
   return `<!doctype html><html><head><meta charset="utf-8"><title>Blocked by the egress guard</title></head>
-<body><h1>Blocked by the egress guard</h1><p>${esc(host)} (${esc(address)}) is not a globally reachable address: ${esc(reason)}.
-This plane agent does not reach private networks (PLANE_ALLOW_PRIVATE_NETWORKS / allow_private_networks).</p></body></html>`;
+<body><h1>Blocked by the egress guard</h1><p>${why}</p></body></html>`;
 }
 
 /** The header on the proxy's own answers that says what failed, in Chromium's net error names. */
@@ -79,7 +96,7 @@ export interface EgressFailure {
 export class EgressProxy {
   private server: Server | undefined;
   private readonly sockets = new Set<Duplex>();
-  private settings: EgressSettings = { allowPrivate: false, upstream: null };
+  private settings: EgressSettings = { allowPrivate: false, upstream: null, allowedDomains: [] };
   private upstream: Upstream | undefined;
   port = 0;
   lastBlocked: EgressBlock | null = null;
@@ -112,7 +129,7 @@ export class EgressProxy {
    */
   reset(): void {
     for (const s of this.sockets) s.destroy();
-    this.configure({ allowPrivate: false, upstream: null });
+    this.configure({ allowPrivate: false, upstream: null, allowedDomains: [] });
   }
 
   /** Chromium flags that send all of the browser's traffic, loopback included, through here. */
@@ -150,6 +167,7 @@ export class EgressProxy {
    * the upstream resolve, so never), or null when it would connect.
    */
   async verdict(host: string): Promise<'refused' | 'unresolved' | null> {
+    if (!this.onList(host)) return 'refused';
     try {
       await resolvePublic(host, this.settings.allowPrivate);
       return null;
@@ -173,13 +191,25 @@ export class EgressProxy {
     return verdict === 'unresolved' ? 'ERR_NAME_NOT_RESOLVED' : null;
   }
 
+  /** True when the tenant's allowed_domains (if any) hold `host`. */
+  onList(host: string): boolean {
+    return hostAllowed(canonicalHost(host), this.settings.allowedDomains ?? []);
+  }
+
   /** The address to connect to, or why not (a refusal is recorded, its reason kept for the page). */
-  private async check(host: string): Promise<{ address: string; family: number } | EgressRefused | 'unresolved'> {
+  private async check(host: string): Promise<{ address: string; family: number } | EgressRefused | OffList | 'unresolved'> {
+    // the list is judged on the name the browser asked for, before any lookup: nothing about
+    // an off-list host leaves the agent, not even a DNS query
+    if (!this.onList(host)) {
+      this.lastBlocked = { host, address: '', at_ms: Date.now(), why: 'allowed_domains' };
+      this.blockedCount += 1;
+      return new OffList(host);
+    }
     try {
       return await resolvePublic(host, this.settings.allowPrivate);
     } catch (err) {
       if (err instanceof EgressRefused) {
-        this.lastBlocked = { host, address: err.address, at_ms: Date.now() };
+        this.lastBlocked = { host, address: err.address, at_ms: Date.now(), why: 'private_network' };
         this.blockedCount += 1;
         return err;
       }
@@ -198,9 +228,9 @@ export class EgressProxy {
     }
     const host = target.hostname.replace(/^\[|\]$/g, '');
     const checked = await this.check(host);
-    if (checked instanceof EgressRefused) {
+    if (checked instanceof EgressRefused || checked instanceof OffList) {
       res.writeHead(403, { 'content-type': 'text/html; charset=utf-8', [EGRESS_HEADER]: 'blocked', 'cache-control': 'no-store' });
-      res.end(blockedPage(host, checked.address, checked.reason));
+      res.end(blockedPage(host, checked));
       return;
     }
     if (checked === 'unresolved' && !this.upstream) {
@@ -244,7 +274,7 @@ export class EgressProxy {
       return;
     }
     const checked = await this.check(host);
-    if (checked instanceof EgressRefused) {
+    if (checked instanceof EgressRefused || checked instanceof OffList) {
       sock.end('HTTP/1.1 403 Forbidden\r\nX-Runplane-Egress: blocked\r\nContent-Length: 0\r\n\r\n');
       return;
     }
@@ -299,9 +329,9 @@ export class EgressProxy {
   }
 }
 
-/** The guard's policy for a session: the init's allow_private_networks, else PLANE_ALLOW_PRIVATE_NETWORKS. */
-export function sessionEgress(init: { allow_private_networks: boolean; proxy_server: string | null }, env: NodeJS.ProcessEnv = process.env): EgressSettings {
-  return { allowPrivate: init.allow_private_networks || flag(env.PLANE_ALLOW_PRIVATE_NETWORKS, false), upstream: init.proxy_server };
+/** The guard's policy for a session: the init's allow_private_networks (else PLANE_ALLOW_PRIVATE_NETWORKS) and the tenant's allowed_domains. */
+export function sessionEgress(init: { allow_private_networks: boolean; proxy_server: string | null; allowed_domains?: readonly string[] }, env: NodeJS.ProcessEnv = process.env): EgressSettings {
+  return { allowPrivate: init.allow_private_networks || flag(env.PLANE_ALLOW_PRIVATE_NETWORKS, false), upstream: init.proxy_server, allowedDomains: init.allowed_domains ?? [] };
 }
 
 /** A started guard for one session (or a pooled browser, configured when it is taken). */

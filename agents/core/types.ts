@@ -25,6 +25,8 @@ export interface SessionInitRequest {
   require_dom_aware: boolean;
   /** Our extension: let the browser reach private networks (else PLANE_ALLOW_PRIVATE_NETWORKS decides). */
   allow_private_networks: boolean;
+  /** Our extension: the tenant's allowed_domains; the egress guard refuses every other host (empty: no restriction). */
+  allowed_domains: string[];
   /** Our extension: false runs on a throwaway profile (deleted on close; may come from the warm pool). */
   persist_profile: boolean;
 }

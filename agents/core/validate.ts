@@ -3,6 +3,7 @@
 import { resolve, sep } from 'node:path';
 import { badRequest } from './errors.ts';
 import type { SessionInitRequest } from './types.ts';
+import { allowedDomainProblem } from '../../shared/allowed-domains.ts';
 
 export type Body = Record<string, unknown>;
 
@@ -93,6 +94,17 @@ function parseExit(v: unknown): SessionInitRequest['proxy_exit'] {
   return { country: String(o.country).toLowerCase(), ...(o.state !== undefined ? { state: String(o.state).toLowerCase() } : {}), ...(o.city !== undefined ? { city: String(o.city) } : {}) };
 }
 
+/** The tenant's allowed_domains: as many entries as a keys file sensibly holds, each a host pattern of DNS length. */
+function parseAllowedDomains(b: Body): string[] {
+  const list = strArray(b, 'allowed_domains', 1000);
+  for (const [i, p] of list.entries()) {
+    if (p.trim().length === 0 || p.length > 300) throw badRequest(`allowed_domains[${i}] must be 1-300 characters`);
+    const problem = allowedDomainProblem(p);
+    if (problem) throw badRequest(`allowed_domains[${i}]: ${problem}`);
+  }
+  return list;
+}
+
 export function parseInit(raw: unknown): SessionInitRequest {
   const b = asBody(raw);
   const flags = strArray(b, 'chrome_flags');
@@ -125,6 +137,7 @@ export function parseInit(raw: unknown): SessionInitRequest {
     viewport,
     require_dom_aware: optBool(b, 'require_dom_aware') ?? false,
     allow_private_networks: optBool(b, 'allow_private_networks') ?? false,
+    allowed_domains: parseAllowedDomains(b),
     persist_profile: optBool(b, 'persist_profile') ?? true,
   };
 }

@@ -5,7 +5,7 @@
 import type { KeyInput, Page } from 'puppeteer-core';
 import { recordingPath } from '../core/chromium.ts';
 import { badRequest, forbidden, notFound, unprocessable } from '../core/errors.ts';
-import { EGRESS_HEADER, sessionEgress, type EgressProxy } from '../core/egress-proxy.ts';
+import { EGRESS_HEADER, OFF_LIST_REASON, sessionEgress, type EgressProxy } from '../core/egress-proxy.ts';
 import { recordingEnabled, recordingFps, recordingSize } from '../core/recording.ts';
 import { ScreencastRecorder } from './screencast.ts';
 import { cdpEvaluate, scrollY } from '../core/pages.ts';
@@ -105,12 +105,12 @@ async function dispatch(tabs: Tabs, b: Body, egress: EgressProxy): Promise<Recor
         // an https:// target the guard refused or could not reach fails as a tunnel error: the guard knows why
         // (a name that does not resolve read as a tunnel failure was retried as a 5xx, seen once in CI)
         const why = String(err).includes('ERR_TUNNEL_CONNECTION_FAILED') ? await egress.explainTunnel(host, startedAt) : null;
-        if (why === 'EGRESS_REFUSED') throw egressBlocked(host);
+        if (why === 'EGRESS_REFUSED') throw egressBlocked(host, egress);
         if (why) throw navFailed(why, url);
         throw unprocessable(`navigation failed: ${err instanceof Error ? err.message.split('\n')[0]?.slice(0, 200) : ''}`);
       });
       const said = res?.headers()[EGRESS_HEADER];
-      if (said === 'blocked') throw egressBlocked(host);
+      if (said === 'blocked') throw egressBlocked(host, egress);
       // the proxy's own 502 for a target it could not reach is the browser's network error, not the site's answer
       if (said && /^ERR_[A-Z_]+$/.test(said)) throw navFailed(said, url);
       break;
@@ -121,14 +121,20 @@ async function dispatch(tabs: Tabs, b: Body, egress: EgressProxy): Promise<Recor
   return { ok: true, verb, url: page.url() };
 }
 
-/** 403 for a navigation the egress guard refused; the runner reports it as navigation_blocked. */
 /** 422 with the browser's net error name, as Chromium words a navigation that failed. */
 function navFailed(code: string, url: string): Error {
   return unprocessable(`navigation failed: net::${code} at ${url.slice(0, 200)}`);
 }
 
-function egressBlocked(host: string): Error {
-  return forbidden(`navigation blocked by the egress guard: ${host.slice(0, 200)} is or resolves to a private, loopback, link-local or metadata address`);
+/**
+ * 403 for a navigation the egress guard refused; the runner reports it as navigation_blocked.
+ * The host named is the one the guard refused (a redirect's target, not the URL asked for).
+ */
+function egressBlocked(asked: string, egress: EgressProxy): Error {
+  const b = egress.lastBlocked;
+  const host = (b?.host ?? asked).slice(0, 200);
+  if (b?.why === 'allowed_domains') return forbidden(`navigation blocked by the egress guard: ${host} is ${OFF_LIST_REASON}`);
+  return forbidden(`navigation blocked by the egress guard: ${host} is or resolves to a private, loopback, link-local or metadata address`);
 }
 
 async function startDom(init: SessionInitRequest, dataDir: string): Promise<PlaneSessionImpl> {
@@ -227,7 +233,7 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
         const res = await page.goto(url, { waitUntil: 'domcontentloaded', timeout: NAV_WAIT_MS }).catch(() => undefined);
         if (res?.headers()[EGRESS_HEADER] === 'blocked') {
           await page.close().catch(() => undefined);
-          throw egressBlocked(new URL(url).hostname);
+          throw egressBlocked(new URL(url).hostname, l.egress);
         }
       } else {
         const opener = await tabs.current();

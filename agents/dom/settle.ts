@@ -36,7 +36,7 @@ export interface Settled {
 const sessions = new WeakMap<Page, Promise<{ client: CDPSession; mainFrameId: string }>>();
 
 /** A DevTools session of the page's own with Page events on (frameRequestedNavigation is not surfaced by puppeteer). */
-function pageEvents(page: Page): Promise<{ client: CDPSession; mainFrameId: string }> {
+export function pageEvents(page: Page): Promise<{ client: CDPSession; mainFrameId: string }> {
   let s = sessions.get(page);
   if (!s) {
     s = page.createCDPSession().then(async (client) => {

@@ -5,6 +5,7 @@
 // tab, as the new tab takes the focus in a browser a person uses; the opener stays open.
 import type { BrowserContext, Page, Target } from 'puppeteer-core';
 import { notFound } from '../core/errors.ts';
+import { pageEvents } from './settle.ts';
 
 export class Tabs {
   private readonly ids = new Map<Page, string>();
@@ -76,15 +77,34 @@ export class Tabs {
    */
   async followPopup<T>(opener: Page, input: () => Promise<T>, ms: number): Promise<{ result: T; popup?: Page }> {
     let opened: Target | undefined;
+    let arrived = (): void => undefined;
     const w = (t: Target): void => {
-      if (!opened && t.opener() === opener.target()) opened = t;
+      if (opened || t.opener() !== opener.target()) return;
+      opened = t;
+      arrived();
     };
     this.openWatchers.add(w);
+    // The new tab's target is told only once puppeteer has attached to it, which on a busy host
+    // can come after the input was waited out (the popup was then missed: issue 40). The opener's
+    // own Page.windowOpen comes with the input, so a popup known to be opening is awaited.
+    const events = await pageEvents(opener).catch(() => undefined);
+    let opening = false;
+    const onOpen = (): void => {
+      opening = true;
+    };
+    events?.client.on('Page.windowOpen', onOpen);
     let result: T;
     try {
       result = await input();
+      if (!opened && opening) {
+        await new Promise<void>((resolve) => {
+          arrived = resolve;
+          setTimeout(resolve, ms).unref();
+        });
+      }
     } finally {
       this.openWatchers.delete(w);
+      events?.client.off('Page.windowOpen', onOpen);
     }
     if (!opened) return { result };
     const deadline = Date.now() + ms;

@@ -23,6 +23,8 @@ export interface SessionInitRequest {
   require_dom_aware?: boolean;
   /** Let the browser reach private networks (the agent's egress guard is on otherwise, unless PLANE_ALLOW_PRIVATE_NETWORKS). */
   allow_private_networks?: boolean;
+  /** The tenant's allowed_domains: the agent's egress guard refuses every other host (empty or absent: no restriction). */
+  allowed_domains?: string[];
   /** false: a throwaway profile, deleted on close; such a session may start from the agent's warm pool. */
   persist_profile?: boolean;
 }

@@ -217,6 +217,8 @@ export interface PageFacts {
 export interface Frame {
   screenshot: Screenshot;
   url?: string;
+  /** what became of the brain's last action when the runner refused it (a host off the tenant's list): the brain's observation */
+  refused?: string;
 }
 
 export interface Inference {
@@ -319,6 +321,8 @@ export interface StepResult {
 export interface StepContext {
   readonly runId: string;
   readonly tenantId: string;
+  /** the tenant's allowed_domains (shared/allowed-domains.ts; empty: no restriction); the plane's egress guard enforces them too */
+  readonly allowedDomains?: readonly string[];
   readonly step: Step;
   /** path of the step in the plan, e.g. steps[3].steps[0] */
   readonly path: string;

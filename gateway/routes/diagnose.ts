@@ -97,6 +97,8 @@ export const diagnoseRoutes: RouteSpec[] = [
         },
         cua_model: cuaModel,
         detached: true,
+        // the operator's own target is not held to the tenant's list at the egress guard either
+        allowed_domains: body.target_url === undefined ? [] : tenant.allowed_domains,
       });
       s.log.info({ tenant_id: tenant.tenant_id, run_id: run.run_id }, 'fingerprint diagnostic accepted');
       ctx.body = {

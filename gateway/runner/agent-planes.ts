@@ -33,6 +33,8 @@ function initRequest(run: RunRecord, backend: Backend, proxy: ProxyChoice | null
     enable_cdp: backend === 'dom_plane',
     viewport: VIEWPORT,
     require_dom_aware: backend === 'dom_plane',
+    // our extension: the agent's egress guard refuses every other host, whatever the page or the brain asks for
+    allowed_domains: run.allowed_domains ?? [],
   };
 }
 

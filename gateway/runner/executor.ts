@@ -14,6 +14,7 @@ import type { EventListener } from '../runs/events.ts';
 import type { FrameHub } from '../runs/frames.ts';
 import { toCsv } from './extraction.ts';
 import { Halt, runnerLost } from './outcome.ts';
+import { egressCause } from '../runs/failure-help.ts';
 import type { PlaneLease, PlaneProvider } from './planes.ts';
 import type { RunRecorder } from './recording.ts';
 import { RunState } from './run-state.ts';
@@ -145,7 +146,7 @@ export class RunExecutor {
       if (st.steps.length > 0 && st.steps.every((s) => !s.success)) {
         // no step halted the run, yet nothing worked: the run still says why (the last failure's class)
         const h = new Halt(st.lastFailureHalt ?? 'all_steps_failed', 'every executed step failed');
-        outcome = { ...outcome, status: 'failed', haltClass: h.haltClass, error: h.error, summary: `${outcome.summary}; ${h.message}`, resumeStep: st.topIndex };
+        outcome = { ...outcome, status: 'failed', haltClass: h.haltClass, error: h.error, summary: `${outcome.summary}; ${h.message}`, resumeStep: st.topIndex, cause: egressCause(st.steps) };
       }
     } catch (err) {
       const reason: unknown = abort.signal.reason;
@@ -162,6 +163,7 @@ export class RunExecutor {
         extractionCounts: { ...st.quality },
         retriesSpent: st.retriesSpent,
         resumeStep: st.topIndex,
+        cause: egressCause(st.steps),
       };
     } finally {
       this.running.delete(runId);

@@ -205,6 +205,7 @@ export class Walker {
     return {
       runId: this.run.run_id,
       tenantId: this.run.tenant_id,
+      allowedDomains: this.run.allowed_domains ?? [],
       step,
       path: p,
       plane: this.plane,

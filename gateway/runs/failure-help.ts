@@ -123,13 +123,14 @@ const DEFAULT: Entry = {
   next_steps: ['read the events and logs of the run', 'retry with a fresh workflow_id if the cause was transient'],
 };
 
-export function failureHelp(runId: string, haltClass: string, retriesSpent = 0): FailureHelp {
+export function failureHelp(runId: string, haltClass: string, retriesSpent = 0, cause?: string): FailureHelp {
   const e = CATALOGUE[haltClass] ?? DEFAULT;
   const base = `/v1/runs/${encodeURIComponent(runId)}`;
   return {
     halt_class: haltClass,
     summary: e.summary,
-    likely_causes: [...e.likely_causes],
+    // what this run met, when the runner knows it, before the class's usual causes
+    likely_causes: [...(cause ? [cause] : []), ...e.likely_causes],
     next_steps: [...e.next_steps],
     debug_surfaces: {
       events: `${base}/events`,
@@ -141,4 +142,14 @@ export function failureHelp(runId: string, haltClass: string, retriesSpent = 0):
     },
     retries_spent: retriesSpent,
   };
+}
+
+/**
+ * The host the egress guard refused, when the run's last failed step was refused by it
+ * (plugins/steps-core/egress-refusal.ts words it): the first likely cause of its failure_help.
+ */
+export function egressCause(steps: ReadonlyArray<{ success: boolean; data?: string }>): string | undefined {
+  const data = steps.findLast((s) => !s.success)?.data;
+  const m = data && /egress_refused: the egress guard refused (\S+) \(.*?\): (.*)$/s.exec(data);
+  return m ? `the egress guard refused the host '${m[1]}': ${m[2]!.slice(0, 300)}` : undefined;
 }

@@ -58,6 +58,8 @@ export interface RunRecord {
   resume_step?: number | null;
   /** what the run's model calls cost (USD), set when it ends */
   cost_usd?: number;
+  /** The tenant's allowed_domains when the run was accepted: the plane's egress guard holds the run to them (absent on older runs: no restriction). */
+  allowed_domains?: string[];
   /** While running: the top-level step the runner is on, saved with the steps (where recovery points a resume). */
   checkpoint_step?: number;
 }

@@ -27,6 +27,8 @@ export interface RunOutcome {
   /** extraction_quality counters beyond the placeholder rows */
   extractionCounts?: Record<string, number>;
   retriesSpent?: number;
+  /** What this run met, put first in failure_help.likely_causes (a refused host). */
+  cause?: string;
   /** Top-level step index a resume would restart at (failed and cancelled runs). */
   resumeStep?: number;
   /** What the run's model calls cost, in USD. */
@@ -44,6 +46,8 @@ export interface NewRun {
   webhook?: WebhookTarget;
   resumed_from?: string;
   start_step?: number;
+  /** The hosts the plane's egress guard lets the run reach; absent: the tenant's allowed_domains. */
+  allowed_domains?: readonly string[];
 }
 
 /** How long POST /v1/runs/{id}/cancel waits for a running run to end before it answers `cancelling`. */
@@ -121,6 +125,7 @@ export class RunsService {
         resumed_from: spec.resumed_from ?? null,
         start_step: spec.start_step ?? 0,
         resume_step: null,
+        allowed_domains: [...(spec.allowed_domains ?? tenant.allowed_domains)],
       };
       const queued = { run_id: runId, tenant_id: tenant.tenant_id, type: 'run.status', data: { status: 'queued', phase: 'queued' } };
       // on the SQL stores the row and its first event are one commit (one fsync on SQLite, one round trip on PostgreSQL)
@@ -303,7 +308,7 @@ export class RunsService {
       status,
       phase: haltClass ? 'halted' : 'finished',
       halt_class: haltClass,
-      failure_help: haltClass ? failureHelp(r.run_id, haltClass, outcome.retriesSpent ?? 0) : null,
+      failure_help: haltClass ? failureHelp(r.run_id, haltClass, outcome.retriesSpent ?? 0, outcome.cause) : null,
       error,
       summary: outcome.summary ?? r.summary,
       steps: outcome.steps ?? r.steps,

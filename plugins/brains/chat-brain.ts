@@ -83,16 +83,16 @@ export class ChatBrain implements Brain {
     return { tokens_in: tokensIn, tokens_out: tokensOut, cost_usd: cost };
   }
 
-  protected userText(task: string, history: Action[], screen: { width: number; height: number }, url?: string): string {
+  protected userText(task: string, history: Action[], screen: { width: number; height: number }, url?: string, refused?: string): string {
     const past = history.length ? history.map((a, i) => `${i + 1}. ${describeAction(a)}`).join('\n') : '(none)';
-    return `Task: ${task}\nScreen: ${screen.width}x${screen.height}${url ? `\nURL: ${url}` : ''}\nActions so far:\n${past}`;
+    return `Task: ${task}\nScreen: ${screen.width}x${screen.height}${url ? `\nURL: ${url}` : ''}${refused ? `\nLast action refused: ${refused}` : ''}\nActions so far:\n${past}`;
   }
 
   async think(frames: Frame[], task: string, history: Action[], screen: { width: number; height: number }, signal?: AbortSignal, opts?: ThinkOptions): Promise<Inference> {
     const frame = frames[frames.length - 1];
     const messages: Message[] = [
       { role: 'system', content: await this.system(SYSTEM_PROMPT, opts) },
-      { role: 'user', content: [{ type: 'text', text: this.userText(task, history, screen, frame?.url) }, ...(frame ? [imagePart(frame)] : [])] },
+      { role: 'user', content: [{ type: 'text', text: this.userText(task, history, screen, frame?.url, frame?.refused) }, ...(frame ? [imagePart(frame)] : [])] },
     ];
     const { res, usage } = await this.call(messages, { tools: [ACT_TOOL], tool_choice: 'auto' }, signal, opts);
     try {

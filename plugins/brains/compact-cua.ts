@@ -124,7 +124,7 @@ export class CompactCuaBrain extends ChatBrain {
   override async think(frames: Frame[], task: string, history: Action[], screen: { width: number; height: number }, signal?: AbortSignal, opts?: ThinkOptions): Promise<Inference> {
     const frame = frames[frames.length - 1];
     const past = history.length ? history.map((a, i) => `${i + 1}. ${describeAction(this.inputSpace(a, screen))}`).join('\n') : '(none)';
-    const text = `Task: ${task}\nScreen: ${this.input.width}x${this.input.height}${frame?.url ? `\nURL: ${frame.url}` : ''}\nActions so far:\n${past}`;
+    const text = `Task: ${task}\nScreen: ${this.input.width}x${this.input.height}${frame?.url ? `\nURL: ${frame.url}` : ''}${frame?.refused ? `\nLast action refused: ${frame.refused}` : ''}\nActions so far:\n${past}`;
     const messages = [
       { role: 'system' as const, content: await this.system('You operate a web browser through the computer_use tool, one action per turn. Call terminate with status success when the task is done, failure when it cannot be done.', opts) },
       { role: 'user' as const, content: [{ type: 'text', text }, ...(frame ? [await this.imageOf(frame)] : [])] },

@@ -9,6 +9,7 @@
 import { antiBotVerdict, haltClassOfVerdict, MARKER_PROBE, waitsOut, type AntiBotVerdict, type PageEvidence } from '../../shared/antibot.ts';
 import { sleep } from '../../shared/abort.ts';
 import type { Action, ActResult, Plane, StepContext, StepResult } from '../../gateway/plugins/contract.ts';
+import { refusedPage } from './egress-refusal.ts';
 
 /** SERVICE_CF_PREWARM_MAX_SECONDS (default 15), read when a challenge is met. */
 const prewarmMaxMs = (): number => {
@@ -99,6 +100,9 @@ export const changesPage = (a: Action): boolean => a.type === 'CLICK' || a.type 
  */
 export async function judgeAfterAction(ctx: StepContext, r: StepResult): Promise<StepResult> {
   if (!r.success) return r;
+  // a page the egress guard refused is the guard's, not the site's: no verdict on it
+  const refused = await refusedPage(ctx.plane, true, ctx.allowedDomains);
+  if (refused) return { ...refused, ...(r.last_action ? { last_action: r.last_action } : {}) };
   const bot = await checkAntiBot(ctx.plane, undefined, ctx.signal);
   if ('failure' in bot) return { ...bot.failure, ...(r.last_action ? { last_action: r.last_action } : {}) };
   if ('cleared_after_ms' in bot) return { ...r, data: [r.data, clearedNote(bot)].filter(Boolean).join('; ') };

@@ -11,6 +11,7 @@ import { refuseForbidden } from './forbidden.ts';
 import { changesPage, judgeAfterAction } from './antibot.ts';
 import { NAV_WAIT_MS, settle } from './settle.ts';
 import { rejectionFor } from '../../shared/recipe-keys.ts';
+import { hostAllowed } from '../../shared/allowed-domains.ts';
 import { BrainError, isBrainError, isHttpUrl, isPlaneDeadline, type Action, type Brain, type Screenshot, type StepContext, type StepHandler, type StepResult } from '../../gateway/plugins/contract.ts';
 
 export const DEFAULT_MAX_STEPS = 15;
@@ -51,19 +52,28 @@ export function brainFailure(err: unknown, ctx: StepContext): StepResult | undef
   return { success: false, failure_class: 'unknown', data: err.message, halt: { halt_class: 'model_provider_unreachable' } };
 }
 
+/** Why a NAVIGATE (a visit_url, a web_search) may not go where it asks: its host is off the tenant's list; undefined otherwise. */
+function offList(ctx: StepContext, action: Action): string | undefined {
+  if (action.type !== 'NAVIGATE' || !ctx.allowedDomains?.length) return undefined;
+  const host = new URL(action.url).hostname.replace(/^\[|\]$/g, '');
+  if (hostAllowed(host, ctx.allowedDomains)) return undefined;
+  return `egress_refused: ${host} is outside the tenant's allowed_domains; open a page of an allowed host instead`;
+}
+
 export async function runBrainLoop(ctx: StepContext, brain: Brain): Promise<StepResult> {
   const maxSteps = ctx.step.max_steps ?? ctx.step.budget ?? DEFAULT_MAX_STEPS;
   const task = taskOf(ctx);
   const history: Action[] = [];
   const seen = new Map<string, number>();
   let last: StepResult['last_action'];
+  let refusedLast: string | undefined;
   for (let turn = 0; turn < maxSteps; turn++) {
     const shot = await ctx.plane.screenshot();
     // the brain sees the URL on every plane that knows it (computer_plane: its page facts)
     const url = ctx.plane.dom ? await ctx.plane.dom.currentUrl().catch(() => undefined) : ((await ctx.plane.facts?.().catch(() => null))?.url || undefined);
     let out;
     try {
-      out = await brain.think([{ screenshot: shot, ...(url ? { url } : {}) }], task, history, { width: shot.width, height: shot.height }, ctx.signal);
+      out = await brain.think([{ screenshot: shot, ...(url ? { url } : {}), ...(refusedLast ? { refused: refusedLast } : {}) }], task, history, { width: shot.width, height: shot.height }, ctx.signal);
     } catch (err) {
       const failed = brainFailure(err, ctx);
       if (failed) return { ...failed, ...(last ? { last_action: last } : {}) };
@@ -93,6 +103,14 @@ export async function runBrainLoop(ctx: StepContext, brain: Brain): Promise<Step
     // a forbidden control is refused before the plane acts
     const refused = await refuseForbidden(ctx, action);
     if (refused) return { ...refused, last_action: last };
+    refusedLast = offList(ctx, action);
+    if (refusedLast) {
+      // the guard would refuse it too; told here, the brain can pick an allowed page instead
+      // (one that keeps asking is stopped by the loop detector above: same screen, same action)
+      ctx.log(`${type} refused before acting: ${refusedLast}`);
+      history.push(out.action);
+      continue;
+    }
     let done;
     try {
       done = await ctx.plane.act(action);

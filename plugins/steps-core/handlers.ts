@@ -11,6 +11,7 @@ import { checkAntiBot, clearedNote, judgeAfterAction } from './antibot.ts';
 import { CLEAR_FOCUSED, READ_LOCATION, selectOption } from './page-scripts.ts';
 import { readItems } from './read-items.ts';
 import { refuseForbidden } from './forbidden.ts';
+import { egressRefusal, refusedPage } from './egress-refusal.ts';
 import { act, actSettled, labelsOf, locate, locateClickable, miss, NAV_WAIT_MS, num, params, settle, str } from './targeting.ts';
 
 function pointerHandler(type: 'click' | 'double_click' | 'right_click' | 'filter', actionType: 'CLICK' | 'DOUBLE_CLICK' | 'RIGHT_CLICK'): StepHandler {
@@ -37,6 +38,8 @@ export const navigate: StepHandler = {
     if (!url) return { success: false, failure_class: 'unknown', data: 'navigate needs url' };
     const r = await ctx.plane.act({ type: 'NAVIGATE', url });
     const last = { type: 'NAVIGATE', params: { url }, reasoning: 'plan navigate step' };
+    // the page the guard left names the host it refused (a redirect's target, not the step's URL)
+    if (r.nav_error?.code === 'EGRESS_REFUSED') return { ...((await refusedPage(ctx.plane, false, ctx.allowedDomains)) ?? egressRefusal(r.url || url, r.nav_error.message, false)), last_action: last };
     if (r.nav_error) {
       // a document that never loaded is never a success, whatever the page shows now (an error page)
       // the run's upstream proxy refused or failed: said first, so the caller does not blame the site

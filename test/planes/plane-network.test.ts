@@ -222,6 +222,12 @@ describe('plane agents: TLS, egress guard and upstream proxy', function () {
       const other = connectPlane({ url: `http://127.0.0.1:${agent.httpPort}`, retries: 0 });
       const e = await expectPlaneError(other.init({ tenant_id: 'acme', profile_id: 'x', run_id: 'run-x', proxy_server: 'socks5://127.0.0.1:1080' }), 400);
       expect(e.detail).to.match(/HTTP proxy/);
+      // the tenant's allowed_domains are checked like every other init field: type, count, length and pattern
+      const bad = (allowed_domains: unknown) => other.init({ tenant_id: 'acme', profile_id: 'x', run_id: 'run-x', allowed_domains } as unknown as Parameters<typeof other.init>[0]);
+      expect((await expectPlaneError(bad('example.com'), 400)).detail).to.match(/allowed_domains must be an array of at most 1000 strings/);
+      expect((await expectPlaneError(bad(Array<string>(1001).fill('example.com')), 400)).detail).to.match(/at most 1000/);
+      expect((await expectPlaneError(bad(['example.com', 'x'.repeat(301)]), 400)).detail).to.match(/allowed_domains\[1\] must be 1-300 characters/);
+      expect((await expectPlaneError(bad(['10.*.*.*']), 400)).detail).to.match(/allowed_domains\[0\]: .*CIDR range/);
       other.disconnect();
     } finally {
       await s.close();

@@ -1,5 +1,5 @@
 // The local fixture site runs visit: a paginated listings site, a form with a
-// success page and an in-place submit, a new-tab link, a popup, links to anti-bot pages, a busy page, a 404, a page that never
+// success page and an in-place submit, a new-tab link, a popup, links to anti-bot pages, ways out to another origin (link, popup, meta refresh, 302), a busy page, a 404, a page that never
 // changes, a counter the server counts, and links to another origin; the
 // recipes and hints pages are in recipe-pages.ts.
 import { createServer, type Server } from 'node:http';
@@ -104,6 +104,19 @@ export async function startSite(otherOrigin?: string): Promise<Site> {
         return res.writeHead(429, { 'content-type': 'text/html; charset=utf-8', 'retry-after': '30' }).end(page('Too Many Requests', '<h1>Slow down</h1>'));
       case '/offsite':
         return html(200, page('Off', `<a id="away" href="${otherOrigin ?? '/'}static">away</a>`));
+      case '/away/link':
+      case '/away/popup':
+      case '/away/meta':
+      case '/away/redirect': {
+        // ways out to otherOrigin without the plan naming it: a big link and a big window.open button
+        // at the top left (coordinates work on every plane), a meta refresh, a 302
+        const to = `${otherOrigin ?? '/'}${u.pathname.slice(6)}`;
+        if (u.pathname === '/away/redirect') return res.writeHead(302, { location: to }).end();
+        if (u.pathname === '/away/meta') return html(200, `<!doctype html><html><head><meta http-equiv="refresh" content="0;url=${to}"><title>Moving</title></head><body>moving</body></html>`);
+        const big = 'display:block;position:absolute;left:0;top:0;width:600px;height:400px;font-size:60px';
+        if (u.pathname === '/away/link') return html(200, page('Away', `<a id="go" href="${to}" style="${big}">go</a>`));
+        return html(200, page('Away', `<button id="pop" style="${big}" onclick="window.open('${to}')">pop</button>`));
+      }
       case '/boom':
         return html(500, page('Server error', '<h1>Something broke</h1>'));
       default:
