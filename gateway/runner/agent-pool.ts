@@ -6,7 +6,8 @@
 // browser) with a throwaway profile, destroyed on close, so nothing of one run reaches
 // the next.
 //  - at least one agent per used plane is ready or coming (starting, or back from a closing
-//    session), so the next run does not wait for a boot;
+//    session), so the next run does not wait for a boot (SERVICE_PLANE_SPARE=0: none beyond
+//    those a take needs);
 //  - a run that finds no idle agent waits for one that is coming rather than starting
 //    another (a boot costs a CPU-second or more, and on a busy host longer than a close):
 //    at 4 concurrent runs each run's close used to start an agent and a browser, and the
