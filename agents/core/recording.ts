@@ -5,7 +5,7 @@
 // when the session closes.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { flag } from './flags.ts';
 import { stopChild } from './procs.ts';
@@ -50,6 +50,16 @@ export function recordingFps(env: NodeJS.ProcessEnv = process.env): number {
   return n;
 }
 
+/** How long a stop waits for an x11grab recording's first output. */
+const FIRST_OUTPUT_WAIT_MS = 3000;
+const sizeOf = (file: string): number => {
+  try {
+    return statSync(file).size;
+  } catch {
+    return 0;
+  }
+};
+
 const WEBM_OUT = ['-an', '-c:v', 'libvpx', '-deadline', 'realtime', '-cpu-used', '8', '-b:v', '600k', '-threads', '1', '-pix_fmt', 'yuv420p', '-f', 'webm'];
 
 export class Recording {
@@ -85,8 +95,15 @@ export class Recording {
     if (this.stopped) return;
     this.stopped = true;
     if (this.stdin) this.child.stdin?.end();
-    // x11grab has no end of input: SIGINT makes ffmpeg finish the file cleanly.
-    else this.child.kill('SIGINT');
+    else {
+      // A short session on a loaded host can end before ffmpeg has grabbed its first frame:
+      // interrupted then, it leaves no file or one without a frame (seen in full suite runs at
+      // load 9). Its first output is waited for, briefly, while it runs.
+      const until = Date.now() + FIRST_OUTPUT_WAIT_MS;
+      while (this.child.exitCode === null && Date.now() < until && !(sizeOf(this.file) > 0)) await new Promise((r) => setTimeout(r, 50));
+      // x11grab has no end of input: SIGINT makes ffmpeg finish the file cleanly.
+      this.child.kill('SIGINT');
+    }
     const done = await Promise.race([this.exited.then(() => true), new Promise((r) => setTimeout(() => r(false), 10_000).unref())]);
     if (!done) await stopChild(this.child, 'SIGKILL', 0);
   }
