@@ -2,6 +2,8 @@
 //   runplane run plan.json [--compute-backend dom_plane] [--max-cost 1] [--json] ...
 //   runplane status|result|rows|cancel <run_id>
 //   runplane video <run_id> --out run.webm
+//   runplane session create|list|get|connect|release ...
+//   runplane mcp                           (an MCP server on stdio, for Claude Desktop, Cursor, ...)
 // Gateway URL and token: --url / --token, or RUNPLANE_URL / RUNPLANE_TOKEN.
 import { readFile, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
@@ -14,6 +16,12 @@ const USAGE = `usage:
   runplane rows <run_id> [--csv]         extracted rows
   runplane cancel <run_id>               cancel a run and wait until it has ended
   runplane video <run_id> --out <file>   download the recording (WebM, e.g. run.webm)
+  runplane session create [options]      a browser session; prints its connect_url (for puppeteer.connect / connectOverCDP)
+  runplane session list                  the tenant's sessions, newest first
+  runplane session get <session_id>      a session's state (end_reason once ended)
+  runplane session connect <session_id>  a fresh single-use connect_url, to re-attach
+  runplane session release <session_id>  end it: its browser closes and its slot is free
+  runplane mcp                           serve runplane's MCP tools on stdio (for Claude Desktop, Cursor, ...), through the gateway's /mcp
 
 options:
   --url <url>                 gateway (env RUNPLANE_URL, default http://127.0.0.1:8080)
@@ -24,6 +32,7 @@ options:
   --proxy-provider <name>     --proxy-city <city>   --proxy-state <XX>   --proxy-disabled
   --cua-model <id>            --profile-id <id>     --workflow-id <id>   --callback-url <url>
   --idempotency-key <key>     --detach (return the run id at once)
+  --keep-alive                --idle-timeout <s>    --timeout <s>        (session create)
   --json                      machine-readable output only`;
 
 const { values: opts, positionals } = parseArgs({
@@ -45,6 +54,9 @@ const { values: opts, positionals } = parseArgs({
     'callback-url': { type: 'string' },
     'idempotency-key': { type: 'string' },
     detach: { type: 'boolean' },
+    'keep-alive': { type: 'boolean' },
+    'idle-timeout': { type: 'string' },
+    timeout: { type: 'string' },
     json: { type: 'boolean' },
     csv: { type: 'boolean' },
     out: { type: 'string' },
@@ -210,6 +222,48 @@ async function run(file: string): Promise<number> {
   return result.status === 'succeeded' ? 0 : 1;
 }
 
+/** `runplane session <sub> [id]`: the session body as JSON (its connect_url on its own line unless --json). */
+async function session(sub: string | undefined, sessionId: string | undefined): Promise<number> {
+  const need = (): string => sessionId ?? fail(`session ${sub} needs a session id\n${USAGE}`);
+  let body: Record<string, unknown>;
+  switch (sub) {
+    case 'create': {
+      const n = (flag: 'idle-timeout' | 'timeout'): number | undefined => (opts[flag] === undefined ? undefined : numberFlag(flag)(opts[flag]));
+      body = await call('session create', () =>
+        rp.createSession({
+          ...(opts['compute-backend'] ? { compute_backend: opts['compute-backend'] as 'dom_plane' } : {}),
+          ...(opts['profile-id'] ? { profile_id: opts['profile-id'] } : {}),
+          ...(opts['keep-alive'] ? { keep_alive: true } : {}),
+          ...(n('idle-timeout') !== undefined ? { idle_timeout_seconds: n('idle-timeout') } : {}),
+          ...(n('timeout') !== undefined ? { timeout_seconds: n('timeout') } : {}),
+          ...(opts['proxy-disabled'] ? { proxy_disabled: true } : {}),
+          ...(opts['proxy-provider'] ? { proxy_provider: opts['proxy-provider'] as 'residential-a' } : {}),
+          ...(opts['proxy-city'] ? { proxy_city: opts['proxy-city'] } : {}),
+          ...(opts['proxy-state'] ? { proxy_state: opts['proxy-state'] } : {}),
+        }),
+      );
+      break;
+    }
+    case 'list':
+      body = await call('session list', () => rp.sessions());
+      break;
+    case 'get':
+      body = await call('session get', () => rp.session(need()));
+      break;
+    case 'connect':
+      body = await call('session connect', () => rp.connectSession(need()));
+      break;
+    case 'release':
+      body = await call('session release', () => rp.releaseSession(need()));
+      break;
+    default:
+      fail(`unknown session command ${String(sub)}\n${USAGE}`);
+  }
+  process.stdout.write(`${JSON.stringify(body, null, json ? 0 : 2)}\n`);
+  if (!json && typeof body.connect_url === 'string') process.stderr.write(`connect: ${body.connect_url} (single use, ${String(body.connect_expires_in)} s)\n`);
+  return 0;
+}
+
 async function main(): Promise<number> {
   const [cmd, arg] = positionals;
   if (opts.help || !cmd) {
@@ -217,6 +271,8 @@ async function main(): Promise<number> {
     return cmd ? 0 : 2;
   }
   if (!token) fail('no token: pass --token or set RUNPLANE_TOKEN');
+  if (cmd === 'session') return session(arg, positionals[2]);
+  if (cmd === 'mcp') return (await import('./mcp.ts')).serveStdio(base, token);
   if (!arg) fail(`${cmd} needs an argument\n${USAGE}`);
   const id = encodeURIComponent(arg);
   switch (cmd) {

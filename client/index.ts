@@ -13,6 +13,7 @@ export type { components, paths };
 export type RunLifecycle = components['schemas']['RunLifecycle'];
 export type RunResult = components['schemas']['RunResult'];
 export type RunList = components['schemas']['RunList'];
+export type Session = components['schemas']['Session'];
 
 export class RunplaneError extends Error {
   constructor(
@@ -42,6 +43,7 @@ export function runplane(o: RunplaneOptions) {
   const api: Client<paths> = createClient<paths>({ baseUrl: o.baseUrl.replace(/\/$/, ''), headers: { 'X-Service-Token': o.token }, ...(o.fetch ? { fetch: o.fetch } : {}) });
   const ok = unwrap;
   const id = (run_id: string) => ({ params: { path: { run_id } } });
+  const sid = (session_id: string) => ({ params: { path: { session_id } } });
   return {
     api,
     /** POST /v1/predict: a run (detached: the handle; else the result when it ends) */
@@ -51,5 +53,12 @@ export function runplane(o: RunplaneOptions) {
     result: async (run_id: string) => ok(await api.GET('/v1/runs/{run_id}/result', id(run_id))),
     events: async (run_id: string) => ok(await api.GET('/v1/runs/{run_id}/events', id(run_id))),
     cancel: async (run_id: string) => ok(await api.POST('/v1/runs/{run_id}/cancel', id(run_id))),
+    /** POST /v1/sessions: a browser session; its connect_url goes to puppeteer.connect({browserWSEndpoint}) or chromium.connectOverCDP */
+    createSession: async (body: NonNullable<paths['/v1/sessions']['post']['requestBody']>['content']['application/json'] = {}) => ok(await api.POST('/v1/sessions', { body })),
+    sessions: async (query: { limit?: number; cursor?: string } = {}) => ok(await api.GET('/v1/sessions', { params: { query: query as never } })),
+    session: async (session_id: string) => ok(await api.GET('/v1/sessions/{session_id}', sid(session_id))),
+    /** a fresh single-use connect_url, to re-attach */
+    connectSession: async (session_id: string) => ok(await api.POST('/v1/sessions/{session_id}/connect', sid(session_id))),
+    releaseSession: async (session_id: string) => ok(await api.DELETE('/v1/sessions/{session_id}', sid(session_id))),
   };
 }

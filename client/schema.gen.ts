@@ -614,6 +614,335 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tenant's sessions, newest first: ?limit= (1-100, default 20), ?cursor= (next_cursor of the previous page) */
+        get: operations["getV1Sessions"];
+        put?: never;
+        /** Create a browser session on either plane: answers once its browser is up, with cdp_url (X-Service-Token) and connect_url (a single-use 60 s ticket) for puppeteer.connect or connectOverCDP. It holds one of the tenant's concurrent run slots until it ends */
+        post: operations["postV1Sessions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{session_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A session: live or ended (end_reason says why), its CDP URL and, once ended, its video */
+        get: operations["getV1SessionsSessionId"];
+        put?: never;
+        post?: never;
+        /** Release a session: its browser closes, its clients are disconnected and its slot is free (a second DELETE answers the ended session) */
+        delete: operations["deleteV1SessionsSessionId"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{session_id}/connect": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A fresh connect_url (single-use ticket, 60 s) for a client that re-attaches to a live session */
+        post: operations["postV1SessionsSessionIdConnect"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{session_id}/downloads": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The files the session's browser downloaded (into the session's own folder on its agent), while the session is live */
+        get: operations["getV1SessionsSessionIdDownloads"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{session_id}/downloads/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One downloaded file of a live session, by the name the downloads listing gives */
+        get: operations["getV1SessionsSessionIdDownloadsName"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{session_id}/computer": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** One input on a computer_plane session's display by xdotool (move, click, double_click, right_click, drag, scroll, type, key), recorded in its video like a run's actions; or a PNG screenshot (either plane) */
+        post: operations["postV1SessionsSessionIdComputer"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{session_id}/trace": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An ended session's trace, read like a run's: a step each time its page changed (the CDP navigations and inputs, or a new URL) with the screenshot after; 404 until the session ended */
+        get: operations["getV1SessionsSessionIdTrace"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{session_id}/trace/{file}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One file of an ended session's trace bundle */
+        get: operations["getV1SessionsSessionIdTraceFile"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{session_id}/video": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An ended session's recording (WebM), when its plane kept one */
+        get: operations["getV1SessionsSessionIdVideo"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{session_id}/live-ticket": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A single-use, 30-second ticket for a browser to open a live session's screen (GET /v1/sessions/{session_id}/live, subprotocols runplane.v1 and runplane.ticket.<ticket>): control (mouse, wheel, keys, paste relayed to the page) with the operator scope, else watch only */
+        post: operations["postV1SessionsSessionIdLiveTicket"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/credentials": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the tenant's credentials (names, usernames, origins; never a secret) */
+        get: operations["getV1Credentials"];
+        put?: never;
+        /** Store a credential {name, username, password, totp_secret?, origins}; the answer never holds the password or the TOTP secret */
+        post: operations["postV1Credentials"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/credentials/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A credential by name, without its secrets */
+        get: operations["getV1CredentialsName"];
+        /** Replace every value of a credential {username, password, totp_secret?, origins} */
+        put: operations["putV1CredentialsName"];
+        post?: never;
+        /** Delete a credential; steps that name it fail from then on */
+        delete: operations["deleteV1CredentialsName"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/takeover/claim": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Opens a takeover link (the token after the # of /ui/takeover#<token>): once. Answers the claim secret this browser sends as X-Takeover-Claim from now on. No tenant token: the link is the credential */
+        post: operations["postV1TakeoverClaim"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/takeover/{takeover_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A takeover as the person who opened its link sees it (header X-Takeover-Claim): waiting, opened, or how it ended */
+        get: operations["getV1TakeoverTakeoverId"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/takeover/{takeover_id}/done": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The person is done (header X-Takeover-Claim): the run resumes at its next step (a challenge step is judged again). Optional note */
+        post: operations["postV1TakeoverTakeoverIdDone"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/takeover/{takeover_id}/fail": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The person cannot do it (header X-Takeover-Claim): the run halts human_failed, the note in its failure_help */
+        post: operations["postV1TakeoverTakeoverIdFail"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/runs/{run_id}/takeover": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The run's current or last request for a person: status, who ended it, how long, the person's inputs as counts (no link, no secret) */
+        get: operations["getV1RunsRunIdTakeover"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/profiles": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the tenant's stored browser profiles (version, sizes, sha256, times, last run); never their contents */
+        get: operations["getV1Profiles"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/profiles/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A stored profile by id: its newest version, sizes, sha256, times and the run that saved it */
+        get: operations["getV1ProfilesId"];
+        put?: never;
+        post?: never;
+        /** Delete a stored profile, every version; the next run or session with that profile_id starts fresh */
+        delete: operations["deleteV1ProfilesId"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -639,6 +968,12 @@ export interface components {
             /** @enum {string} */
             compute_backend?: "computer_plane" | "dom_plane";
             /**
+             * @description Our extension (dom_plane): what a JavaScript dialog a page opens gets: dismiss (alert closed, confirm false, prompt null; as Playwright does) or accept (confirm true, prompt its default text). A beforeunload is accepted either way. Each step names the dialogs it met. On computer_plane a dialog is on the screen, for the brain or a person
+             * @default dismiss
+             * @enum {string}
+             */
+            dialogs?: "dismiss" | "accept";
+            /**
              * @description Our extension: how much of this run its trace records, in the capture SDK's order (off, metadata, trace, screenshots, video, model_io, dispatch, replay, full); default and most allowed: the gateway's SERVICE_TRACE_CAPTURE_MODE. `trace` records every step without its screenshot, the per-step capture that most of a mechanical step's time goes to (a failed step keeps the screenshot its result carries); `off`: no trace
              * @enum {string}
              */
@@ -650,6 +985,17 @@ export interface components {
             state_repeat_threshold?: number;
             pinned_source_url_pattern?: string;
             off_source_step_budget?: number;
+            /**
+             * @description Our extension (issue 42): what an anti-bot verdict that does not clear (cf_challenge, a captcha) does: halt the run (default), or ask a person (a one-time takeover link in the run's takeover_requested event and webhook); when the person presses Done the step is judged again as usual
+             * @default halt
+             * @enum {string}
+             */
+            on_challenge?: "halt" | "ask_human";
+            /**
+             * @description Our extension (issue 42): the vision loop may act on a brain's ASK_HUMAN {message} (a request for a person, as a request_human step); false: ASK_HUMAN is refused like an unknown action
+             * @default false
+             */
+            brain_may_ask_human?: boolean;
         };
         StringOrList: string | string[];
         Hints: {
@@ -708,6 +1054,7 @@ export interface components {
              * @example done
              * @example tool_call
              * @example capture_link_in_new_tab
+             * @example request_human
              */
             type: string;
             name?: string;
@@ -746,7 +1093,10 @@ export interface components {
             reverse?: string;
             notes?: string;
             extract?: components["schemas"]["Extract"];
-            params?: Record<string, never>;
+            /** @description the step type's own parameters; type_text and fill_field take `credential` (a vault credential typed in place of text / value); request_human takes `message` (what the person is asked to do; default the step's intent) and `timeout_seconds` (how long the link stays valid, capped by SERVICE_TAKEOVER_MAX_SECONDS; default SERVICE_TAKEOVER_SECONDS) */
+            params?: {
+                credential?: components["schemas"]["CredentialRef"];
+            };
             hints?: components["schemas"]["Hints"];
             /** @description Name of a recipe (tenant's first, then shipped) whose schema is the step's extract block. */
             _recipe?: string;
@@ -885,16 +1235,22 @@ export interface components {
         };
         BrainBackend: {
             /**
-             * @description openai-chat: an OpenAI-compatible chat-completions endpoint with image input; compact-cua: the same wire format with one computer_use tool; hosted-api: openai-chat with the tenant's own key.
+             * @description openai-chat: an OpenAI-compatible chat-completions endpoint with image input; compact-cua: the same wire format with one computer_use tool; hosted-api: openai-chat with the tenant's own key; anthropic-computer: Anthropic's Messages API with its computer tool (@anthropic-ai/sdk); openai-computer: OpenAI's Responses API with computer_use_preview (openai SDK). The last two use the tenant's own key unless api_key_secret names a deployment key.
              * @enum {string}
              */
-            protocol: "openai-chat" | "compact-cua" | "hosted-api";
-            /** @description The API base, e.g. http://127.0.0.1:8000/v1 (the request goes to <base_url>/chat/completions). */
+            protocol: "openai-chat" | "compact-cua" | "hosted-api" | "anthropic-computer" | "openai-computer";
+            /** @description The API base, e.g. http://127.0.0.1:8000/v1 (the request goes to <base_url>/chat/completions; openai-computer: <base_url>/responses, e.g. https://api.openai.com/v1; anthropic-computer: <base_url>/v1/messages, e.g. https://api.anthropic.com). */
             base_url: string;
             /** @description The upstream model name sent in the request. */
             model: string;
             /** @description Secret file under SERVICE_SECRETS_DIR holding the deployment's key for this backend (hosted-api uses the tenant's model_provider_secret_name instead). */
             api_key_secret?: string;
+            /**
+             * @description anthropic-computer: the computer tool's version, sent with its beta header (computer-use-2025-01-24 or computer-use-2025-11-24); computer_20251124 is for the models that require it (Claude Opus 4.5 and later).
+             * @default computer_20250124
+             * @enum {string}
+             */
+            tool_version?: "computer_20250124" | "computer_20251124";
             /** @description compact-cua input resolution WxH (default SERVICE_COMPACT_INPUT_WH, else 1428x896). */
             input_wh?: string;
             /** @description USD per million input tokens. */
@@ -907,7 +1263,7 @@ export interface components {
              */
             timeout_ms?: number;
             /**
-             * @description Retries after an unreachable upstream or a 5xx, with exponential backoff.
+             * @description Retries after an unreachable upstream or a 5xx, with exponential backoff (the vendor protocols: the SDK's maxRetries, which also retries 429 and 529 honouring retry-after).
              * @default 4
              */
             max_retries?: number;
@@ -946,7 +1302,7 @@ export interface components {
         /** @description One action of the service's vocabulary. */
         Action: {
             /** @enum {string} */
-            type: "CLICK" | "DOUBLE_CLICK" | "RIGHT_CLICK" | "DRAG" | "TYPE" | "KEY_PRESS" | "SCROLL" | "NAVIGATE" | "WAIT" | "DONE";
+            type: "CLICK" | "DOUBLE_CLICK" | "RIGHT_CLICK" | "TRIPLE_CLICK" | "MIDDLE_CLICK" | "DRAG" | "TYPE" | "KEY_PRESS" | "HOLD_KEY" | "SCROLL" | "NAVIGATE" | "WAIT" | "DONE" | "ASK_HUMAN";
             x?: number;
             y?: number;
             to_x?: number;
@@ -959,6 +1315,7 @@ export interface components {
             url?: string;
             seconds?: number;
             success?: boolean;
+            message?: string;
         };
         /**
          * ChatCompletionRequest
@@ -1082,6 +1439,373 @@ export interface components {
             version?: string;
             /** @default 15 */
             ttl_seconds?: number;
+        };
+        /**
+         * SessionCreateRequest
+         * @description Body of POST /v1/sessions: a browser session the caller drives with its own code over the Chrome DevTools Protocol (puppeteer.connect, playwright connectOverCDP). Every field is optional.
+         */
+        SessionCreateRequest: {
+            /**
+             * @description the plane the browser runs on; default the tenant's default_compute_backend, else dom_plane
+             * @enum {string}
+             */
+            compute_backend?: "computer_plane" | "dom_plane";
+            /** @description a persisted browser profile (cookies, storage) the session loads and keeps; locked to one run or session at a time. 1-128 characters of letters, digits, dot, underscore, hyphen; not starting with a dot or hyphen */
+            profile_id?: string;
+            /** @description Our extension: place the run only on a plane agent whose labels (PLANE_LABELS) include all of these, e.g. {"region": "eu-west"} */
+            plane_labels?: {
+                [key: string]: string;
+            };
+            proxy_disabled?: boolean;
+            /** @enum {string} */
+            proxy_provider?: "residential-a" | "residential-b" | "residential-c";
+            proxy_city?: string;
+            proxy_state?: string;
+            /** @description the browser's viewport, default 1280 by 720 */
+            viewport?: {
+                width: number;
+                height: number;
+            };
+            /**
+             * @description the session ends when no CDP client has been connected for this long
+             * @default 300
+             */
+            idle_timeout_seconds?: number;
+            /**
+             * @description the session's maximum duration; capped by the tenant's max_time_minutes_per_run
+             * @default 900
+             */
+            timeout_seconds?: number;
+            /**
+             * @description true: the session outlives its CDP clients (a client reconnects within idle_timeout_seconds and finds its pages as it left them); false: it ends when its last client disconnects
+             * @default false
+             */
+            keep_alive?: boolean;
+        };
+        /** @description a session id: ses_ followed by 8-40 lowercase letters and digits */
+        SessionId: string;
+        /** @description Body of POST /v1/sessions/{session_id}/computer: one input on a computer_plane session's display, carried out by xdotool (real input, as a run's actions are), or a screenshot (either plane) */
+        ComputerAction: {
+            /** @constant */
+            action: "move";
+            x: number;
+            y: number;
+        } | {
+            /** @constant */
+            action: "click";
+            x: number;
+            y: number;
+        } | {
+            /** @constant */
+            action: "double_click";
+            x: number;
+            y: number;
+        } | {
+            /** @constant */
+            action: "right_click";
+            x: number;
+            y: number;
+        } | {
+            /** @constant */
+            action: "drag";
+            x: number;
+            y: number;
+            to_x: number;
+            to_y: number;
+        } | {
+            /** @constant */
+            action: "scroll";
+            x?: number;
+            y?: number;
+            /** @enum {string} */
+            direction?: "up" | "down" | "left" | "right";
+            /** @description wheel clicks (default 3) */
+            amount?: number;
+        } | {
+            /** @constant */
+            action: "type";
+            text: string;
+        } | {
+            /** @constant */
+            action: "key";
+            /** @description xdotool key names and chords, space-separated (ctrl+l Return) */
+            keys: string;
+        } | {
+            /** @constant */
+            action: "screenshot";
+        };
+        /** @description Body of POST /v1/sessions/{session_id}/live-ticket */
+        LiveTicketRequest: {
+            /** @description true: the socket relays input (the token needs the operator scope); false: watch only. Default: control when the token has the operator scope */
+            control?: boolean;
+        };
+        /**
+         * CredentialCreateRequest
+         * @description Body of POST /v1/credentials: a login the tenant's runs may type by name (a step's params.credential), never returned once stored. PUT /v1/credentials/{name} takes the same body without name (CredentialReplaceRequest).
+         */
+        CredentialCreateRequest: {
+            name: components["schemas"]["CredentialName"];
+            username: components["schemas"]["Username"];
+            password: components["schemas"]["Password"];
+            totp_secret?: components["schemas"]["TotpSecret"];
+            origins: components["schemas"]["Origins"];
+        };
+        /** @description 1-64 letters, digits, underscore, hyphen; not starting with a hyphen */
+        CredentialName: string;
+        Username: string;
+        Password: string;
+        /** @description the RFC 6238 shared secret in base32 (RFC 4648), at least 80 bits; codes are SHA-1, 6 digits, 30 s */
+        TotpSecret: string;
+        /** @description the exact origins (scheme://host[:port], no path) of the pages this credential may be typed into */
+        Origins: string[];
+        /**
+         * CredentialReplaceRequest
+         * @description Body of PUT /v1/credentials/{name}: every value replaced (created_at is kept).
+         */
+        CredentialReplaceRequest: {
+            username: components["schemas"]["Username"];
+            password: components["schemas"]["Password"];
+            totp_secret?: components["schemas"]["TotpSecret"];
+            origins: components["schemas"]["Origins"];
+        };
+        /**
+         * CredentialRef
+         * @description A step's params.credential (type_text, fill_field): the credential's value is typed in place of params.text / params.value, only into a page whose origin is on its list
+         */
+        CredentialRef: {
+            name: components["schemas"]["CredentialName"];
+            /** @enum {string} */
+            field: "username" | "password" | "totp";
+        };
+        /**
+         * TakeoverClaimRequest
+         * @description Body of POST /v1/takeover/claim: the token after the # of a takeover link (issue 42). The link is its own credential: no tenant token goes with it.
+         */
+        TakeoverClaimRequest: {
+            /** @description the 43 base64url characters after the # of the link */
+            token: string;
+        };
+        /**
+         * TakeoverAnswerRequest
+         * @description Body of POST /v1/takeover/{takeover_id}/done and /fail (with header X-Takeover-Claim): the person's note, kept with the takeover and, on Fail, in the run's failure_help.
+         */
+        TakeoverAnswerRequest: {
+            note?: string;
+        };
+        /**
+         * LiveClientMessage
+         * @description A message a person's browser sends on a live screen WebSocket (GET /v1/sessions/{id}/live, GET /v1/takeover/{takeover_id}/live): one input relayed to the page. Text frames of JSON, one message each; an invalid one is answered with {type: 'error', detail} and closes nothing. The server sends {type: 'hello'}, {type: 'frame'} followed by one binary message (the JPEG), {type: 'error'} and {type: 'ended'}.
+         */
+        LiveClientMessage: components["schemas"]["LiveMouse"] | components["schemas"]["LiveWheel"] | components["schemas"]["LiveKey"] | components["schemas"]["LivePaste"];
+        LiveMouse: {
+            /** @constant */
+            type: "mouse";
+            /** @enum {string} */
+            action: "move" | "down" | "up";
+            /** @description x in CSS pixels of the page the screen shows (the frame's own pixels), from its left/top edge */
+            x: number;
+            /** @description y in CSS pixels of the page the screen shows (the frame's own pixels), from its left/top edge */
+            y: number;
+            /**
+             * @description down and up: which button (default left)
+             * @enum {string}
+             */
+            button?: "left" | "middle" | "right";
+            /** @description down and up: the click count the browser gave (MouseEvent.detail: 2 on a double click's second press) */
+            clicks?: number;
+            /** @description modifier keys held during the event */
+            modifiers?: ("Alt" | "Control" | "Meta" | "Shift")[];
+            /** @description echoed on an error about this message */
+            seq?: number;
+        };
+        LiveWheel: {
+            /** @constant */
+            type: "wheel";
+            /** @description x in CSS pixels of the page the screen shows (the frame's own pixels), from its left/top edge */
+            x: number;
+            /** @description y in CSS pixels of the page the screen shows (the frame's own pixels), from its left/top edge */
+            y: number;
+            /** @description horizontal scroll in CSS pixels (WheelEvent.deltaX in pixel mode) */
+            dx: number;
+            /** @description vertical scroll in CSS pixels, positive down */
+            dy: number;
+            /** @description modifier keys held during the event */
+            modifiers?: ("Alt" | "Control" | "Meta" | "Shift")[];
+            seq?: number;
+        };
+        LiveKey: {
+            /** @constant */
+            type: "key";
+            /** @enum {string} */
+            action: "down" | "up";
+            /** @description KeyboardEvent.key: the character ('a', 'A', '!') or the key's name ('Enter', 'Tab', 'ArrowLeft', 'Control') */
+            key: string;
+            /** @description KeyboardEvent.code: the physical key ('KeyA', 'Digit1', 'Enter'); empty when the browser gives none */
+            code: string;
+            /** @description KeyboardEvent.keyCode (the Windows virtual key code DevTools input wants) */
+            key_code?: number;
+            /** @description modifier keys held during the event */
+            modifiers?: ("Alt" | "Control" | "Meta" | "Shift")[];
+            seq?: number;
+        };
+        LivePaste: {
+            /** @constant */
+            type: "paste";
+            /** @description the text pasted, typed into the focused field of the page (never logged or recorded: the record keeps its length) */
+            text: string;
+            seq?: number;
+        };
+        /**
+         * McpTools
+         * @description The input schemas of the MCP server's tools (POST /mcp, `runplane mcp`) that no other schema already gives; session_open takes sessions.schema.json and run_submit predict.schema.json (its run fields). gateway/mcp/schemas.ts bundles each into one self-contained schema for tools/list.
+         */
+        McpTools: Record<string, never>;
+        /**
+         * McpSessionRef
+         * @description a browser session this MCP session opened (session_open's session_id)
+         */
+        McpSessionRef: {
+            session_id: components["schemas"]["SessionId"];
+        };
+        /** McpNavigate */
+        McpNavigate: {
+            session_id: components["schemas"]["SessionId"];
+            /** @description an http or https URL; the tenant's allowed_domains apply */
+            url: string;
+        };
+        /**
+         * McpClick
+         * @description the target: at most one of ref (from snapshot), selector, label, role with name (dom_plane), or x with y (either plane)
+         */
+        McpClick: {
+            session_id: components["schemas"]["SessionId"];
+            /** @description an element reference from the latest snapshot of this session's page (e12) */
+            ref?: string;
+            /** @description a CSS selector; the first match is used */
+            selector?: string;
+            /** @description an element's visible text, label, aria-label, placeholder or title (exact match first, then contains) */
+            label?: string;
+            /** @description an ARIA role (button, link, textbox, checkbox, combobox, heading, ...), with name */
+            role?: string;
+            /** @description the accessible name the element of `role` has (exact match first, then contains) */
+            name?: string;
+            /** @description a point on the screenshot, in CSS pixels from the left (with y) */
+            x?: number;
+            /** @description a point on the screenshot, in CSS pixels from the top (with x) */
+            y?: number;
+            /**
+             * @description a double click
+             * @default false
+             */
+            double?: boolean;
+        };
+        /**
+         * McpType
+         * @description the target: at most one of ref (from snapshot), selector, label, role with name (dom_plane), or x with y (either plane); none: the focused element
+         */
+        McpType: {
+            session_id: components["schemas"]["SessionId"];
+            /** @description an element reference from the latest snapshot of this session's page (e12) */
+            ref?: string;
+            /** @description a CSS selector; the first match is used */
+            selector?: string;
+            /** @description an element's visible text, label, aria-label, placeholder or title (exact match first, then contains) */
+            label?: string;
+            /** @description an ARIA role (button, link, textbox, checkbox, combobox, heading, ...), with name */
+            role?: string;
+            /** @description the accessible name the element of `role` has (exact match first, then contains) */
+            name?: string;
+            /** @description a point on the screenshot, in CSS pixels from the left (with y) */
+            x?: number;
+            /** @description a point on the screenshot, in CSS pixels from the top (with x) */
+            y?: number;
+            /** @description typed as key presses into the target (clicked first), or into the focused element when no target is given */
+            text: string;
+            /**
+             * @description press Enter after typing
+             * @default false
+             */
+            submit?: boolean;
+        };
+        /** McpPressKey */
+        McpPressKey: {
+            session_id: components["schemas"]["SessionId"];
+            /** @description a key name: Enter, Tab, Escape, Backspace, ArrowDown, PageDown, a letter or digit; combinations such as ctrl+a on computer_plane only */
+            key: string;
+        };
+        /** McpScroll */
+        McpScroll: {
+            session_id: components["schemas"]["SessionId"];
+            /**
+             * @default down
+             * @enum {string}
+             */
+            direction?: "up" | "down" | "left" | "right";
+            /**
+             * @description wheel notches (about 100 px each)
+             * @default 3
+             */
+            amount?: number;
+            /** @description where the wheel turns (with y); default the page's center */
+            x?: number;
+            /** @description where the wheel turns (with x) */
+            y?: number;
+        };
+        /** McpExtract */
+        McpExtract: {
+            session_id: components["schemas"]["SessionId"];
+            /** @description an extract block as a plan's extract_data step takes it, read mechanically: item_selector picks each row's element, each field's selector (and attr) its value (dom_plane) */
+            extract: components["schemas"]["Extract"] & unknown;
+        };
+        /** McpRunRef */
+        McpRunRef: {
+            run_id: string;
+        };
+        /** McpRunEvents */
+        McpRunEvents: {
+            run_id: string;
+            /** @description only events after this sequence number (the `seq` of the last event read) */
+            after?: number;
+            /** @default 100 */
+            limit?: number;
+        };
+        /**
+         * Profile
+         * @description A browser profile the gateway stores for a tenant (GET /v1/profiles/{id}): the index row of its newest version. The contents (cookies, Local Storage, IndexedDB, service workers, Session Storage, Preferences) are sealed in the blob store and never served.
+         */
+        Profile: {
+            profile_id: components["schemas"]["ProfileId"];
+            /** @description the id of the stored version; each save writes a new one */
+            version: string;
+            /** @description size of the compressed archive (what SERVICE_MAX_PROFILE_BYTES caps) */
+            bytes: number;
+            /** @description size of the packed files before compression */
+            raw_bytes: number;
+            files: number;
+            /** @description of the compressed archive, before sealing */
+            sha256: string;
+            /** @constant */
+            compression: "gzip";
+            /** @description ISO 8601 date-time (UTC) */
+            created_at: string;
+            /** @description ISO 8601 date-time (UTC) */
+            updated_at: string;
+            /** @description the run or browser session whose end saved this version */
+            last_run_id: string | null;
+            /** @description when a run or session last loaded the profile */
+            last_used_at: string | null;
+        };
+        /** @description 1-128 characters of letters, digits, dot, underscore, hyphen; not starting with a dot or hyphen (a run's or session's profile_id) */
+        ProfileId: string;
+        /** ProfileList */
+        ProfileList: {
+            profiles: components["schemas"]["Profile"][];
+        };
+        /** ProfileDeleted */
+        ProfileDeleted: {
+            profile_id: string;
+            /** @constant */
+            deleted: true;
         };
         /**
          * Responses
@@ -1354,6 +2078,157 @@ export interface components {
                 route_prefix: string;
                 registered: Record<string, never>;
             }[];
+        };
+        Session: {
+            session_id: string;
+            /** @enum {string} */
+            status: "starting" | "live" | "ended";
+            /** @enum {string} */
+            compute_backend: "computer_plane" | "dom_plane";
+            created_at: string;
+            updated_at: string;
+            /** @description when the session reaches timeout_seconds */
+            expires_at: string;
+            ended_at: string | null;
+            /**
+             * @description why the session ended: released (DELETE), idle_timeout, max_duration, client_disconnected (keep_alive false), browser_lost (its agent, browser or display died), gateway_lost (the replica that held it died), shutdown
+             * @enum {string|null}
+             */
+            end_reason: "released" | "idle_timeout" | "max_duration" | "client_disconnected" | "browser_lost" | "gateway_lost" | "shutdown" | "start_failed" | null;
+            detail: string | null;
+            idle_timeout_seconds: number;
+            timeout_seconds: number;
+            keep_alive: boolean;
+            profile_id: string | null;
+            /** @description the CDP WebSocket URL on the gateway (authenticate with X-Service-Token, or use connect_url) */
+            cdp_url: string;
+            /** @description the session's page in the viewer: its live screen while it runs, its recording after (the viewer asks for the tenant token; the URL carries none) */
+            live_url: string;
+            /** @description the CDP URL with a single-use connect ticket (60 s) for clients that cannot set headers; only in the answers of POST /v1/sessions and POST /v1/sessions/{session_id}/connect */
+            connect_url?: string;
+            /** @description the session's recording once it ended (GET), when its plane kept one */
+            video_url: string | null;
+            /** @description an ended session's trace (GET it with X-Service-Token): a step each time its page changed, with the screenshot after; null while it runs */
+            trace_url: string | null;
+            /** @description seconds the connect_url's ticket stays valid */
+            connect_expires_in?: number;
+        };
+        SessionList: {
+            sessions: components["schemas"]["Session"][];
+            next_cursor: string | null;
+        };
+        SessionDownloads: {
+            files: {
+                name: string;
+                bytes: number;
+            }[];
+        };
+        ComputerResult: {
+            action: string;
+            ok: boolean;
+            detail?: string;
+        };
+        /** @description A stored credential as the API shows it: never its password nor its TOTP secret */
+        Credential: {
+            name: string;
+            username: string;
+            origins: string[];
+            has_totp: boolean;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at?: string;
+        };
+        CredentialList: {
+            credentials: components["schemas"]["Credential"][];
+        };
+        CredentialDeleted: {
+            name: string;
+            /** @constant */
+            deleted: true;
+        };
+        /**
+         * TakeoverClaim
+         * @description The answer of POST /v1/takeover/claim: the claim secret the browser that opened the link sends as X-Takeover-Claim from now on (the link works once), and what the person is asked to do.
+         */
+        TakeoverClaim: {
+            takeover_id: string;
+            /** @description secret: sent as X-Takeover-Claim on the takeover's routes and its live screen; shown once */
+            claim: string;
+            run_id: string;
+            message: string;
+            /** Format: date-time */
+            expires_at: string;
+            /** @enum {string} */
+            backend: "computer_plane" | "dom_plane";
+            viewport: {
+                width: number;
+                height: number;
+            } | null;
+        };
+        /**
+         * TakeoverState
+         * @description A takeover as the person holding its claim sees it (GET /v1/takeover/{takeover_id}, and the answer of /done and /fail).
+         */
+        TakeoverState: {
+            takeover_id: string;
+            run_id: string;
+            /** @enum {string} */
+            status: "waiting" | "opened" | "done" | "failed" | "expired" | "cancelled";
+            message: string;
+            /** Format: date-time */
+            expires_at: string;
+            opened_at: string | null;
+            ended_at: string | null;
+            /** @enum {string} */
+            backend: "computer_plane" | "dom_plane";
+            viewport: {
+                width: number;
+                height: number;
+            } | null;
+        };
+        /**
+         * RunTakeover
+         * @description A run's current or last request for a person (GET /v1/runs/{run_id}/takeover): no link, no secret, the person's inputs as counts only.
+         */
+        RunTakeover: {
+            takeover_id: string;
+            run_id: string;
+            /** @enum {string} */
+            reason: "step" | "challenge" | "brain" | "operator";
+            message: string;
+            step_path: string;
+            /** @enum {string} */
+            backend: "computer_plane" | "dom_plane";
+            /** @enum {string} */
+            status: "waiting" | "opened" | "done" | "failed" | "expired" | "cancelled";
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            expires_at: string;
+            opened_at: string | null;
+            ended_at: string | null;
+            /** @description link (the person with the link), operator, timeout, run (the run ended first) */
+            by: string | null;
+            note: string | null;
+            /** @description from the link's opening (or the request, when never opened) to the end */
+            duration_ms: number | null;
+            inputs: {
+                total: number;
+                by_kind: {
+                    [key: string]: number;
+                };
+                /** @description typed text is recorded as its length only */
+                typed_characters: number;
+            };
+        };
+        LiveTicket: {
+            ticket: string;
+            expires_in: number;
+            /** @description the subprotocols to offer: runplane.v1 and runplane.ticket.<ticket> */
+            protocol: string[];
+            /** @description whether the socket relays input (operator scope) or only shows the screen */
+            control: boolean;
         };
         Error: {
             detail: string;
@@ -1701,7 +2576,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Idempotency-Key reused with a different body */
+            /** @description Idempotency-Key reused with a different body; or a step has verify and no brain here can judge it */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3754,6 +4629,1951 @@ export interface operations {
             };
             /** @description not found (or owned by another tenant) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1Sessions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionList"];
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    postV1Sessions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SessionCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description profile_id is held by a run or another session */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Content-Type is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Idempotency-Key reused with a different body */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate or concurrency limit (sessions and runs share max_concurrent_runs); honour Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no plane could start the browser */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1SessionsSessionId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteV1SessionsSessionId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    postV1SessionsSessionIdConnect: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1SessionsSessionIdDownloads: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionDownloads"];
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1SessionsSessionIdDownloadsName: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    postV1SessionsSessionIdComputer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ComputerAction"];
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ComputerResult"];
+                    "image/png": string;
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Content-Type is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1SessionsSessionIdTrace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunTrace"];
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1SessionsSessionIdTraceFile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+                file: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>;
+                    "application/x-ndjson": string;
+                    "image/png": string;
+                    "text/plain": string;
+                    "application/octet-stream": string;
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1SessionsSessionIdVideo: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "video/webm": string;
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    postV1SessionsSessionIdLiveTicket: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LiveTicketRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LiveTicket"];
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description control asked by a token without the 'operator' scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the session ended */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Content-Type is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1Credentials: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CredentialList"];
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    postV1Credentials: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CredentialCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Credential"];
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a credential of that name exists (PUT replaces it), or the tenant keeps the most it may */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Content-Type is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the vault has no key (SERVICE_VAULT_KEY_FILE) on a shared store */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1CredentialsName: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Credential"];
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    putV1CredentialsName: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CredentialReplaceRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Credential"];
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Content-Type is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteV1CredentialsName: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CredentialDeleted"];
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    postV1TakeoverClaim: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TakeoverClaimRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TakeoverClaim"];
+                };
+            };
+            /** @description no takeover has this link */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the link was already opened in another browser */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the link has expired or its takeover ended */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Content-Type is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description too many requests from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1TakeoverTakeoverId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                takeover_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TakeoverState"];
+                };
+            };
+            /** @description no takeover with this id and claim (X-Takeover-Claim) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description too many requests from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    postV1TakeoverTakeoverIdDone: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                takeover_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TakeoverAnswerRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TakeoverState"];
+                };
+            };
+            /** @description no takeover with this id and claim (X-Takeover-Claim) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the takeover has expired or ended */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Content-Type is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description too many requests from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    postV1TakeoverTakeoverIdFail: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                takeover_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TakeoverAnswerRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TakeoverState"];
+                };
+            };
+            /** @description no takeover with this id and claim (X-Takeover-Claim) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the takeover has expired or ended */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Content-Type is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description too many requests from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1RunsRunIdTakeover: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunTakeover"];
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such run of this tenant, or the run never asked for a person */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1Profiles: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProfileList"];
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1ProfilesId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Profile"];
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteV1ProfilesId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProfileDeleted"];
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a run or session holds the profile (its lock); delete it once that ends */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -25,10 +25,16 @@ import { brainRoutes } from './routes/brains.ts';
 import { chatRoutes } from './routes/chat-completions.ts';
 import { diagnoseRoutes } from './routes/diagnose.ts';
 import { planeRoutes } from './routes/planes.ts';
+import { sessionRoutes } from './routes/sessions.ts';
+import { liveRoutes } from './routes/live.ts';
+import { credentialRoutes } from './routes/credentials.ts';
+import { takeoverRoutes } from './routes/takeover.ts';
+import { profileRoutes } from './routes/profiles.ts';
 import { agentAuth } from './http/agent-auth.ts';
+import { mcpRoutes } from './mcp/http.ts';
 
 /** The gateway's own routes; the routes plugins declare are added by createGateway. */
-export const ALL_ROUTES: RouteSpec[] = [...opsRoutes, ...predictRoutes, ...runRoutes, ...recipeRoutes, ...wsRoutes, ...pluginListRoutes, ...brainRoutes, ...chatRoutes, ...diagnoseRoutes, ...planeRoutes];
+export const ALL_ROUTES: RouteSpec[] = [...opsRoutes, ...predictRoutes, ...runRoutes, ...recipeRoutes, ...wsRoutes, ...pluginListRoutes, ...brainRoutes, ...chatRoutes, ...diagnoseRoutes, ...planeRoutes, ...sessionRoutes, ...liveRoutes, ...credentialRoutes, ...takeoverRoutes, ...mcpRoutes, ...profileRoutes];
 
 function routeChain(route: RouteSpec, s: Services) {
   const chain: Array<(ctx: Ctx, next: Next) => Promise<unknown>> = [];
@@ -41,7 +47,7 @@ function routeChain(route: RouteSpec, s: Services) {
   if (route.auth === 'agent') {
     chain.push(agentAuth(s.config.planeSecret));
   } else if (route.auth) {
-    const byToken = authenticate(s.tenants, { bearer: route.openai === true });
+    const byToken = authenticate(s.tenants, { bearer: route.openai === true || route.bearer === true });
     const ticketed = route.ticket;
     chain.push(
       ticketed

@@ -22,6 +22,8 @@ export interface GatewayConfig {
   runLeaseMs: number;
   /** SERVICE_PLANE_WAIT_SECONDS: how long a run waits for a free remote plane agent before plane_unavailable */
   planeWaitMs: number;
+  /** an MCP session (POST /mcp) with no request in flight and no open stream for this long is closed, its browsers released (SERVICE_MCP_IDLE_SECONDS) */
+  mcpIdleMs: number;
   /** SERVICE_PLANE_CALL_SECONDS: the deadline of one call to a plane agent (an action, a settle, a look, a screenshot); past it the step fails nav_timeout */
   planeCallMs: number;
   plansDir: string;
@@ -43,6 +45,14 @@ export interface GatewayConfig {
   maxPlanSteps: number;
   maxJsonDepth: number;
   maxRecipesPerTenant: number;
+  /** SERVICE_MAX_CREDENTIALS_PER_TENANT: most credentials one tenant keeps in the vault */
+  maxCredentialsPerTenant: number;
+  /** SERVICE_VAULT_KEY_FILE: the operator secret the vault's per-tenant keys derive from; unset: <secretsDir>/vault.key (made on first use by the embedded default) */
+  vaultKeyFile: string | undefined;
+  /** SERVICE_MAX_PROFILE_BYTES: the largest compressed profile archive the profile store keeps (default 300 MB, as Steel's cap) */
+  maxProfileBytes: number;
+  /** SERVICE_PROFILE_S3_ENDPOINT + _BUCKET (+ _PREFIX, _REGION, _ACCESS_KEY_ID, _SECRET_ACCESS_KEY, _SESSION_TOKEN): stored profiles in a bucket; unset: under <dataDir>/profiles-store */
+  profileS3: { endpoint: string; bucket: string; prefix: string; region: string; accessKeyId: string; secretAccessKey: string; sessionToken?: string } | undefined;
   keysCacheMs: number;
   idempotencyTtlSeconds: number;
   shutdownGraceMs: number;
@@ -55,6 +65,14 @@ export interface GatewayConfig {
   secretsDir: string;
   allowPrivateNetworks: boolean;
   webhookRetrySeconds: number[];
+  /** SERVICE_TAKEOVER_SECONDS: how long a takeover link stays valid when the run asks for a person (issue 42) */
+  takeoverSeconds: number;
+  /** SERVICE_TAKEOVER_MAX_SECONDS: the most a request_human step's params.timeout_seconds may ask for */
+  takeoverMaxSeconds: number;
+  /** SERVICE_TAKEOVER_RATE_PER_MINUTE: requests to the takeover link routes per client address and minute (0: no limit) */
+  takeoverRatePerMinute: number;
+  /** SERVICE_PUBLIC_URL: the gateway's address as people reach it (takeover links); unset: the address it listens on */
+  publicUrl?: string;
   webhookTimeoutMs: number;
   planes: string;
   runnerEnabled: boolean;
@@ -129,6 +147,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Gateway
     stateStore: stateStoreOf(envStr(env, 'SERVICE_STATE') ?? 'sqlite'),
     runLeaseMs: envInt(env, 'SERVICE_RUN_LEASE_SECONDS', 30, 3, 600) * 1000,
     planeWaitMs: envInt(env, 'SERVICE_PLANE_WAIT_SECONDS', 120, 1, 3600) * 1000,
+    mcpIdleMs: envInt(env, 'SERVICE_MCP_IDLE_SECONDS', 300, 1, 86_400) * 1000,
     planeCallMs: envInt(env, 'SERVICE_PLANE_CALL_SECONDS', 30, 1, 600) * 1000,
     plansDir: path.resolve(cwd, envStr(env, 'SERVICE_PLANS_DIR') ?? path.join(REPO_ROOT, 'config/plans')),
     pluginsDir: envStr(env, 'SERVICE_PLUGINS_DIR') === undefined ? undefined : path.resolve(cwd, envStr(env, 'SERVICE_PLUGINS_DIR')!),
@@ -145,6 +164,21 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Gateway
     maxPlanSteps: envInt(env, 'SERVICE_MAX_PLAN_STEPS', 500, 1),
     maxJsonDepth: envInt(env, 'SERVICE_MAX_JSON_DEPTH', 64, 8, 1000),
     maxRecipesPerTenant: envInt(env, 'SERVICE_MAX_RECIPES_PER_TENANT', 200, 1),
+    maxCredentialsPerTenant: envInt(env, 'SERVICE_MAX_CREDENTIALS_PER_TENANT', 200, 1),
+    vaultKeyFile: envStr(env, 'SERVICE_VAULT_KEY_FILE') ? path.resolve(cwd, envStr(env, 'SERVICE_VAULT_KEY_FILE')!) : undefined,
+    maxProfileBytes: envInt(env, 'SERVICE_MAX_PROFILE_BYTES', 300 * 1024 * 1024, 1024),
+    profileS3:
+      envStr(env, 'SERVICE_PROFILE_S3_ENDPOINT') && envStr(env, 'SERVICE_PROFILE_S3_BUCKET')
+        ? {
+            endpoint: envStr(env, 'SERVICE_PROFILE_S3_ENDPOINT')!,
+            bucket: envStr(env, 'SERVICE_PROFILE_S3_BUCKET')!,
+            prefix: envStr(env, 'SERVICE_PROFILE_S3_PREFIX') ?? 'profiles',
+            region: envStr(env, 'SERVICE_PROFILE_S3_REGION') ?? 'us-east-1',
+            accessKeyId: envStr(env, 'SERVICE_PROFILE_S3_ACCESS_KEY_ID') ?? '',
+            secretAccessKey: envStr(env, 'SERVICE_PROFILE_S3_SECRET_ACCESS_KEY') ?? '',
+            sessionToken: envStr(env, 'SERVICE_PROFILE_S3_SESSION_TOKEN'),
+          }
+        : undefined,
     keysCacheMs: envInt(env, 'SERVICE_KEYS_CACHE_MS', 5000, 0, 5000),
     idempotencyTtlSeconds: envInt(env, 'SERVICE_IDEMPOTENCY_TTL_SECONDS', 24 * 3600, 1),
     shutdownGraceMs: envInt(env, 'SERVICE_SHUTDOWN_GRACE_MS', 10_000, 0),
@@ -156,6 +190,10 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Gateway
     secretsDir: path.resolve(cwd, envStr(env, 'SERVICE_SECRETS_DIR') ?? path.join(envStr(env, 'SERVICE_DATA_DIR') ?? '.data', 'secrets')),
     allowPrivateNetworks: envFlag(env.SERVICE_ALLOW_PRIVATE_NETWORKS, false),
     webhookRetrySeconds: envSeconds(env, 'SERVICE_WEBHOOK_RETRY_SECONDS', [5, 30, 120, 600, 1800]),
+    takeoverSeconds: envInt(env, 'SERVICE_TAKEOVER_SECONDS', 900, 1, 86_400),
+    takeoverMaxSeconds: envInt(env, 'SERVICE_TAKEOVER_MAX_SECONDS', 3600, 1, 86_400),
+    takeoverRatePerMinute: envInt(env, 'SERVICE_TAKEOVER_RATE_PER_MINUTE', 60, 0, 100_000),
+    publicUrl: envStr(env, 'SERVICE_PUBLIC_URL')?.replace(/\/+$/, ''),
     webhookTimeoutMs: envInt(env, 'SERVICE_WEBHOOK_TIMEOUT_MS', 10_000, 100, 120_000),
     planes: envStr(env, 'SERVICE_PLANES') ?? 'local',
     runnerEnabled: envFlag(env.SERVICE_RUNNER, true),

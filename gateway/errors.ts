@@ -13,10 +13,12 @@ export type ErrorClass =
   | 'model_not_found'
   | 'method_not_allowed'
   | 'conflict'
+  | 'gone'
   | 'profile_busy'
   | 'payload_too_large'
   | 'unsupported_media_type'
   | 'idempotency_mismatch'
+  | 'unprocessable'
   | 'rate_limited'
   | 'concurrency_limited'
   | 'internal'
@@ -33,10 +35,12 @@ const STATUS: Record<ErrorClass, number> = {
   model_not_found: 404,
   method_not_allowed: 405,
   conflict: 409,
+  gone: 410,
   profile_busy: 409,
   payload_too_large: 400,
   unsupported_media_type: 415,
   idempotency_mismatch: 422,
+  unprocessable: 422,
   rate_limited: 429,
   concurrency_limited: 429,
   internal: 500,
@@ -75,6 +79,11 @@ export const modelNotFound = (id: string, param: string | null = 'model') =>
 /** 404 model_not_found: an accepted id no backend serves on this deployment (`served: false` on GET /v1/models). */
 export const modelNotServed = (id: string, param: string | null = 'model', why = '') =>
   new ServiceError('model_not_found', `${why}the model '${id.slice(0, 64)}' is accepted but not served by this deployment (no backend is configured for it); GET /v1/models lists the accepted ids, with served: true on those served here`, {}, param);
+/** 422: a well-formed request this deployment cannot carry out as asked (a plan step nothing here can serve). */
+export const unprocessable = (detail: string, param: string | null = null) => new ServiceError('unprocessable', detail, {}, param);
+/** 410: a one-time thing that was real and is over (a takeover link that expired or ended). */
+export const gone = (detail: string) => new ServiceError('gone', detail);
+export const conflict = (detail: string) => new ServiceError('conflict', detail);
 export const forbidden = (detail: string) => new ServiceError('forbidden', detail);
 export const unauthenticated = (detail: string) => new ServiceError('unauthenticated', detail);
 

@@ -89,7 +89,8 @@ export function buildOpenApi(routes: RouteSpec[], version: string): Record<strin
     const content: Record<string, { schema: unknown }> = {};
     if (r.ok) content['application/json'] = { schema: { $ref: `#/components/schemas/${componentFor(r.ok)}` } };
     for (const [type, schema] of Object.entries(r.content ?? {})) content[type] = { schema };
-    const responses: Record<string, unknown> = { '200': { description: r.responses?.['200'] ?? 'success', ...(Object.keys(content).length ? { content } : {}) } };
+    const ok = String(r.status ?? 200);
+    const responses: Record<string, unknown> = { [ok]: { description: r.responses?.[ok] ?? (ok === '204' ? 'done; no body' : 'success'), ...(Object.keys(content).length ? { content } : {}) } };
     const errorCodes = r.auth ? ['400', '401', '403', '404', '500', '503'] : [];
     if (r.body) errorCodes.push('415');
     if (r.rateLimited) errorCodes.push('422', '429');

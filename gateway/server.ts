@@ -18,7 +18,15 @@ import { MAX_EVENTS_PER_RUN, openEventLog } from './runs/events.ts';
 import { Webhooks } from './runs/webhooks.ts';
 import { Idempotency } from './runs/idempotency.ts';
 import { RecipeStore } from './recipes/store.ts';
-import { RUN_VIEW, type RunLifecycle, type RunRecord } from './runs/records.ts';
+import { CredentialVault } from './vault/credentials.ts';
+import { ProfileStore } from './vault/profiles.ts';
+import { profileBlobStore } from './vault/profile-blobs.ts';
+import { ProfileSyncs } from './runner/profile-sync.ts';
+import { RUN_VIEW, runDir, type RunLifecycle, type RunRecord } from './runs/records.ts';
+import { SessionsService } from './sessions/sessions-service.ts';
+import { TakeoverService } from './takeover/service.ts';
+import type { TakeoverRecord } from './takeover/records.ts';
+import type { SessionRecord } from './sessions/records.ts';
 import { readVersionInfo } from './version.ts';
 import { SdkRunRecorder } from './trace/recorder.ts';
 import { FrameHub } from './runs/frames.ts';
@@ -115,6 +123,11 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
   let openapiDoc: Record<string, unknown> | undefined;
   const events = await openEventLog(config.redisUrl, state.eventTable, state.redis, state.runWrites && { writes: state.runWrites, outbox: state.outbox });
   events.onAppend((e) => plugins.emit(e));
+  // a run that ended while it waited for a person and was not ended by its own runner (recovery, a
+  // dead replica) leaves its takeover open: the link stops working with the run
+  events.onAppend((e) => {
+    if (e.type === 'run.ended' && e.data.halt_class === 'runner_lost') void services.takeover.runEnded(e.tenant_id, e.run_id).catch(() => undefined);
+  });
   const webhooks = new Webhooks({
     secretsDir: config.secretsDir,
     allowPrivate: config.allowPrivateNetworks,
@@ -125,6 +138,9 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     record: (runId, attempt) => services.runs.recordDelivery(runId, attempt),
   }, state.outbox);
   const runs = new RunsService(state.runs<RunRecord, RunLifecycle>(), state.atomic, limits, events, webhooks);
+  const vaultKey = { file: config.vaultKeyFile, secretsDir: config.secretsDir, shared: Boolean(config.databaseUrl || config.redisUrl) };
+  const profiles = new ProfileStore(state, { key: vaultKey, blobs: profileBlobStore(config.dataDir, config.profileS3), maxBytes: config.maxProfileBytes });
+  const profileSyncs = new ProfileSyncs(profiles, state.atomic, namedLogger(log, 'gateway.profiles'));
   const services: Services = {
     config,
     log,
@@ -139,6 +155,8 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     frames: new FrameHub(),
     idempotency: new Idempotency(state.atomic, config.idempotencyTtlSeconds * 1000),
     recipes: new RecipeStore(state, plugins, config.maxRecipesPerTenant),
+    vault: new CredentialVault(state, { key: vaultKey, maxPerTenant: config.maxCredentialsPerTenant }),
+    profiles,
     plugins,
     // runs stream to the plugin that set itself as the trace destination (trace-ingest, mounted here by default)
     traceLinks: (runId) => plugins.traceDestination()?.links(runId) ?? null,
@@ -147,6 +165,22 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     planeClosing: (runId) => executor.planeClosing(runId),
     traceClosing: (runId) => executor.traceClosing(runId),
     fleet: () => (planes instanceof RemoteAgentPlanes ? planes : undefined),
+    // set below, once the planes exist
+    sessions: undefined as unknown as SessionsService,
+    takeover: new TakeoverService({
+      store: state.store<TakeoverRecord>('takeovers'),
+      index: state.store<string>('takeover-index'),
+      atomic: state.atomic,
+      defaultSeconds: config.takeoverSeconds,
+      maxSeconds: config.takeoverMaxSeconds,
+      // links are made while runs run, after listen() set selfUrl
+      baseUrl: () => config.publicUrl ?? selfUrl ?? `http://${config.host}:${config.port}`,
+      webhook: async (runId, payload) => {
+        const r = await runs.load(runId);
+        if (r?.webhook) await webhooks.deliver(runId, r.webhook, payload);
+      },
+      log: namedLogger(log, 'gateway.takeover'),
+    }),
   };
   const routes = [...ALL_ROUTES, ...pluginRouteSpecs(plugins, namedLogger(log, 'gateway.plugins'))];
   const planes = planeProvider(config, { log: namedLogger(log, 'gateway.planes'), proxies, atomic: state.atomic, metrics });
@@ -163,6 +197,30 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     log: namedLogger(log, 'gateway.trace'),
     version: version.version,
   });
+  services.sessions = new SessionsService({
+    store: state.store<SessionRecord>('sessions'),
+    atomic: state.atomic,
+    limits,
+    planes,
+    log: namedLogger(log, 'gateway.sessions'),
+    owner,
+    leaseMs: config.runLeaseMs,
+    openMs: config.planeWaitMs,
+    videoFile: (tenantId, id) => path.join(runDir(config.dataDir, { tenant_id: tenantId, run_id: id }), 'video.webm'),
+    recorder,
+    fleet: () => ({ secret: config.planeSecret, ca: services.fleet()?.ca }),
+    profiles: profileSyncs,
+  });
+  // the waiting runs' live screens: the takeover's plane, and the inputs its person made (clicks, wheels, keys, pastes; never a move, never typed text)
+  services.takeoverTargets = {
+    target: (id, claim) => services.takeover.target(id, claim),
+    recordInput: (id, i) => {
+      if (i.kind === 'mouse' && i.action !== 'down') return;
+      if (i.kind === 'key' && i.action === 'up') return;
+      void services.takeover.noteInput(id, { kind: i.kind === 'mouse' ? 'click' : i.kind, x: i.x, y: i.y, keys: [...(i.modifiers ?? []), ...(i.key ? [i.key] : [])], text_length: i.text_length });
+    },
+  };
+  runs.addHolderCheck((tenantId, holder) => services.sessions.holderEnded(tenantId, holder));
   const executor = new RunExecutor({
     store: runs,
     planes,
@@ -170,6 +228,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     brain: (id, tenantId) => services.brains.forTenant(id, tenantId),
     callTool: (name, args, ctx) => plugins.callTool(name, args, ctx),
     recipe: async (tenantId, name) => (await services.recipes.resolve(tenantId, name)).schema,
+    reveal: (tenantId, ref, pageUrl) => services.vault.reveal(tenantId, ref, pageUrl),
     metrics,
     log: namedLogger(log, 'gateway.runner'),
     dataDir: config.dataDir,
@@ -181,6 +240,8 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     stepTimeoutMs: config.stepTimeoutMs,
     frames: services.frames,
     recorder,
+    takeover: services.takeover,
+    profiles: profileSyncs,
   });
   const scheduler = config.runnerEnabled ? new RunScheduler(executor, config.maxActiveRuns, namedLogger(log, 'gateway.runner')) : undefined;
   const queue: RunQueue = config.redisUrl
@@ -246,6 +307,8 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
       const graceMs = config.shutdownGraceMs;
       const deadline = Date.now() + graceMs;
       for (const stop of [...services.watchers]) stop();
+      // sessions end first: a browser a client drives has no grace to finish in
+      await services.sessions.close();
       // requests first (one may still accept a run and queue it), then the queue
       if (server) await closeServer(server, deadline);
       await recovery.close();

@@ -14,6 +14,11 @@ import type { FrameHub } from './runs/frames.ts';
 import type { BrainDirectory } from './brains/directory.ts';
 import type { ProxyProviders } from './runner/proxies.ts';
 import type { RemoteAgentPlanes } from './runner/fleet.ts';
+import type { SessionsService } from './sessions/sessions-service.ts';
+import type { CredentialVault } from './vault/credentials.ts';
+import type { TakeoverService } from './takeover/service.ts';
+import type { TakeoverTargets } from './takeover/live-target.ts';
+import type { ProfileStore } from './vault/profiles.ts';
 
 export interface Services {
   config: GatewayConfig;
@@ -26,8 +31,16 @@ export interface Services {
   /** the remote plane agents (SERVICE_PLANES names them), or undefined with local or no planes */
   fleet(): RemoteAgentPlanes | undefined;
   runs: RunsService;
+  /** browser sessions clients drive over CDP (they share the runs' slots and planes) */
+  sessions: SessionsService;
   idempotency: Idempotency;
   recipes: RecipeStore;
+  /** requests for a person and their one-time links (issue 42) */
+  takeover: TakeoverService;
+  /** the tenants' credentials (POST /v1/credentials), typed by steps that name them */
+  vault: CredentialVault;
+  /** the tenants' stored browser profiles (GET/DELETE /v1/profiles) */
+  profiles: ProfileStore;
   /** what the loaded plugins registered: stepHandler(type), brain(id), recipe(name), hostTool(name), callTool, emit(event) */
   plugins: PluginRegistry;
   /** brain selection (SERVICE_MODEL or cua_model) and brains bound to a tenant */
@@ -44,6 +57,8 @@ export interface Services {
   planeClosing: (runId: string) => Promise<void> | undefined;
   /** the write of an ended run's trace bundle while it is under way (the trace routes wait for it) */
   traceClosing: (runId: string) => Promise<void> | undefined;
+  /** the waiting runs' live screens (GET /v1/takeover/{id}/live); none: that route answers 404 */
+  takeoverTargets?: TakeoverTargets;
   /** the OpenAPI document, built at start */
   openapi: () => Record<string, unknown>;
 }

@@ -24,3 +24,4 @@ export type { PlaneRequest, PlaneRequest__Output } from './gen/runplane/plane/Pl
 export type { PlaneReply, PlaneReply__Output } from './gen/runplane/plane/PlaneReply.gen.ts';
 export type { HealthReply, HealthReply__Output } from './gen/runplane/plane/HealthReply.gen.ts';
 export type { PlaneAgentHandlers, PlaneAgentClient } from './gen/runplane/plane/PlaneAgent.gen.ts';
+export type { CdpFrame, CdpFrame__Output } from './gen/runplane/plane/CdpFrame.gen.ts';

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 
 export const SCHEMA_BASE = 'https://schemas.runplane.dev/';
-export const SCHEMA_FILES = ['plan.schema.json', 'predict.schema.json', 'recipe.schema.json', 'tenant-keys.schema.json', 'brains.schema.json', 'cua.schema.json', 'chat.schema.json', 'diagnose.schema.json', 'proxy-providers.schema.json', 'plane-registration.schema.json', 'responses.schema.json'] as const;
+export const SCHEMA_FILES = ['plan.schema.json', 'predict.schema.json', 'recipe.schema.json', 'tenant-keys.schema.json', 'brains.schema.json', 'cua.schema.json', 'chat.schema.json', 'diagnose.schema.json', 'proxy-providers.schema.json', 'plane-registration.schema.json', 'sessions.schema.json', 'credentials.schema.json', 'takeover.schema.json', 'live.schema.json', 'mcp.schema.json', 'profiles.schema.json', 'responses.schema.json'] as const;
 export type SchemaFile = (typeof SCHEMA_FILES)[number];
 
 export type JsonSchema = Record<string, unknown>;

@@ -43,7 +43,11 @@ grounding?: boolean
 reverse?: string
 notes?: string
 extract?: Extract
+/**
+ * the step type's own parameters; type_text and fill_field take `credential` (a vault credential typed in place of text / value); request_human takes `message` (what the person is asked to do; default the step's intent) and `timeout_seconds` (how long the link stays valid, capped by SERVICE_TAKEOVER_MAX_SECONDS; default SERVICE_TAKEOVER_SECONDS)
+ */
 params?: {
+credential?: CredentialRef
 [k: string]: unknown
 }
 hints?: Hints
@@ -86,6 +90,17 @@ selector?: string
 attr?: string
 [k: string]: unknown
 }
+/**
+ * A step's params.credential (type_text, fill_field): the credential's value is typed in place of params.text / params.value, only into a page whose origin is on its list
+ */
+
+export interface CredentialRef {
+/**
+ * 1-64 letters, digits, underscore, hyphen; not starting with a hyphen
+ */
+name: string
+field: ("username" | "password" | "totp")
+}
 
 export interface Hints {
 layout?: ("listings" | "single")
@@ -114,6 +129,10 @@ max_cost?: number
 max_time_minutes?: number
 compute_backend?: ("computer_plane" | "dom_plane")
 /**
+ * Our extension (dom_plane): what a JavaScript dialog a page opens gets: dismiss (alert closed, confirm false, prompt null; as Playwright does) or accept (confirm true, prompt its default text). A beforeunload is accepted either way. Each step names the dialogs it met. On computer_plane a dialog is on the screen, for the brain or a person
+ */
+dialogs?: ("dismiss" | "accept")
+/**
  * Our extension: how much of this run its trace records, in the capture SDK's order (off, metadata, trace, screenshots, video, model_io, dispatch, replay, full); default and most allowed: the gateway's SERVICE_TRACE_CAPTURE_MODE. `trace` records every step without its screenshot, the per-step capture that most of a mechanical step's time goes to (a failed step keeps the screenshot its result carries); `off`: no trace
  */
 capture_mode?: ("off" | "metadata" | "trace" | "screenshots" | "video" | "model_io" | "dispatch" | "replay" | "full")
@@ -126,6 +145,14 @@ plane_labels?: {
 state_repeat_threshold?: number
 pinned_source_url_pattern?: string
 off_source_step_budget?: number
+/**
+ * Our extension (issue 42): what an anti-bot verdict that does not clear (cf_challenge, a captcha) does: halt the run (default), or ask a person (a one-time takeover link in the run's takeover_requested event and webhook); when the person presses Done the step is judged again as usual
+ */
+on_challenge?: ("halt" | "ask_human")
+/**
+ * Our extension (issue 42): the vision loop may act on a brain's ASK_HUMAN {message} (a request for a person, as a request_human step); false: ASK_HUMAN is refused like an unknown action
+ */
+brain_may_ask_human?: boolean
 [k: string]: unknown
 }
 
@@ -307,11 +334,11 @@ brains: {
 
 export interface BrainBackend {
 /**
- * openai-chat: an OpenAI-compatible chat-completions endpoint with image input; compact-cua: the same wire format with one computer_use tool; hosted-api: openai-chat with the tenant's own key.
+ * openai-chat: an OpenAI-compatible chat-completions endpoint with image input; compact-cua: the same wire format with one computer_use tool; hosted-api: openai-chat with the tenant's own key; anthropic-computer: Anthropic's Messages API with its computer tool (@anthropic-ai/sdk); openai-computer: OpenAI's Responses API with computer_use_preview (openai SDK). The last two use the tenant's own key unless api_key_secret names a deployment key.
  */
-protocol: ("openai-chat" | "compact-cua" | "hosted-api")
+protocol: ("openai-chat" | "compact-cua" | "hosted-api" | "anthropic-computer" | "openai-computer")
 /**
- * The API base, e.g. http://127.0.0.1:8000/v1 (the request goes to <base_url>/chat/completions).
+ * The API base, e.g. http://127.0.0.1:8000/v1 (the request goes to <base_url>/chat/completions; openai-computer: <base_url>/responses, e.g. https://api.openai.com/v1; anthropic-computer: <base_url>/v1/messages, e.g. https://api.anthropic.com).
  */
 base_url: string
 /**
@@ -322,6 +349,10 @@ model: string
  * Secret file under SERVICE_SECRETS_DIR holding the deployment's key for this backend (hosted-api uses the tenant's model_provider_secret_name instead).
  */
 api_key_secret?: string
+/**
+ * anthropic-computer: the computer tool's version, sent with its beta header (computer-use-2025-01-24 or computer-use-2025-11-24); computer_20251124 is for the models that require it (Claude Opus 4.5 and later).
+ */
+tool_version?: ("computer_20250124" | "computer_20251124")
 /**
  * compact-cua input resolution WxH (default SERVICE_COMPACT_INPUT_WH, else 1428x896).
  */
@@ -339,7 +370,7 @@ price_per_mtok_out?: number
  */
 timeout_ms?: number
 /**
- * Retries after an unreachable upstream or a 5xx, with exponential backoff.
+ * Retries after an unreachable upstream or a 5xx, with exponential backoff (the vendor protocols: the SDK's maxRetries, which also retries 429 and 529 honouring retry-after).
  */
 max_retries?: number
 /**
@@ -395,7 +426,7 @@ cua_model?: string
  */
 
 export interface Action {
-type: ("CLICK" | "DOUBLE_CLICK" | "RIGHT_CLICK" | "DRAG" | "TYPE" | "KEY_PRESS" | "SCROLL" | "NAVIGATE" | "WAIT" | "DONE")
+type: ("CLICK" | "DOUBLE_CLICK" | "RIGHT_CLICK" | "TRIPLE_CLICK" | "MIDDLE_CLICK" | "DRAG" | "TYPE" | "KEY_PRESS" | "HOLD_KEY" | "SCROLL" | "NAVIGATE" | "WAIT" | "DONE" | "ASK_HUMAN")
 x?: number
 y?: number
 to_x?: number
@@ -407,6 +438,7 @@ amount?: number
 url?: string
 seconds?: number
 success?: boolean
+message?: string
 [k: string]: unknown
 }
 
@@ -1801,6 +1833,691 @@ ttl_seconds?: number
 }
 
 /**
+ * a session id: ses_ followed by 8-40 lowercase letters and digits
+ * 
+ * This interface was referenced by `SessionCreateRequest`'s JSON-Schema
+ * via the `definition` "SessionId".
+ */
+
+export type SessionId = string
+/**
+ * Body of POST /v1/sessions/{session_id}/computer: one input on a computer_plane session's display, carried out by xdotool (real input, as a run's actions are), or a screenshot (either plane)
+ * 
+ * This interface was referenced by `SessionCreateRequest`'s JSON-Schema
+ * via the `definition` "ComputerAction".
+ */
+
+export type ComputerAction = (ComputerMove | ComputerClick | ComputerDoubleClick | ComputerRightClick | ComputerDrag | ComputerScroll | ComputerType | ComputerKey | ComputerScreenshot)
+
+/**
+ * Body of POST /v1/sessions: a browser session the caller drives with its own code over the Chrome DevTools Protocol (puppeteer.connect, playwright connectOverCDP). Every field is optional.
+ */
+
+export interface SessionCreateRequest {
+/**
+ * the plane the browser runs on; default the tenant's default_compute_backend, else dom_plane
+ */
+compute_backend?: ("computer_plane" | "dom_plane")
+/**
+ * a persisted browser profile (cookies, storage) the session loads and keeps; locked to one run or session at a time. 1-128 characters of letters, digits, dot, underscore, hyphen; not starting with a dot or hyphen
+ */
+profile_id?: string
+/**
+ * Our extension: place the run only on a plane agent whose labels (PLANE_LABELS) include all of these, e.g. {"region": "eu-west"}
+ */
+plane_labels?: {
+[k: string]: string
+}
+proxy_disabled?: boolean
+proxy_provider?: ("residential-a" | "residential-b" | "residential-c")
+proxy_city?: string
+proxy_state?: string
+/**
+ * the browser's viewport, default 1280 by 720
+ */
+viewport?: {
+width: number
+height: number
+}
+/**
+ * the session ends when no CDP client has been connected for this long
+ */
+idle_timeout_seconds?: number
+/**
+ * the session's maximum duration; capped by the tenant's max_time_minutes_per_run
+ */
+timeout_seconds?: number
+/**
+ * true: the session outlives its CDP clients (a client reconnects within idle_timeout_seconds and finds its pages as it left them); false: it ends when its last client disconnects
+ */
+keep_alive?: boolean
+}
+/**
+ * move the pointer
+ */
+
+export interface ComputerMove {
+action: "move"
+x: number
+y: number
+}
+/**
+ * left click at x, y
+ */
+
+export interface ComputerClick {
+action: "click"
+x: number
+y: number
+}
+/**
+ * double click at x, y
+ */
+
+export interface ComputerDoubleClick {
+action: "double_click"
+x: number
+y: number
+}
+/**
+ * right click at x, y
+ */
+
+export interface ComputerRightClick {
+action: "right_click"
+x: number
+y: number
+}
+/**
+ * press at x, y, move to to_x, to_y, release
+ */
+
+export interface ComputerDrag {
+action: "drag"
+x: number
+y: number
+to_x: number
+to_y: number
+}
+/**
+ * scroll (at x, y when given)
+ */
+
+export interface ComputerScroll {
+action: "scroll"
+x?: number
+y?: number
+direction?: ("up" | "down" | "left" | "right")
+/**
+ * wheel clicks (default 3)
+ */
+amount?: number
+}
+/**
+ * type text
+ */
+
+export interface ComputerType {
+action: "type"
+text: string
+}
+/**
+ * press keys
+ */
+
+export interface ComputerKey {
+action: "key"
+/**
+ * xdotool key names and chords, space-separated (ctrl+l Return)
+ */
+keys: string
+}
+/**
+ * a PNG of the screen
+ */
+
+export interface ComputerScreenshot {
+action: "screenshot"
+}
+/**
+ * Body of POST /v1/sessions/{session_id}/live-ticket
+ * 
+ * This interface was referenced by `SessionCreateRequest`'s JSON-Schema
+ * via the `definition` "LiveTicketRequest".
+ */
+
+export interface LiveTicketRequest {
+/**
+ * true: the socket relays input (the token needs the operator scope); false: watch only. Default: control when the token has the operator scope
+ */
+control?: boolean
+}
+
+/**
+ * 1-64 letters, digits, underscore, hyphen; not starting with a hyphen
+ * 
+ * This interface was referenced by `CredentialCreateRequest`'s JSON-Schema
+ * via the `definition` "CredentialName".
+ */
+
+export type CredentialName = string
+/**
+ * This interface was referenced by `CredentialCreateRequest`'s JSON-Schema
+ * via the `definition` "Username".
+ */
+
+export type Username = string
+/**
+ * This interface was referenced by `CredentialCreateRequest`'s JSON-Schema
+ * via the `definition` "Password".
+ */
+
+export type Password = string
+/**
+ * the RFC 6238 shared secret in base32 (RFC 4648), at least 80 bits; codes are SHA-1, 6 digits, 30 s
+ * 
+ * This interface was referenced by `CredentialCreateRequest`'s JSON-Schema
+ * via the `definition` "TotpSecret".
+ */
+
+export type TotpSecret = string
+/**
+ * the exact origins (scheme://host[:port], no path) of the pages this credential may be typed into
+ * 
+ * @minItems 1
+ * @maxItems 20
+ * 
+ * This interface was referenced by `CredentialCreateRequest`'s JSON-Schema
+ * via the `definition` "Origins".
+ */
+
+export type Origins = [string]|[string, string]|[string, string, string]|[string, string, string, string]|[string, string, string, string, string]|[string, string, string, string, string, string]|[string, string, string, string, string, string, string]|[string, string, string, string, string, string, string, string]|[string, string, string, string, string, string, string, string, string]|[string, string, string, string, string, string, string, string, string, string]|[string, string, string, string, string, string, string, string, string, string, string]|[string, string, string, string, string, string, string, string, string, string, string, string]|[string, string, string, string, string, string, string, string, string, string, string, string, string]|[string, string, string, string, string, string, string, string, string, string, string, string, string, string]|[string, string, string, string, string, string, string, string, string, string, string, string, string, string, string]|[string, string, string, string, string, string, string, string, string, string, string, string, string, string, string, string]|[string, string, string, string, string, string, string, string, string, string, string, string, string, string, string, string, string]|[string, string, string, string, string, string, string, string, string, string, string, string, string, string, string, string, string, string]|[string, string, string, string, string, string, string, string, string, string, string, string, string, string, string, string, string, string, string]|[string, string, string, string, string, string, string, string, string, string, string, string, string, string, string, string, string, string, string, string]
+
+/**
+ * Body of POST /v1/credentials: a login the tenant's runs may type by name (a step's params.credential), never returned once stored. PUT /v1/credentials/{name} takes the same body without name (CredentialReplaceRequest).
+ */
+
+export interface CredentialCreateRequest {
+name: CredentialName
+username: Username
+password: Password
+totp_secret?: TotpSecret
+origins: Origins
+}
+/**
+ * Body of PUT /v1/credentials/{name}: every value replaced (created_at is kept).
+ * 
+ * This interface was referenced by `CredentialCreateRequest`'s JSON-Schema
+ * via the `definition` "CredentialReplaceRequest".
+ */
+
+export interface CredentialReplaceRequest {
+username: Username
+password: Password
+totp_secret?: TotpSecret
+origins: Origins
+}
+/**
+ * A step's params.credential (type_text, fill_field): the credential's value is typed in place of params.text / params.value, only into a page whose origin is on its list
+ * 
+ * This interface was referenced by `CredentialCreateRequest`'s JSON-Schema
+ * via the `definition` "CredentialRef".
+ */
+
+/**
+ * Body of POST /v1/takeover/claim: the token after the # of a takeover link (issue 42). The link is its own credential: no tenant token goes with it.
+ */
+
+export interface TakeoverClaimRequest {
+/**
+ * the 43 base64url characters after the # of the link
+ */
+token: string
+}
+/**
+ * Body of POST /v1/takeover/{takeover_id}/done and /fail (with header X-Takeover-Claim): the person's note, kept with the takeover and, on Fail, in the run's failure_help.
+ * 
+ * This interface was referenced by `TakeoverClaimRequest`'s JSON-Schema
+ * via the `definition` "TakeoverAnswerRequest".
+ */
+
+export interface TakeoverAnswerRequest {
+note?: string
+}
+
+/**
+ * A message a person's browser sends on a live screen WebSocket (GET /v1/sessions/{id}/live, GET /v1/takeover/{takeover_id}/live): one input relayed to the page. Text frames of JSON, one message each; an invalid one is answered with {type: 'error', detail} and closes nothing. The server sends {type: 'hello'}, {type: 'frame'} followed by one binary message (the JPEG), {type: 'error'} and {type: 'ended'}.
+ */
+
+export type LiveClientMessage = (LiveMouse | LiveWheel | LiveKey | LivePaste)
+
+export interface LiveMouse {
+type: "mouse"
+action: ("move" | "down" | "up")
+/**
+ * x in CSS pixels of the page the screen shows (the frame's own pixels), from its left/top edge
+ */
+x: number
+/**
+ * y in CSS pixels of the page the screen shows (the frame's own pixels), from its left/top edge
+ */
+y: number
+/**
+ * down and up: which button (default left)
+ */
+button?: ("left" | "middle" | "right")
+/**
+ * down and up: the click count the browser gave (MouseEvent.detail: 2 on a double click's second press)
+ */
+clicks?: number
+/**
+ * modifier keys held during the event
+ * 
+ * @maxItems 4
+ */
+modifiers?: []|[("Alt" | "Control" | "Meta" | "Shift")]|[("Alt" | "Control" | "Meta" | "Shift"), ("Alt" | "Control" | "Meta" | "Shift")]|[("Alt" | "Control" | "Meta" | "Shift"), ("Alt" | "Control" | "Meta" | "Shift"), ("Alt" | "Control" | "Meta" | "Shift")]|[("Alt" | "Control" | "Meta" | "Shift"), ("Alt" | "Control" | "Meta" | "Shift"), ("Alt" | "Control" | "Meta" | "Shift"), ("Alt" | "Control" | "Meta" | "Shift")]
+/**
+ * echoed on an error about this message
+ */
+seq?: number
+}
+
+export interface LiveWheel {
+type: "wheel"
+/**
+ * x in CSS pixels of the page the screen shows (the frame's own pixels), from its left/top edge
+ */
+x: number
+/**
+ * y in CSS pixels of the page the screen shows (the frame's own pixels), from its left/top edge
+ */
+y: number
+/**
+ * horizontal scroll in CSS pixels (WheelEvent.deltaX in pixel mode)
+ */
+dx: number
+/**
+ * vertical scroll in CSS pixels, positive down
+ */
+dy: number
+/**
+ * modifier keys held during the event
+ * 
+ * @maxItems 4
+ */
+modifiers?: []|[("Alt" | "Control" | "Meta" | "Shift")]|[("Alt" | "Control" | "Meta" | "Shift"), ("Alt" | "Control" | "Meta" | "Shift")]|[("Alt" | "Control" | "Meta" | "Shift"), ("Alt" | "Control" | "Meta" | "Shift"), ("Alt" | "Control" | "Meta" | "Shift")]|[("Alt" | "Control" | "Meta" | "Shift"), ("Alt" | "Control" | "Meta" | "Shift"), ("Alt" | "Control" | "Meta" | "Shift"), ("Alt" | "Control" | "Meta" | "Shift")]
+seq?: number
+}
+
+export interface LiveKey {
+type: "key"
+action: ("down" | "up")
+/**
+ * KeyboardEvent.key: the character ('a', 'A', '!') or the key's name ('Enter', 'Tab', 'ArrowLeft', 'Control')
+ */
+key: string
+/**
+ * KeyboardEvent.code: the physical key ('KeyA', 'Digit1', 'Enter'); empty when the browser gives none
+ */
+code: string
+/**
+ * KeyboardEvent.keyCode (the Windows virtual key code DevTools input wants)
+ */
+key_code?: number
+/**
+ * modifier keys held during the event
+ * 
+ * @maxItems 4
+ */
+modifiers?: []|[("Alt" | "Control" | "Meta" | "Shift")]|[("Alt" | "Control" | "Meta" | "Shift"), ("Alt" | "Control" | "Meta" | "Shift")]|[("Alt" | "Control" | "Meta" | "Shift"), ("Alt" | "Control" | "Meta" | "Shift"), ("Alt" | "Control" | "Meta" | "Shift")]|[("Alt" | "Control" | "Meta" | "Shift"), ("Alt" | "Control" | "Meta" | "Shift"), ("Alt" | "Control" | "Meta" | "Shift"), ("Alt" | "Control" | "Meta" | "Shift")]
+seq?: number
+}
+
+export interface LivePaste {
+type: "paste"
+/**
+ * the text pasted, typed into the focused field of the page (never logged or recorded: the record keeps its length)
+ */
+text: string
+seq?: number
+}
+
+/**
+ * The input schemas of the MCP server's tools (POST /mcp, `runplane mcp`) that no other schema already gives; session_open takes sessions.schema.json and run_submit predict.schema.json (its run fields). gateway/mcp/schemas.ts bundles each into one self-contained schema for tools/list.
+ */
+
+export interface McpTools {
+[k: string]: unknown
+}
+/**
+ * a browser session this MCP session opened (session_open's session_id)
+ * 
+ * This interface was referenced by `McpTools`'s JSON-Schema
+ * via the `definition` "McpSessionRef".
+ */
+
+export interface McpSessionRef {
+/**
+ * a session id: ses_ followed by 8-40 lowercase letters and digits
+ */
+session_id: string
+}
+/**
+ * This interface was referenced by `McpTools`'s JSON-Schema
+ * via the `definition` "McpNavigate".
+ */
+
+export interface McpNavigate {
+/**
+ * a session id: ses_ followed by 8-40 lowercase letters and digits
+ */
+session_id: string
+/**
+ * an http or https URL; the tenant's allowed_domains apply
+ */
+url: string
+}
+/**
+ * the target: at most one of ref (from snapshot), selector, label, role with name (dom_plane), or x with y (either plane)
+ * 
+ * This interface was referenced by `McpTools`'s JSON-Schema
+ * via the `definition` "McpClick".
+ */
+
+export interface McpClick {
+/**
+ * a session id: ses_ followed by 8-40 lowercase letters and digits
+ */
+session_id: string
+/**
+ * an element reference from the latest snapshot of this session's page (e12)
+ */
+ref?: string
+/**
+ * a CSS selector; the first match is used
+ */
+selector?: string
+/**
+ * an element's visible text, label, aria-label, placeholder or title (exact match first, then contains)
+ */
+label?: string
+/**
+ * an ARIA role (button, link, textbox, checkbox, combobox, heading, ...), with name
+ */
+role?: string
+/**
+ * the accessible name the element of `role` has (exact match first, then contains)
+ */
+name?: string
+/**
+ * a point on the screenshot, in CSS pixels from the left (with y)
+ */
+x?: number
+/**
+ * a point on the screenshot, in CSS pixels from the top (with x)
+ */
+y?: number
+/**
+ * a double click
+ */
+double?: boolean
+}
+/**
+ * the target: at most one of ref (from snapshot), selector, label, role with name (dom_plane), or x with y (either plane); none: the focused element
+ * 
+ * This interface was referenced by `McpTools`'s JSON-Schema
+ * via the `definition` "McpType".
+ */
+
+export interface McpType {
+/**
+ * a session id: ses_ followed by 8-40 lowercase letters and digits
+ */
+session_id: string
+/**
+ * an element reference from the latest snapshot of this session's page (e12)
+ */
+ref?: string
+/**
+ * a CSS selector; the first match is used
+ */
+selector?: string
+/**
+ * an element's visible text, label, aria-label, placeholder or title (exact match first, then contains)
+ */
+label?: string
+/**
+ * an ARIA role (button, link, textbox, checkbox, combobox, heading, ...), with name
+ */
+role?: string
+/**
+ * the accessible name the element of `role` has (exact match first, then contains)
+ */
+name?: string
+/**
+ * a point on the screenshot, in CSS pixels from the left (with y)
+ */
+x?: number
+/**
+ * a point on the screenshot, in CSS pixels from the top (with x)
+ */
+y?: number
+/**
+ * typed as key presses into the target (clicked first), or into the focused element when no target is given
+ */
+text: string
+/**
+ * press Enter after typing
+ */
+submit?: boolean
+}
+/**
+ * This interface was referenced by `McpTools`'s JSON-Schema
+ * via the `definition` "McpPressKey".
+ */
+
+export interface McpPressKey {
+/**
+ * a session id: ses_ followed by 8-40 lowercase letters and digits
+ */
+session_id: string
+/**
+ * a key name: Enter, Tab, Escape, Backspace, ArrowDown, PageDown, a letter or digit; combinations such as ctrl+a on computer_plane only
+ */
+key: string
+}
+/**
+ * This interface was referenced by `McpTools`'s JSON-Schema
+ * via the `definition` "McpScroll".
+ */
+
+export interface McpScroll {
+/**
+ * a session id: ses_ followed by 8-40 lowercase letters and digits
+ */
+session_id: string
+direction?: ("up" | "down" | "left" | "right")
+/**
+ * wheel notches (about 100 px each)
+ */
+amount?: number
+/**
+ * where the wheel turns (with y); default the page's center
+ */
+x?: number
+/**
+ * where the wheel turns (with x)
+ */
+y?: number
+}
+/**
+ * This interface was referenced by `McpTools`'s JSON-Schema
+ * via the `definition` "McpExtract".
+ */
+
+export interface McpExtract {
+/**
+ * a session id: ses_ followed by 8-40 lowercase letters and digits
+ */
+session_id: string
+/**
+ * an extract block as a plan's extract_data step takes it, read mechanically: item_selector picks each row's element, each field's selector (and attr) its value (dom_plane)
+ */
+extract: (Extract & {
+[k: string]: unknown
+})
+}
+
+export interface McpRunRef {
+run_id: string
+}
+/**
+ * This interface was referenced by `McpTools`'s JSON-Schema
+ * via the `definition` "McpRunEvents".
+ */
+
+export interface McpRunEvents {
+run_id: string
+/**
+ * only events after this sequence number (the `seq` of the last event read)
+ */
+after?: number
+limit?: number
+}
+
+/**
+ * 1-128 characters of letters, digits, dot, underscore, hyphen; not starting with a dot or hyphen (a run's or session's profile_id)
+ * 
+ * This interface was referenced by `Profile`'s JSON-Schema
+ * via the `definition` "ProfileId".
+ */
+
+export type ProfileId = string
+
+/**
+ * A browser profile the gateway stores for a tenant (GET /v1/profiles/{id}): the index row of its newest version. The contents (cookies, Local Storage, IndexedDB, service workers, Session Storage, Preferences) are sealed in the blob store and never served.
+ */
+
+export interface Profile {
+profile_id: ProfileId
+/**
+ * the id of the stored version; each save writes a new one
+ */
+version: string
+/**
+ * size of the compressed archive (what SERVICE_MAX_PROFILE_BYTES caps)
+ */
+bytes: number
+/**
+ * size of the packed files before compression
+ */
+raw_bytes: number
+files: number
+/**
+ * of the compressed archive, before sealing
+ */
+sha256: string
+compression: "gzip"
+/**
+ * ISO 8601 date-time (UTC)
+ */
+created_at: string
+/**
+ * ISO 8601 date-time (UTC)
+ */
+updated_at: string
+/**
+ * the run or browser session whose end saved this version
+ */
+last_run_id: (string | null)
+/**
+ * when a run or session last loaded the profile
+ */
+last_used_at: (string | null)
+}
+/**
+ * This interface was referenced by `Profile`'s JSON-Schema
+ * via the `definition` "ProfileList".
+ */
+
+export interface ProfileList {
+profiles: Profile1[]
+}
+/**
+ * A browser profile the gateway stores for a tenant (GET /v1/profiles/{id}): the index row of its newest version. The contents (cookies, Local Storage, IndexedDB, service workers, Session Storage, Preferences) are sealed in the blob store and never served.
+ */
+
+export interface Profile1 {
+/**
+ * 1-128 characters of letters, digits, dot, underscore, hyphen; not starting with a dot or hyphen (a run's or session's profile_id)
+ * 
+ * This interface was referenced by `Profile1`'s JSON-Schema
+ * via the `definition` "ProfileId".
+ */
+profile_id: string
+/**
+ * the id of the stored version; each save writes a new one
+ */
+version: string
+/**
+ * size of the compressed archive (what SERVICE_MAX_PROFILE_BYTES caps)
+ */
+bytes: number
+/**
+ * size of the packed files before compression
+ */
+raw_bytes: number
+files: number
+/**
+ * of the compressed archive, before sealing
+ */
+sha256: string
+compression: "gzip"
+/**
+ * ISO 8601 date-time (UTC)
+ */
+created_at: string
+/**
+ * ISO 8601 date-time (UTC)
+ */
+updated_at: string
+/**
+ * the run or browser session whose end saved this version
+ */
+last_run_id: (string | null)
+/**
+ * when a run or session last loaded the profile
+ */
+last_used_at: (string | null)
+}
+/**
+ * This interface was referenced by `Profile1`'s JSON-Schema
+ * via the `definition` "ProfileList".
+ */
+
+export interface ProfileList1 {
+profiles: Profile1[]
+}
+/**
+ * This interface was referenced by `Profile1`'s JSON-Schema
+ * via the `definition` "ProfileDeleted".
+ */
+
+export interface ProfileDeleted {
+profile_id: string
+deleted: true
+}
+/**
+ * This interface was referenced by `Profile`'s JSON-Schema
+ * via the `definition` "ProfileDeleted".
+ */
+
+export interface ProfileDeleted1 {
+profile_id: string
+deleted: true
+}
+
+/**
  * This interface was referenced by `Responses`'s JSON-Schema
  * via the `definition` "RunLifecycle".
  */
@@ -2295,5 +3012,229 @@ registered: {
 }
 [k: string]: unknown
 }[]
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "Session".
+ */
+
+export interface Session {
+session_id: string
+status: ("starting" | "live" | "ended")
+compute_backend: ("computer_plane" | "dom_plane")
+created_at: string
+updated_at: string
+/**
+ * when the session reaches timeout_seconds
+ */
+expires_at: string
+ended_at: (string | null)
+/**
+ * why the session ended: released (DELETE), idle_timeout, max_duration, client_disconnected (keep_alive false), browser_lost (its agent, browser or display died), gateway_lost (the replica that held it died), shutdown
+ */
+end_reason: ("released" | "idle_timeout" | "max_duration" | "client_disconnected" | "browser_lost" | "gateway_lost" | "shutdown" | "start_failed" | null)
+detail: (string | null)
+idle_timeout_seconds: number
+timeout_seconds: number
+keep_alive: boolean
+profile_id: (string | null)
+/**
+ * the CDP WebSocket URL on the gateway (authenticate with X-Service-Token, or use connect_url)
+ */
+cdp_url: string
+/**
+ * the session's page in the viewer: its live screen while it runs, its recording after (the viewer asks for the tenant token; the URL carries none)
+ */
+live_url: string
+/**
+ * the CDP URL with a single-use connect ticket (60 s) for clients that cannot set headers; only in the answers of POST /v1/sessions and POST /v1/sessions/{session_id}/connect
+ */
+connect_url?: string
+/**
+ * the session's recording once it ended (GET), when its plane kept one
+ */
+video_url: (string | null)
+/**
+ * an ended session's trace (GET it with X-Service-Token): a step each time its page changed, with the screenshot after; null while it runs
+ */
+trace_url: (string | null)
+/**
+ * seconds the connect_url's ticket stays valid
+ */
+connect_expires_in?: number
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "SessionList".
+ */
+
+export interface SessionList {
+sessions: Session[]
+next_cursor: (string | null)
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "SessionDownloads".
+ */
+
+export interface SessionDownloads {
+files: {
+name: string
+bytes: number
+[k: string]: unknown
+}[]
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "ComputerResult".
+ */
+
+export interface ComputerResult {
+action: string
+ok: boolean
+detail?: string
+[k: string]: unknown
+}
+/**
+ * A stored credential as the API shows it: never its password nor its TOTP secret
+ * 
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "Credential".
+ */
+
+export interface Credential {
+name: string
+username: string
+origins: string[]
+has_totp: boolean
+created_at: string
+updated_at?: string
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "CredentialList".
+ */
+
+export interface CredentialList {
+credentials: Credential[]
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "CredentialDeleted".
+ */
+
+export interface CredentialDeleted {
+name: string
+deleted: true
+}
+/**
+ * The answer of POST /v1/takeover/claim: the claim secret the browser that opened the link sends as X-Takeover-Claim from now on (the link works once), and what the person is asked to do.
+ * 
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "TakeoverClaim".
+ */
+
+export interface TakeoverClaim {
+takeover_id: string
+/**
+ * secret: sent as X-Takeover-Claim on the takeover's routes and its live screen; shown once
+ */
+claim: string
+run_id: string
+message: string
+expires_at: string
+backend: ("computer_plane" | "dom_plane")
+viewport: ({
+width: number
+height: number
+[k: string]: unknown
+} | null)
+[k: string]: unknown
+}
+/**
+ * A takeover as the person holding its claim sees it (GET /v1/takeover/{takeover_id}, and the answer of /done and /fail).
+ * 
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "TakeoverState".
+ */
+
+export interface TakeoverState {
+takeover_id: string
+run_id: string
+status: ("waiting" | "opened" | "done" | "failed" | "expired" | "cancelled")
+message: string
+expires_at: string
+opened_at: (string | null)
+ended_at: (string | null)
+backend: ("computer_plane" | "dom_plane")
+viewport: ({
+width: number
+height: number
+[k: string]: unknown
+} | null)
+[k: string]: unknown
+}
+/**
+ * A run's current or last request for a person (GET /v1/runs/{run_id}/takeover): no link, no secret, the person's inputs as counts only.
+ * 
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "RunTakeover".
+ */
+
+export interface RunTakeover {
+takeover_id: string
+run_id: string
+reason: ("step" | "challenge" | "brain" | "operator")
+message: string
+step_path: string
+backend: ("computer_plane" | "dom_plane")
+status: ("waiting" | "opened" | "done" | "failed" | "expired" | "cancelled")
+created_at: string
+expires_at: string
+opened_at: (string | null)
+ended_at: (string | null)
+/**
+ * link (the person with the link), operator, timeout, run (the run ended first)
+ */
+by: (string | null)
+note: (string | null)
+/**
+ * from the link's opening (or the request, when never opened) to the end
+ */
+duration_ms: (number | null)
+inputs: {
+total: number
+by_kind: {
+[k: string]: number
+}
+/**
+ * typed text is recorded as its length only
+ */
+typed_characters: number
+[k: string]: unknown
+}
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "LiveTicket".
+ */
+
+export interface LiveTicket {
+ticket: string
+expires_in: number
+/**
+ * the subprotocols to offer: runplane.v1 and runplane.ticket.<ticket>
+ */
+protocol: string[]
+/**
+ * whether the socket relays input (operator scope) or only shows the screen
+ */
+control: boolean
 [k: string]: unknown
 }

@@ -13,7 +13,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { cpus, tmpdir } from 'node:os';
+import { constants as osConstants, cpus, tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { build, REPO_ROOT } from '../shared/build.mjs';
@@ -138,12 +138,16 @@ async function migratedTemplate(url: string): Promise<string> {
 }
 
 const running = new Set<ChildProcess>();
+let stopping = false;
+// the throwaway cluster of the PostgreSQL files: stopped however the run ends (see the end of this file)
+let cluster: PgHandle | undefined;
 
 function runJob(job: Job, timesDir: string, extraEnv: Record<string, string>): Promise<Outcome> {
   const t0 = performance.now();
   const timesFile = path.join(timesDir, `${Math.random().toString(36).slice(2)}.json`);
   return new Promise((resolve) => {
-    const child = spawn(job.cmd, job.args, {
+    // --pdeathsig: a job ends with this process however it ends (SIGKILL included), never running on unseen
+    const child = spawn('setpriv', ['--pdeathsig', 'TERM', '--', job.cmd, ...job.args], {
       cwd: REPO_ROOT,
       env: { ...process.env, ...extraEnv, ...job.env, ...(job.files.length ? { RUNPLANE_TEST_TIMES: timesFile } : {}) },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -182,14 +186,23 @@ async function main(): Promise<number> {
   process.stdout.write(`build: ${built.built ? `${(built.ms / 1000).toFixed(1)} s` : 'fresh'}\n`);
 
   const jobs = [...(values['no-checks'] || positionals.length > 0 ? [] : checkJobs()), ...stores.flatMap((s) => mochaJobs(s, filesOf(s, positionals, stores.length === 1)))].sort((a, b) => b.expect - a.expect);
-  let pg: PgHandle | undefined;
   const extraEnv: Record<string, string> = {};
-  if (jobs.some((j) => j.store === 'postgres')) {
-    pg = await startPostgres();
-    extraEnv.RUNPLANE_TEST_PG_URL = pg.url;
-    extraEnv.RUNPLANE_TEST_PG_TEMPLATE = await migratedTemplate(pg.url);
-  }
   const timesDir = mkdtempSync(path.join(tmpdir(), 'rp-times-'));
+  try {
+    if (jobs.some((j) => j.store === 'postgres')) {
+      cluster = await startPostgres();
+      extraEnv.RUNPLANE_TEST_PG_URL = cluster.url;
+      extraEnv.RUNPLANE_TEST_PG_TEMPLATE = await migratedTemplate(cluster.url);
+    }
+    return await runPool(jobs, width, timesDir, extraEnv, t0);
+  } finally {
+    await cluster?.stop();
+    cluster = undefined;
+    rmSync(timesDir, { recursive: true, force: true });
+  }
+}
+
+async function runPool(jobs: Job[], width: number, timesDir: string, extraEnv: Record<string, string>, t0: number): Promise<number> {
   process.stdout.write(`${jobs.length} jobs, ${width} at a time\n`);
 
   const outcomes: Outcome[] = [];
@@ -203,6 +216,8 @@ async function main(): Promise<number> {
   const waiting: Array<() => void> = [];
   const worker = async () => {
     for (;;) {
+      // a signal is ending the run: no new job
+      if (stopping) return;
       const job = next();
       if (!job) {
         if (queue.length === 0) return;
@@ -224,8 +239,6 @@ async function main(): Promise<number> {
     }
   };
   await Promise.all(Array.from({ length: Math.min(width, jobs.length) }, worker));
-  await pg?.stop();
-  rmSync(timesDir, { recursive: true, force: true });
 
   const seconds: Record<string, number> = {};
   const cpu: Record<string, number> = {};
@@ -251,10 +264,19 @@ async function main(): Promise<number> {
   return failed.length > 0 || failures > 0 ? 1 : 0;
 }
 
-const stopAll = (sig: NodeJS.Signals) => {
+// A signal ends the jobs, then the cluster, then this process (128 + the signal's number, as a shell reports
+// it). Without that, the cluster outlived the run: a SIGHUP (a closed terminal) ran no handler at all. What no
+// handler sees (SIGKILL) the cluster's watchdog (test/support/postgres.ts) and the jobs' --pdeathsig cover.
+async function stopAll(sig: NodeJS.Signals): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  const closed = [...running].map((c) => new Promise<void>((r) => (c.exitCode !== null || c.signalCode !== null ? r() : c.once('close', () => r()))));
   for (const c of running) c.kill(sig);
-  process.exit(130);
-};
-process.once('SIGINT', () => stopAll('SIGINT'));
-process.once('SIGTERM', () => stopAll('SIGTERM'));
+  const late = setTimeout(() => running.forEach((c) => c.kill('SIGKILL')), 10_000);
+  await Promise.all(closed);
+  clearTimeout(late);
+  await cluster?.stop().catch(() => undefined);
+  process.exit(128 + osConstants.signals[sig]);
+}
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(sig, () => void stopAll(sig));
 process.exitCode = await main();

@@ -364,6 +364,14 @@ export class ObjectStore implements Store {
     return (await this.readBytes(relpath)).toString('utf8');
   }
 
+  /** Deletes an object (the gateway's profile store drops replaced versions); a missing one is no error, as S3 answers. */
+  async remove(relpath: string): Promise<void> {
+    const key = this.key(relpath);
+    const res = await this.request('DELETE', key, {});
+    await res.arrayBuffer();
+    if (!res.ok && res.status !== 404) throw new Error(`object store DELETE ${key}: HTTP ${res.status}`);
+  }
+
   async list(prefix = ''): Promise<string[]> {
     checkKeyPrefix(prefix.replace(/\/$/, ''));
     const base = this.o.prefix ? `${this.o.prefix}/` : '';

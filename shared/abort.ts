@@ -60,31 +60,42 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
+function plainTimer(ms: number, fire: () => void): { clear(): void } {
+  const t = setTimeout(fire, ms);
+  t.unref();
+  return { clear: () => clearTimeout(t) };
+}
+
 /**
  * A child signal that aborts with its parent's reason, or with `onTimeout()` after
  * `timeoutMs` (no timer when it is undefined). `dispose()` removes the listener from
  * the parent and clears the timer: unlike AbortSignal.any and AbortSignal.timeout,
  * nothing outlives the wait.
  */
-export function childSignal(parent: AbortSignal, timeoutMs?: number, onTimeout: () => unknown = () => new Error('timed out')): { signal: AbortSignal; timedOut(): boolean; dispose(): void } {
+export function childSignal(
+  parent: AbortSignal,
+  timeoutMs?: number,
+  onTimeout: () => unknown = () => new Error('timed out'),
+  /** the timer to use (a run's clock, which stops while a person has the page); setTimeout when absent */
+  schedule: (ms: number, fire: () => void) => { clear(): void } = plainTimer,
+): { signal: AbortSignal; timedOut(): boolean; dispose(): void } {
   const c = new AbortController();
   let timedOut = false;
   const onAbort = () => c.abort(parent.reason);
   const t =
     timeoutMs === undefined
       ? undefined
-      : setTimeout(() => {
+      : schedule(timeoutMs, () => {
           timedOut = true;
           c.abort(onTimeout());
-        }, timeoutMs);
-  t?.unref();
+        });
   if (parent.aborted) onAbort();
   else parent.addEventListener('abort', onAbort, { once: true });
   return {
     signal: c.signal,
     timedOut: () => timedOut,
     dispose() {
-      clearTimeout(t);
+      t?.clear();
       parent.removeEventListener('abort', onAbort);
     },
   };

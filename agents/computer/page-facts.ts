@@ -241,6 +241,12 @@ export class PageFactsTracker {
     return content ? { ...f, content } : f;
   }
 
+  /** Where the active tab's page is drawn on a screen of this size, without the other facts (the live screen crops to it). */
+  async content(screen: { width: number; height: number }): Promise<ContentRect | undefined> {
+    const t = this.active;
+    return t ? this.contentRect(t, screen).catch(() => undefined) : undefined;
+  }
+
   /** Reads the tab's title from the browser; answers the URL the browser shows it at (undefined when unknown). */
   private async readTitle(t: Tracked): Promise<string | undefined> {
     if (!this.browserSession || !t.targetId) return undefined;

@@ -20,7 +20,11 @@ import { geoFor, geoLaunch, sameGeo, type Geo } from '../core/geo.ts';
 import { jitterPath, settleDelayMs } from './jitter.ts';
 import { LostSignal } from '../core/lost.ts';
 import { PageFactsTracker } from './page-facts.ts';
-const ROUTES = { screenshot: 'POST', xdotool: 'POST', cdp: 'POST' } as const;
+import { DOWNLOAD_ROUTES, downloadDirFor, downloadOps, prepareDownloadDir, removeDownloadDir } from '../core/downloads.ts';
+import { CDP_ACTIVITY_ROUTES, CdpActivity, cdpActivityOps } from '../core/cdp-activity.ts';
+import { LIVE_ROUTES, liveOps, type LiveInput } from '../core/live.ts';
+import { ComputerLiveScreen } from './live.ts';
+const ROUTES = { screenshot: 'POST', xdotool: 'POST', cdp: 'POST', ...DOWNLOAD_ROUTES, ...CDP_ACTIVITY_ROUTES, ...LIVE_ROUTES } as const;
 
 function parseFormat(b: Body): ImageFormat {
   const f = optStr(b, 'format') ?? 'png';
@@ -122,10 +126,13 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
   let screen: Screen | undefined = warm?.screen;
   let launched: Launched | undefined;
   let recording: Recording | undefined;
+  const downloadDir = prepareDownloadDir(downloadDirFor(dataDir, init.tenant_id, init.run_id), browserUser());
+  const activity = new CdpActivity();
   const teardown = async (): Promise<void> => {
     await recording?.stop();
     await closeLaunched(launched);
     await closeScreen(screen);
+    await removeDownloadDir(downloadDir);
   };
   try {
     // The pooled browser fits only a session that wants a throwaway profile, no extra
@@ -182,6 +189,7 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
   }
   // The tab on screen, chosen without asking the pages (a visibilityState read would run script in each)
   const shownPage = async () => facts?.activePage() ?? (await b.pages()).at(-1);
+  const live = new ComputerLiveScreen(g, x, facts, shownPage);
   // `page_text: true` on a request adds the rendered text (the hints' expect_text_present, anti-bot markers)
   // a screenshot's facts say where on it the page is drawn (the runner judges "the page changed" there)
   const pageFacts = async (body?: Body, shot?: { width: number; height: number }) => {
@@ -194,7 +202,7 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
    * browser has long been on screen, so any frame will do; a cold one must be painted.
    */
   let lastInputAt = launched === warm?.launched ? 0 : Date.now();
-
+  
   const ops = {
     screenshot: {
       http: 'POST' as const,
@@ -227,7 +235,15 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
         return { body: r };
       },
     },
+    ...downloadOps(downloadDir),
+    ...cdpActivityOps(activity),
+    // a person's inputs count in the session's trace as a CDP client's do; a screenshot after one shows its effect
+    ...liveOps(live, (i: LiveInput) => {
+      lastInputAt = Date.now();
+      if (!(i.type === 'mouse' && i.action === 'move')) activity.note(`Input.live.${i.type}`, {});
+    }),
   };
+  const endpoint = launched.endpoint;
   return {
     chromePid: b.process()?.pid ?? null,
     display: d.name,
@@ -238,8 +254,13 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
     setProxy: (proxyServer) => egress.configure(sessionEgress({ ...init, proxy_server: proxyServer })),
     health: () => ({ egress: egress.status(), recording: recording !== undefined, ...(facts ? { page: facts.cached() } : {}) }),
     lost,
+    downloadDir,
+    cdpActivity: activity,
+    // the browser is the session's alone (a pooled one is taken, never given back)
+    cdpEndpoint: () => (init.enable_cdp ? endpoint() : Promise.reject(forbidden('CDP is disabled for this session (enable_cdp was not set at init)'))),
     close: async () => {
       lost.closingNow();
+      live.stop();
       await facts?.close();
       await teardown();
     },
@@ -302,4 +323,5 @@ export const computerPlane: PlaneFactory = {
     pool = undefined;
   },
   poolReady: () => pool?.readyCount ?? 0,
+  poolCapacity: () => pool?.size ?? 0,
 };

@@ -3,7 +3,7 @@
 // browser-user.ts). The flags keep it off the network it would otherwise call home to
 // (closed network here).
 import { existsSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Browser } from 'puppeteer-core';
 import { killGroup, stopChild, waitGroupGone } from './procs.ts';
@@ -84,7 +84,10 @@ export interface LaunchOptions {
 /** Chromium's command line: puppeteer's defaults and ours, never a sandbox-off flag. */
 export async function chromiumArgs(o: Pick<LaunchOptions, 'userDataDir' | 'headless' | 'viewport' | 'egress' | 'extraFlags' | 'hideAutomation'>): Promise<string[]> {
   const [w, h] = o.viewport;
-  const ours = [...QUIET_FLAGS, `--window-size=${w},${h}`, '--window-position=0,0', ...o.egress.chromeFlags(), ...o.extraFlags];
+  // the pipe drives the browser; the port (127.0.0.1, a free one) is what a session's CDP
+  // clients reach through the agent's relay (cdp-relay.ts). puppeteer adds neither once one
+  // --remote-debugging- flag is present, so both are ours.
+  const ours = [...QUIET_FLAGS, `--window-size=${w},${h}`, '--window-position=0,0', ...o.egress.chromeFlags(), '--remote-debugging-pipe', '--remote-debugging-port=0', ...o.extraFlags];
   return (await puppeteer())
     .defaultArgs({ headless: o.headless, userDataDir: o.userDataDir, args: ours })
     .filter((a) => !SANDBOX_OFF_FLAGS.test(a) && !(o.hideAutomation && a === '--enable-automation'));
@@ -100,7 +103,7 @@ export async function launchChromium(o: LaunchOptions, user: BrowserUser | undef
     pipe: true,
     userDataDir: o.userDataDir,
     // All arguments are ours (ignoreDefaultArgs: true): the setpriv prefix first, then
-    // Chromium's; puppeteer only appends --remote-debugging-pipe.
+    // Chromium's (the --remote-debugging- flags included: see chromiumArgs).
     ignoreDefaultArgs: true,
     args,
     env: browserEnv(o.home, o.env ?? {}),
@@ -121,6 +124,25 @@ export async function closeChromium(browser: Browser | undefined): Promise<void>
   await stopChild(proc, 'SIGKILL', 100);
   killGroup(pid);
   await waitGroupGone(pid);
+}
+
+/** Where Chromium writes its debugging port (line 1) and browser ws path (line 2) once it listens. */
+export const DEVTOOLS_PORT_FILE = 'DevToolsActivePort';
+
+/**
+ * The browser's debugging endpoint, ws://127.0.0.1:<port><path>, read from its
+ * DevToolsActivePort (written at start, as a rule before the pipe answers; waited for, up to 15 s on a loaded host).
+ */
+export async function devToolsEndpoint(userDataDir: string, waitMs = 15_000): Promise<{ port: number; url: string }> {
+  const until = Date.now() + waitMs;
+  for (;;) {
+    const text = await readFile(join(userDataDir, DEVTOOLS_PORT_FILE), 'utf8').catch(() => '');
+    const [portLine, path] = text.split('\n');
+    const port = Number(portLine);
+    if (Number.isInteger(port) && port > 0 && path?.startsWith('/devtools/browser/')) return { port, url: `ws://127.0.0.1:${port}${path.trim()}` };
+    if (Date.now() > until) throw new Error('the browser did not write its DevToolsActivePort');
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }
 
 /** A fresh user-data dir for a session that asked for no persisted profile (or a pooled browser). */
@@ -145,6 +167,10 @@ export interface Launched {
   tmpProfile: string | undefined;
   /** The browser's private home and temp dir, removed on close. */
   home: string;
+  /** The browser's user-data dir (its DevToolsActivePort is there). */
+  userDataDir: string;
+  /** The browser's debugging endpoint (ws://127.0.0.1:<port>/devtools/browser/<id>), read once. */
+  endpoint(): Promise<string>;
 }
 
 /**
@@ -167,7 +193,15 @@ export async function withEgress(
     if (userDataDir) preparePersistedProfile(userDataDir, user);
     else tmpProfile = throwawayProfile(user);
     home = privateTempDir('runplane-home-', user);
-    return { browser: await launch(userDataDir ?? (tmpProfile as string), egress, home), egress, tmpProfile, home };
+    const dir = userDataDir ?? (tmpProfile as string);
+    // a persisted profile keeps the file of its last browser: its port would be read before the new one writes its own
+    await rm(join(dir, DEVTOOLS_PORT_FILE), { force: true });
+    const browser = await launch(dir, egress, home);
+    const ep = devToolsEndpoint(dir);
+    ep.catch(() => undefined);
+    // a page must not reach the debugging port, even where private networks are allowed
+    egress.protectLoopbackPort(ep.then((e) => e.port));
+    return { browser, egress, tmpProfile, home, userDataDir: dir, endpoint: () => ep.then((e) => e.url) };
   } catch (err) {
     await egress.stop();
     await removeProfile(tmpProfile);

@@ -5,7 +5,8 @@ import { readFile, stat } from 'node:fs/promises';
 import { RECORDING_CONTENT_TYPE } from './recording.ts';
 import { badRequest, conflict, gone, methodNotAllowed, notFound, PlaneError, toPlaneError, unauthorized, unavailable, unprocessable } from './errors.ts';
 import { StepCache } from './dedup.ts';
-import { asBody, parseInit, type Body } from './validate.ts';
+import { asBody, id, parseInit, type Body } from './validate.ts';
+import { ProfileSync } from './profile-sync.ts';
 import type { OpResult, PlaneFactory, PlaneSessionImpl, SessionInitRequest, SessionInitResponse } from './types.ts';
 
 export interface CallInput {
@@ -15,6 +16,8 @@ export interface CallInput {
   sessionToken?: string;
   stepId?: string;
   body: unknown;
+  /** raw bytes the gRPC request carried (profile/put) */
+  blob?: Buffer;
 }
 
 export interface Health {
@@ -26,6 +29,8 @@ export interface Health {
   uptime_ms: number;
   /** Warm items ready (PLANE_WARM_POOL). */
   pool_ready: number;
+  /** Warm items the agent keeps (PLANE_WARM_POOL; 0: none): with pool_ready 0 beside it, the warm item is being made. */
+  pool_capacity: number;
   /** dom_plane: warm browsers ready per geo other than the pool's ("Europe/Berlin|de-DE": 1), PLANE_GEO_POOLS. */
   geo_pools_ready?: Record<string, number>;
   /** Why the bound session is lost (its browser or display is gone); null otherwise. ok is false while set. */
@@ -76,6 +81,10 @@ export const BASE_ROUTES: Readonly<Record<string, 'GET' | 'POST'>> = {
   'session/close': 'POST',
   health: 'GET',
   recording: 'GET',
+  // profiles that follow the tenant (profile-sync.ts): upload before init, the agent's version, download after close
+  'profile/put': 'POST',
+  'profile/have': 'POST',
+  'profile/get': 'POST',
 };
 
 export class PlaneCore {
@@ -87,21 +96,27 @@ export class PlaneCore {
   private readonly lostListeners = new Set<(token: string, reason: string) => void>();
   /** when a caller last showed the bound session's token (any call, health probes included) */
   private lastSeen = 0;
+  /** the bound session's open Cdp streams, each ended (with the reason) when the session closes or is lost */
+  private readonly cdpStreams = new Set<(reason: string) => void>();
   private readonly reaper: NodeJS.Timeout | undefined;
+  private readonly profiles: ProfileSync;
 
   constructor(
     readonly factory: PlaneFactory,
     private readonly dataDir: string,
     o: CoreOptions = {},
   ) {
+    this.profiles = new ProfileSync(dataDir);
     const orphanMs = o.orphanMs ?? 0;
     if (orphanMs > 0) {
       // a session nobody asks about is an orphan: its gateway died (SIGKILL, a lost host)
       // and no one will close it; without this the slot stays taken until the agent restarts
       this.reaper = setInterval(() => {
+        // an open Cdp stream shows the token all along
+        if (this.cdpStreams.size > 0) this.lastSeen = Date.now();
         if (this.state.kind !== 'bound' || Date.now() - this.lastSeen <= orphanMs) return;
         o.log?.('closing a session no caller has asked about (its gateway is gone?)', { run_id: this.state.bound.init.run_id, idle_ms: Date.now() - this.lastSeen });
-        void this.close().catch(() => undefined);
+        void this.close('session closed: no caller asked about it').catch(() => undefined);
       }, Math.min(5000, Math.max(250, Math.floor(orphanMs / 4))));
       this.reaper.unref();
     }
@@ -124,6 +139,7 @@ export class PlaneCore {
       last_action_ms: this.lastActionMs,
       uptime_ms: Date.now() - this.startedAt,
       pool_ready: this.factory.poolReady?.() ?? 0,
+      pool_capacity: this.factory.poolCapacity?.() ?? 0,
       ...(this.factory.geoPoolsReady ? { geo_pools_ready: this.factory.geoPoolsReady() } : {}),
       session_lost: lost ?? null,
     };
@@ -152,6 +168,18 @@ export class PlaneCore {
     if (input.method === 'session/init') return { body: { ...(await this.init(input.body)) } };
     // No verb means the gRPC transport, whose reply carries the file in one message.
     if (input.method === 'recording') return this.recording(input.sessionToken, input.verb === undefined);
+    if (input.method === 'profile/put') return { body: await this.profiles.put(asBody(input.body), input.blob) };
+    if (input.method === 'profile/have') {
+      const b = asBody(input.body);
+      return { body: await this.profiles.have({ tenant_id: id(b, 'tenant_id'), profile_id: id(b, 'profile_id') }, this.dataDir) };
+    }
+    if (input.method === 'profile/get') {
+      return this.profiles.get(input.sessionToken, asBody(input.body), input.verb === undefined, (t) => {
+        let found: string | undefined;
+        for (const k of this.profiles.tokens()) if (safeEqual(t, k)) found = k;
+        return found;
+      });
+    }
     const bound = this.requireSession(input.sessionToken);
     if (input.method === 'session/close') {
       await this.close();
@@ -197,10 +225,44 @@ export class PlaneCore {
     }
   }
 
+  /**
+   * A Cdp stream attaching to the bound session with `token`: the session's browser endpoint
+   * and download folder; `end(reason)` is called once if the session closes or is lost while
+   * the stream is open, and `detach()` when the stream goes. Throws 401 for no session or a
+   * wrong token, 410 for a lost session.
+   */
+  attachCdp(token: string | undefined, end: (reason: string) => void): { impl: PlaneSessionImpl; detach: () => void } {
+    if (this.state.kind !== 'bound' || !token || !safeEqual(token, this.state.bound.token)) throw unauthorized('missing or wrong X-Service-Session');
+    const impl = this.state.bound.impl;
+    const lost = impl.lost?.check();
+    if (lost) throw gone(lost);
+    this.lastSeen = Date.now();
+    let done = false;
+    const fn = (reason: string): void => {
+      if (done) return;
+      done = true;
+      this.cdpStreams.delete(fn);
+      end(reason);
+    };
+    this.cdpStreams.add(fn);
+    return {
+      impl,
+      detach: () => {
+        if (this.cdpStreams.delete(fn)) this.lastSeen = Date.now();
+        done = true;
+      },
+    };
+  }
+
+  private endCdpStreams(reason: string): void {
+    for (const fn of [...this.cdpStreams]) fn(reason);
+  }
+
   /** Closes the bound session, if any; safe to call from signal handlers. */
-  async close(): Promise<void> {
+  async close(reason = 'session closed'): Promise<void> {
     const s = this.state;
     if (s.kind === 'closing') return s.promise;
+    this.endCdpStreams(reason);
     let impl: PlaneSessionImpl | undefined;
     if (s.kind === 'bound') impl = s.bound.impl;
     if (s.kind === 'starting') impl = await s.promise.then((b) => b.impl).catch(() => undefined);
@@ -211,7 +273,9 @@ export class PlaneCore {
     const target = impl;
     const token = s.kind === 'bound' ? s.bound.token : undefined;
     const runId = s.kind === 'bound' ? s.bound.init.run_id : '';
-    const promise = target.close().finally(() => {
+    const init = s.kind === 'bound' ? s.bound.init : undefined;
+    // the profile is packed once the browser has let go of it, before the plane takes another session
+    const promise = target.close().then(() => (token && init ? this.profiles.pack(token, init, this.dataDir) : undefined)).finally(() => {
       if (token && target.recordingFile) this.keepRecording(token, runId, target.recordingFile);
       this.steps.clear();
       this.state = { kind: 'none' };
@@ -280,6 +344,7 @@ export class PlaneCore {
       this.state = { kind: 'bound', bound };
       this.lastSeen = Date.now();
       bound.impl.lost?.onLost((why) => {
+        this.endCdpStreams(why);
         for (const l of this.lostListeners) l(bound.token, why);
       });
       return bound.response;
@@ -300,6 +365,8 @@ export class PlaneCore {
   private async start(init: SessionInitRequest): Promise<Bound> {
     let impl: PlaneSessionImpl;
     try {
+      // the stored profile is in place before the browser launches on it
+      await this.profiles.prepare(init, this.dataDir);
       impl = await this.factory.start(init, this.dataDir);
     } catch (err) {
       const pe: PlaneError = toPlaneError(err);

@@ -7,7 +7,7 @@
 // address, so a DNS answer that changes in between (rebinding) cannot slip past. When
 // the session has an upstream proxy_server, the connection is chained to it instead.
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { connect, type Socket } from 'node:net';
+import { BlockList, connect, isIPv6, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { once } from 'node:events';
 import { canonicalHost, EgressRefused, resolvePublic } from '../../shared/egress.ts';
@@ -66,6 +66,23 @@ This plane agent does not reach private networks (PLANE_ALLOW_PRIVATE_NETWORKS /
 <body><h1>Blocked by the egress guard</h1><p>${why}</p></body></html>`;
 }
 
+/** Addresses a connect() reaches this host's loopback listeners through (0.0.0.0 and :: included). */
+const LOOPBACK = new BlockList();
+LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
+LOOPBACK.addSubnet('0.0.0.0', 8, 'ipv4');
+LOOPBACK.addAddress('::1', 'ipv6');
+LOOPBACK.addAddress('::', 'ipv6');
+LOOPBACK.addSubnet('::ffff:127.0.0.0', 104, 'ipv6');
+LOOPBACK.addSubnet('::ffff:0.0.0.0', 104, 'ipv6');
+
+function isLoopbackAddress(address: string): boolean {
+  try {
+    return LOOPBACK.check(address, isIPv6(address) ? 'ipv6' : 'ipv4');
+  } catch {
+    return false;
+  }
+}
+
 /** The header on the proxy's own answers that says what failed, in Chromium's net error names. */
 export const EGRESS_HEADER = 'x-runplane-egress';
 
@@ -97,6 +114,8 @@ export class EgressProxy {
   private server: Server | undefined;
   private readonly sockets = new Set<Duplex>();
   private settings: EgressSettings = { allowPrivate: false, upstream: null, allowedDomains: [] };
+  /** loopback ports no page may reach whatever the policy: the browser's own debugging port */
+  private readonly protectedPorts: Array<Promise<number>> = [];
   private upstream: Upstream | undefined;
   port = 0;
   lastBlocked: EgressBlock | null = null;
@@ -130,6 +149,22 @@ export class EgressProxy {
   reset(): void {
     for (const s of this.sockets) s.destroy();
     this.configure({ allowPrivate: false, upstream: null, allowedDomains: [] });
+  }
+
+  /**
+   * Refuses connections to loopback:`port` from now on, allowPrivate or not: the browser's
+   * debugging port (its browser-wide CDP) must not be reachable from a page it loads. Kept
+   * across reset() (the same browser serves the next session).
+   */
+  protectLoopbackPort(port: Promise<number>): void {
+    port.catch(() => undefined);
+    this.protectedPorts.push(port);
+  }
+
+  private async isProtected(address: string, port: number): Promise<boolean> {
+    if (this.protectedPorts.length === 0 || !isLoopbackAddress(address)) return false;
+    const ports = await Promise.all(this.protectedPorts.map((p) => p.catch(() => 0)));
+    return ports.includes(port);
   }
 
   /** Chromium flags that send all of the browser's traffic, loopback included, through here. */
@@ -197,7 +232,7 @@ export class EgressProxy {
   }
 
   /** The address to connect to, or why not (a refusal is recorded, its reason kept for the page). */
-  private async check(host: string): Promise<{ address: string; family: number } | EgressRefused | OffList | 'unresolved'> {
+  private async check(host: string, port: number): Promise<{ address: string; family: number } | EgressRefused | OffList | 'unresolved'> {
     // the list is judged on the name the browser asked for, before any lookup: nothing about
     // an off-list host leaves the agent, not even a DNS query
     if (!this.onList(host)) {
@@ -206,7 +241,9 @@ export class EgressProxy {
       return new OffList(host);
     }
     try {
-      return await resolvePublic(host, this.settings.allowPrivate);
+      const found = await resolvePublic(host, this.settings.allowPrivate);
+      if (await this.isProtected(found.address, port)) throw new EgressRefused(host, found.address, "the browser's debugging port");
+      return found;
     } catch (err) {
       if (err instanceof EgressRefused) {
         this.lastBlocked = { host, address: err.address, at_ms: Date.now(), why: 'private_network' };
@@ -227,7 +264,7 @@ export class EgressProxy {
       return;
     }
     const host = target.hostname.replace(/^\[|\]$/g, '');
-    const checked = await this.check(host);
+    const checked = await this.check(host, Number(target.port || 80));
     if (checked instanceof EgressRefused || checked instanceof OffList) {
       res.writeHead(403, { 'content-type': 'text/html; charset=utf-8', [EGRESS_HEADER]: 'blocked', 'cache-control': 'no-store' });
       res.end(blockedPage(host, checked));
@@ -273,7 +310,7 @@ export class EgressProxy {
       sock.end('HTTP/1.1 400 Bad Request\r\n\r\n');
       return;
     }
-    const checked = await this.check(host);
+    const checked = await this.check(host, port);
     if (checked instanceof EgressRefused || checked instanceof OffList) {
       sock.end('HTTP/1.1 403 Forbidden\r\nX-Runplane-Egress: blocked\r\nContent-Length: 0\r\n\r\n');
       return;

@@ -8,6 +8,7 @@ import { loadPlaneProto, type PlaneAgentHandlers, type PlaneReply, type PlaneReq
 import { grpcStatusOf, toPlaneError } from './errors.ts';
 import { safeEqual, type PlaneCore } from './core.ts';
 import { MAX_BODY_BYTES } from './http.ts';
+import { serveCdp } from './grpc-cdp.ts';
 
 export interface GrpcOptions {
   secret?: string;
@@ -45,6 +46,7 @@ async function answer(core: PlaneCore, req: PlaneRequest__Output, streamToken: s
       sessionToken: req.session_token || streamToken,
       stepId: req.step_id || undefined,
       body,
+      ...(req.blob && req.blob.length > 0 ? { blob: Buffer.from(req.blob) } : {}),
     });
     return { ...base, status: 200, body_json: JSON.stringify(result.body), blob: result.blob ?? Buffer.alloc(0) };
   } catch (err) {
@@ -53,9 +55,13 @@ async function answer(core: PlaneCore, req: PlaneRequest__Output, streamToken: s
   }
 }
 
+/** Largest message the agent's gRPC server accepts (a CDP frame with a large script). */
+export const MAX_CDP_FRAME_BYTES = 16 * 1024 * 1024;
+
 export function grpcServer(core: PlaneCore, opts: GrpcOptions = {}): grpc.Server {
   const proto = loadPlaneProto();
-  const server = new grpc.Server({ 'grpc.max_receive_message_length': 2 * MAX_BODY_BYTES });
+  // CDP frames from a client may be large (a whole script); the Session route keeps its own MAX_BODY_BYTES check
+  const server = new grpc.Server({ 'grpc.max_receive_message_length': MAX_CDP_FRAME_BYTES });
   const handlers: PlaneAgentHandlers = {
     Health(call, callback) {
       if (!secretOk(call.metadata, opts.secret)) {
@@ -69,7 +75,16 @@ export function grpcServer(core: PlaneCore, opts: GrpcOptions = {}): grpc.Server
         session_bound: h.session_bound,
         last_action_unix_ms: h.last_action_ms ?? 0,
         uptime_ms: h.uptime_ms,
+        pool_ready: h.pool_ready,
+        pool_capacity: h.pool_capacity,
       });
+    },
+    Cdp(call) {
+      if (!secretOk(call.metadata, opts.secret)) {
+        call.emit('error', { code: grpcStatusOf(401), details: 'missing or wrong agent secret' });
+        return;
+      }
+      serveCdp(core, call, meta(call.metadata, 'x-service-session'), opts.log);
     },
     Session(call) {
       if (!secretOk(call.metadata, opts.secret)) {

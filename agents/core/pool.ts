@@ -12,7 +12,7 @@ export class WarmPool<T> {
   private waiting: Array<() => void> = [];
 
   constructor(
-    private readonly size: number,
+    readonly size: number,
     private readonly make: () => Promise<T>,
     private readonly dispose: (item: T) => Promise<void>,
     private readonly log: (msg: string, fields?: Record<string, unknown>) => void = () => undefined,

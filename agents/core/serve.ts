@@ -121,7 +121,7 @@ export async function startAgent(factory: PlaneFactory, cfg: AgentConfig): Promi
   const slots: Array<AgentSlot & { http: HttpServer; gsrv: grpc.Server }> = [];
   const closeSlots = async (): Promise<void> => {
     for (const sl of slots) sl.core.dispose();
-    await Promise.all(slots.map((sl) => sl.core.close().catch((err: unknown) => logFn('session close failed', { err: String(err) }))));
+    await Promise.all(slots.map((sl) => sl.core.close('session closed: the agent is stopping').catch((err: unknown) => logFn('session close failed', { err: String(err) }))));
     await factory.stopPool?.().catch((err: unknown) => logFn('warm pool close failed', { err: String(err) }));
     for (const sl of slots) {
       sl.gsrv.forceShutdown();

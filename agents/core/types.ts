@@ -1,4 +1,5 @@
 // The records of the spec's compute-plane wire contract, shared by both planes.
+import type { CdpActivity } from './cdp-activity.ts';
 import type { LostSignal } from './lost.ts';
 import type { ProxyExit } from './geo.ts';
 
@@ -29,6 +30,15 @@ export interface SessionInitRequest {
   allowed_domains: string[];
   /** Our extension: false runs on a throwaway profile (deleted on close; may come from the warm pool). */
   persist_profile: boolean;
+  /**
+   * Our extension: the profile follows the tenant (the gateway's profile store). upload_id: a
+   * /profile/put upload unpacked into the profile dir before the browser launches; null with
+   * the agent's copy at `version`: kept; null otherwise: the dir starts empty. Close packs the
+   * dir for /profile/get. Absent (null): the dir is used as this host left it.
+   */
+  profile_sync: { upload_id: string | null; version: string | null } | null;
+  /** Our extension (dom_plane): what the session does with a JavaScript dialog a page opens (default dismiss, as Playwright does). */
+  dialogs: 'dismiss' | 'accept';
 }
 
 export interface SessionInitResponse {
@@ -72,6 +82,22 @@ export interface PlaneSessionImpl {
   health?(): Record<string, unknown>;
   /** Set once the session's browser (or display) is gone; the core then refuses its calls with 410. */
   readonly lost?: LostSignal;
+  /**
+   * The session's browser's debugging endpoint (ws://127.0.0.1:<port>/devtools/browser/<id>),
+   * for the agent's CDP relay. A browser a tenant had raw CDP on serves nobody after: asking
+   * for it marks the browser for retirement at close (a warm one is not lent again).
+   */
+  cdpEndpoint(): Promise<string>;
+  /**
+   * The session's own browser context when it is not the browser's default one (a pooled
+   * browser lends a context): a page the CDP client opens without naming a context opens
+   * there, so the client's "default context" is the session's.
+   */
+  readonly cdpContextId?: string;
+  /** what the session's CDP clients did, for the gateway's trace of the session (the `cdp/activity` op) */
+  readonly cdpActivity?: CdpActivity;
+  /** Where the session's downloads go: <dataDir>/downloads/<tenant>/<run_id>, 0700 for the browser user. */
+  readonly downloadDir: string;
   /** Points the session's egress guard at another upstream proxy (a new sticky session after a proxy failure); the browser is not restarted. */
   setProxy?(proxyServer: string | null): void;
 }
@@ -87,6 +113,8 @@ export interface PlaneFactory {
   stopPool?(): Promise<void>;
   /** Ready warm items, for GET /health. */
   poolReady?(): number;
+  /** Warm items the pool keeps (0 before startPool and after stopPool). */
+  poolCapacity?(): number;
   /** Ready items of the pools kept per geo, by geo key. */
   geoPoolsReady?(): Record<string, number>;
 }

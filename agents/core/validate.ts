@@ -139,5 +139,23 @@ export function parseInit(raw: unknown): SessionInitRequest {
     allow_private_networks: optBool(b, 'allow_private_networks') ?? false,
     allowed_domains: parseAllowedDomains(b),
     persist_profile: optBool(b, 'persist_profile') ?? true,
+    profile_sync: parseProfileSync(b.profile_sync),
+    dialogs: dialogPolicy(b),
   };
+}
+
+function parseProfileSync(v: unknown): SessionInitRequest['profile_sync'] {
+  if (v === undefined || v === null) return null;
+  const o = v as Record<string, unknown>;
+  const ok = (x: unknown) => x === null || x === undefined || (typeof x === 'string' && /^[A-Za-z0-9_-]{1,64}$/.test(x));
+  if (typeof v !== 'object' || Array.isArray(v) || !ok(o.upload_id) || !ok(o.version)) {
+    throw badRequest('profile_sync must be {upload_id: an upload id or null, version: a version id or null}');
+  }
+  return { upload_id: (o.upload_id as string | undefined) ?? null, version: (o.version as string | undefined) ?? null };
+}
+
+function dialogPolicy(b: Body): 'dismiss' | 'accept' {
+  const v = optStr(b, 'dialogs') ?? 'dismiss';
+  if (v !== 'dismiss' && v !== 'accept') throw badRequest('dialogs must be dismiss or accept');
+  return v;
 }

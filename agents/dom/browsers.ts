@@ -20,6 +20,12 @@ const POOL_VIEWPORT: [number, number] = [1280, 720];
 /** How long a session waits for a pooled browser being made or renewed before it launches one of its own. */
 const BORROW_WAIT_MS = 30_000;
 let pool: WarmPool<WarmBrowser> | undefined;
+/** work a session's release left running (a retired browser's close, its replacement): waited for by stopPool */
+const pending = new Set<Promise<unknown>>();
+function background(work: Promise<unknown>): void {
+  const p = work.catch(() => undefined).finally(() => pending.delete(p));
+  pending.add(p);
+}
 let geoPools: KeyedPools<WarmBrowser> | undefined;
 const geoKey = (g: Geo | undefined): string => (g ? `${g.tz}|${g.locale}` : '');
 const geoOfKey = (key: string): Geo | undefined => {
@@ -71,6 +77,8 @@ export interface SessionBrowser {
    * first steps paid for a renderer's start).
    */
   prepareNext(): void;
+  /** The browser is not lent again after this session (a tenant had raw CDP on it): release closes it. */
+  retireAfter(): void;
   /** Ends what the session used: a pooled browser is cleared of it and goes back to its pool, a browser of its own is closed. */
   release(): Promise<void>;
 }
@@ -90,10 +98,19 @@ export async function sessionBrowser(init: SessionInitRequest, dataDir: string):
   const pooled = warm !== undefined;
   let launched: Launched | undefined = warm?.launched;
   let spare: Promise<WarmBrowser> | undefined;
+  let retire = false;
   const release = async (): Promise<void> => {
     if (!warm || !lender) return closeLaunched(launched);
     const w = warm;
     const next = spare;
+    if (retire) {
+      // Nobody waits for a retired browser's close (1.3-2 s of the release of a CDP session,
+      // measured): it goes on in the background, owned by the agent (stopPool waits for it),
+      // while the pool takes the replacement made as the session closed (or makes one).
+      background(closeLaunched(w.launched));
+      background(lender.giveBack((next ?? Promise.resolve(undefined)).then((n) => (n && n.launched !== w.launched ? n : undefined))));
+      return;
+    }
     await lender.giveBack(
       clearSession(w).then(
         () => renew(w, browserSessions(), next),
@@ -123,7 +140,10 @@ export async function sessionBrowser(init: SessionInitRequest, dataDir: string):
       context,
       pooled,
       prepareNext() {
-        if (warm && !spare) spare = spareFor(warm, browserSessions(), () => pooledBrowser(geo));
+        if (warm && !spare) spare = spareFor(warm, retire ? 0 : browserSessions(), () => pooledBrowser(geo));
+      },
+      retireAfter() {
+        retire = true;
       },
       release,
     };
@@ -134,7 +154,7 @@ export async function sessionBrowser(init: SessionInitRequest, dataDir: string):
 }
 
 /** dom_plane's warm pools (PLANE_WARM_POOL): the main one, and one per geo a session needed. */
-export const warmPools: Pick<PlaneFactory, 'startPool' | 'stopPool' | 'poolReady' | 'geoPoolsReady'> = {
+export const warmPools: Pick<PlaneFactory, 'startPool' | 'stopPool' | 'poolReady' | 'poolCapacity' | 'geoPoolsReady'> = {
   startPool(size, log, opts) {
     const dispose = (w: WarmBrowser) => closeLaunched(w.launched);
     pool ??= new WarmPool(size, () => pooledBrowser(geoOf({ proxy_server: null })), dispose, log);
@@ -143,10 +163,12 @@ export const warmPools: Pick<PlaneFactory, 'startPool' | 'stopPool' | 'poolReady
     geoPools ??= new KeyedPools(g.max, g.idleSeconds * 1000, (key) => pooledBrowser(geoOfKey(key)), dispose, log);
   },
   async stopPool() {
+    await Promise.all([...pending]);
     await Promise.all([pool?.close(), geoPools?.close()]);
     pool = undefined;
     geoPools = undefined;
   },
   poolReady: () => pool?.readyCount ?? 0,
+  poolCapacity: () => pool?.size ?? 0,
   geoPoolsReady: () => geoPools?.readyByKey() ?? {},
 };

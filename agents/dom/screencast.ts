@@ -6,37 +6,31 @@
 // session, and a seek to a moment of the session lands on what the page showed).
 // Encoding a repeated frame cost as much as a new one: a static page cost `fps`
 // frames a second, now one. The recorder follows the active tab.
-import type { CDPSession, Page } from 'puppeteer-core';
 import { Recording } from '../core/recording.ts';
 import type { Tabs } from './tabs.ts';
-
-interface ScreencastFrame {
-  data: string;
-  sessionId: number;
-}
+import { ActiveTabCast } from './active-cast.ts';
 
 /** While the page shows the same picture, it is written again this often. */
 const HEARTBEAT_MS = 1000;
 
 export class ScreencastRecorder {
-  private page: Page | undefined;
-  private cdp: CDPSession | undefined;
+  private readonly cast: ActiveTabCast;
   private latest: Buffer | undefined;
   /** the frame last written, and when */
   private written: Buffer | undefined;
   private writtenAt = 0;
   private timer: NodeJS.Timeout | undefined;
-  private switching = false;
   private readonly recording: Recording;
 
   constructor(
-    private readonly tabs: Tabs,
+    tabs: Tabs,
     readonly file: string,
     private readonly fps: number,
     /** the video's frame size (core/recording.ts recordingSize): Chromium scales the screencast to it, so it encodes no more pixels than the video keeps */
-    private readonly size: [number, number],
+    size: [number, number],
   ) {
     const [w, h] = size;
+    this.cast = new ActiveTabCast(tabs, { quality: 60, maxWidth: w, maxHeight: h, onFrame: (jpeg: Buffer) => (this.latest = jpeg) });
     this.recording = new Recording(file, ['-use_wallclock_as_timestamps', '1', '-f', 'image2pipe', '-c:v', 'mjpeg', '-i', 'pipe:0', '-fps_mode', 'vfr', '-vf', `scale=${w}:${h}`], true);
   }
 
@@ -46,8 +40,7 @@ export class ScreencastRecorder {
   }
 
   private tick(): void {
-    const active = this.tabs.active;
-    if (active && active !== this.page && !active.isClosed() && !this.switching) void this.follow(active);
+    void this.cast.sync();
     if (this.latest && (this.latest !== this.written || Date.now() - this.writtenAt >= HEARTBEAT_MS)) this.write(this.latest);
   }
 
@@ -57,38 +50,10 @@ export class ScreencastRecorder {
     this.recording.write(frame);
   }
 
-  private async follow(page: Page): Promise<void> {
-    this.switching = true;
-    try {
-      await this.detach();
-      const cdp = await page.createCDPSession();
-      cdp.on('Page.screencastFrame', (e: ScreencastFrame) => {
-        this.latest = Buffer.from(e.data, 'base64');
-        void cdp.send('Page.screencastFrameAck', { sessionId: e.sessionId }).catch(() => undefined);
-      });
-      await cdp.send('Page.startScreencast', { format: 'jpeg', quality: 60, maxWidth: this.size[0], maxHeight: this.size[1], everyNthFrame: 1 });
-      this.page = page;
-      this.cdp = cdp;
-    } catch {
-      // The tab went away while we attached; the next tick follows the new active tab.
-    } finally {
-      this.switching = false;
-    }
-  }
-
-  private async detach(): Promise<void> {
-    const cdp = this.cdp;
-    this.cdp = undefined;
-    this.page = undefined;
-    if (!cdp) return;
-    await cdp.send('Page.stopScreencast').catch(() => undefined);
-    await cdp.detach().catch(() => undefined);
-  }
-
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
-    await this.detach();
+    await this.cast.stop();
     // the last picture once more, stamped now: the video lasts until the session's end
     if (this.latest) this.write(this.latest);
     await this.recording.stop();

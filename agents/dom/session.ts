@@ -17,6 +17,11 @@ import { CLIPBOARD, FOCUSED, inPage, PAGE_LOAD, PEEK } from '../core/inpage.ts';
 import { matchesPin } from './pin.ts';
 import { LostSignal } from '../core/lost.ts';
 import { sessionBrowser, warmPools } from './browsers.ts';
+import { DOWNLOAD_ROUTES, downloadDirFor, downloadOps, prepareDownloadDir, removeDownloadDir } from '../core/downloads.ts';
+import { CDP_ACTIVITY_ROUTES, CdpActivity, cdpActivityOps } from '../core/cdp-activity.ts';
+import { browserUser } from '../core/browser-user.ts';
+import { LIVE_ROUTES, liveOps, type LiveInput } from '../core/live.ts';
+import { DomLiveScreen } from './live.ts';
 
 const ROUTES = {
   screenshot: 'POST',
@@ -32,6 +37,9 @@ const ROUTES = {
   'tabs/close': 'POST',
   'tabs/activate': 'POST',
   'links/peek_target': 'POST',
+  ...DOWNLOAD_ROUTES,
+  ...CDP_ACTIVITY_ROUTES,
+  ...LIVE_ROUTES,
 } as const;
 
 const NAV_WAIT_MS = 10_000;
@@ -95,6 +103,20 @@ async function dispatch(tabs: Tabs, b: Body, egress: EgressProxy): Promise<Recor
       await page.mouse.wheel({ deltaX: optNum(b, 'dx') ?? 0, deltaY: optNum(b, 'dy') ?? 0 });
       break;
     }
+    case 'drag': {
+      // Extension verb: press at x,y, move in steps to to_x,to_y, release; real input events (CDP), so a page's own
+      // mousedown/mousemove/mouseup handlers (a slider, a sortable list, a map) see a drag as from a person
+      const from = coords(b);
+      const tx = optNum(b, 'to_x');
+      const ty = optNum(b, 'to_y');
+      if (!from || tx === undefined || ty === undefined) throw badRequest('drag needs x, y, to_x and to_y');
+      return input(tabs, page, verb, async () => {
+        await page.mouse.move(from.x, from.y);
+        await page.mouse.down();
+        await page.mouse.move(tx, ty, { steps: 10 });
+        await page.mouse.up();
+      });
+    }
     case 'navigate': {
       // Extension verb: the runner's navigate step needs a way to load a URL.
       const url = str(b, 'url');
@@ -116,7 +138,7 @@ async function dispatch(tabs: Tabs, b: Body, egress: EgressProxy): Promise<Recor
       break;
     }
     default:
-      throw badRequest('verb must be click, key, type, scroll or navigate');
+      throw badRequest('verb must be click, key, type, scroll, drag or navigate');
   }
   return { ok: true, verb, url: page.url() };
 }
@@ -138,13 +160,18 @@ function egressBlocked(asked: string, egress: EgressProxy): Error {
 }
 
 async function startDom(init: SessionInitRequest, dataDir: string): Promise<PlaneSessionImpl> {
-  const browser = await sessionBrowser(init, dataDir);
+  const downloadDir = prepareDownloadDir(downloadDirFor(dataDir, init.tenant_id, init.run_id), browserUser());
+  const activity = new CdpActivity();
+  const browser = await sessionBrowser(init, dataDir).catch(async (err: unknown) => {
+    await removeDownloadDir(downloadDir);
+    throw err;
+  });
   const { launched: l, context: ctx } = browser;
   const b = l.browser;
   let tabs: Tabs;
   let recorder: ScreencastRecorder | undefined;
   try {
-    tabs = new Tabs(ctx);
+    tabs = new Tabs(ctx, init.dialogs);
     await tabs.init();
     if (recordingEnabled()) {
       recorder = new ScreencastRecorder(tabs, recordingPath(dataDir, init.tenant_id, init.run_id), recordingFps(), recordingSize(init.viewport));
@@ -153,11 +180,13 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
   } catch (err) {
     await recorder?.stop();
     await browser.release();
+    await removeDownloadDir(downloadDir);
     throw err;
   }
   const lost = new LostSignal();
   lost.watchBrowser(b);
   const [width, height] = init.viewport;
+  const live = new DomLiveScreen(tabs, init.viewport);
   const op = (http: 'GET' | 'POST', idempotent: boolean, run: (body: Body) => Promise<Record<string, unknown>>): OpSpec => ({
     http,
     idempotent,
@@ -177,7 +206,11 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
         return { body: { width, height, scroll_y: sy, captured_at_ms: Date.now(), format }, blob: Buffer.from(shot) };
       },
     },
-    dispatch: op('POST', true, async (body) => dispatch(tabs, body, l.egress)),
+    dispatch: op('POST', true, async (body) => {
+      const r = await dispatch(tabs, body, l.egress);
+      const dialogs = tabs.takeDialogs();
+      return dialogs.length > 0 ? { ...r, dialogs } : r;
+    }),
     cdp: op('POST', true, async (body) => cdpEvaluate(await tabs.current(), body)),
     'state/current_url': op('GET', false, async () => {
       const p = await tabs.current();
@@ -282,6 +315,10 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
       if (!found) throw notFound('no link at the given selector or bbox');
       return found;
     }),
+    ...downloadOps(downloadDir),
+    ...cdpActivityOps(activity),
+    // a person's inputs count in the session's trace as a CDP client's do (a pointer move changes nothing)
+    ...liveOps(live, (i: LiveInput) => (i.type === 'mouse' && i.action === 'move' ? undefined : activity.note(`Input.live.${i.type}`, {}))),
   };
 
   return {
@@ -294,11 +331,25 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
     setProxy: (proxyServer) => l.egress.configure(sessionEgress({ ...init, proxy_server: proxyServer })),
     health: () => ({ egress: l.egress.status(), recording: recorder !== undefined }),
     lost,
+    downloadDir,
+    cdpActivity: activity,
+    ...(ctx.id ? { cdpContextId: ctx.id } : {}),
+    cdpEndpoint: async () => {
+      // a tenant with browser-wide CDP could leave anything in it: this browser serves nobody after
+      browser.retireAfter();
+      tabs.leaveDialogsToClient();
+      // a lent context: the default context's launch tab would be the first page the client sees
+      // (Playwright counts every page of a context it did not make as its default context's)
+      if (ctx.id) await Promise.all((await b.defaultBrowserContext().pages()).map((p) => p.close().catch(() => undefined)));
+      return l.endpoint();
+    },
     close: async () => {
       lost.closingNow();
       browser.prepareNext();
+      await live.stop();
       await recorder?.stop();
       await browser.release();
+      await removeDownloadDir(downloadDir);
     },
   };
 }

@@ -3,12 +3,31 @@
 // The tabs are those of the session's browser context only (a reused browser may hold others).
 // A popup an input opens is followed (docs/decisions.md, issue 40): it becomes the active
 // tab, as the new tab takes the focus in a browser a person uses; the opener stays open.
-import type { BrowserContext, Page, Target } from 'puppeteer-core';
+// A JavaScript dialog (alert, confirm, prompt, beforeunload) blocks the page and every
+// input and evaluate on it until handled: the session handles each as its policy says
+// (dismissed by default, as Playwright does) and keeps what it saw for the next answer,
+// unless a CDP client of the session's own handles them (then they are left to it).
+import type { BrowserContext, Dialog, Page, Target } from 'puppeteer-core';
 import { notFound } from '../core/errors.ts';
 import { pageEvents } from './settle.ts';
 
+/** What a session did with a dialog a page opened. */
+export interface SeenDialog {
+  type: string;
+  message: string;
+  action: 'dismissed' | 'accepted' | 'left';
+}
+
+/** dismiss: alert closed, confirm false, prompt null; accept: confirm true, prompt its default; a beforeunload is accepted either way (the navigation asked for goes on). */
+export type DialogPolicy = 'dismiss' | 'accept';
+
+const MAX_SEEN = 20;
+
 export class Tabs {
   private readonly ids = new Map<Page, string>();
+  private seen: SeenDialog[] = [];
+  /** a CDP client of the session handles dialogs itself from the moment it connects */
+  private clientHandles = false;
   private next = 1;
   active: Page | undefined;
   /** Pages seen opening, by opener page, for catching popups. */
@@ -16,14 +35,25 @@ export class Tabs {
   /** Page targets seen opening, told at once (their page is attached later). */
   private readonly openWatchers = new Set<(t: Target) => void>();
 
-  constructor(private readonly context: BrowserContext) {
+  constructor(
+    private readonly context: BrowserContext,
+    private readonly dialogs: DialogPolicy = 'dismiss',
+  ) {
     context.on('targetcreated', (t: Target) => {
       if (t.type() !== 'page') return;
       for (const w of this.openWatchers) w(t);
       void t.page().then((p) => {
         if (!p) return;
         this.idOf(p);
+        // a CDP client's page is the one it drives: screenshots and the trace follow it
+        if (this.clientHandles) this.active = p;
         for (const w of this.popupWaiters) w(p, t.opener());
+      });
+    });
+    context.on('targetchanged', (t: Target) => {
+      if (!this.clientHandles || t.type() !== 'page') return;
+      void t.page().then((p) => {
+        if (p && !p.isClosed()) this.active = p;
       });
     });
   }
@@ -40,11 +70,41 @@ export class Tabs {
     if (!id) {
       id = `tab-${this.next++}`;
       this.ids.set(p, id);
+      p.on('dialog', (d: Dialog) => void this.onDialog(d));
       p.once('close', () => {
         if (this.active === p) this.active = undefined;
       });
     }
     return id;
+  }
+
+  private async onDialog(d: Dialog): Promise<void> {
+    const type = d.type();
+    const message = d.message().slice(0, 200);
+    if (this.clientHandles) {
+      this.note({ type, message, action: 'left' });
+      return;
+    }
+    const accept = type === 'beforeunload' || this.dialogs === 'accept';
+    // a dialog the page closed itself (it navigated away) is gone: nothing to handle
+    await (accept ? d.accept(type === 'prompt' ? d.defaultValue() : undefined) : d.dismiss()).catch(() => undefined);
+    this.note({ type, message, action: accept ? 'accepted' : 'dismissed' });
+  }
+
+  private note(d: SeenDialog): void {
+    if (this.seen.length < MAX_SEEN) this.seen.push(d);
+  }
+
+  /** The dialogs seen since the last call. */
+  takeDialogs(): SeenDialog[] {
+    const out = this.seen;
+    this.seen = [];
+    return out;
+  }
+
+  /** From now on a CDP client of the session's own handles the dialogs (puppeteer's page.on('dialog'), Playwright's). */
+  leaveDialogsToClient(): void {
+    this.clientHandles = true;
   }
 
   async list(): Promise<Page[]> {

@@ -54,6 +54,11 @@ export class BrainDirectory {
     return configuredModels(this.singleModel, this.plugins.brainIds());
   }
 
+  /** A registered brain can answer questions about a screen (ask): model extraction and verify need one. */
+  canRead(id: string): boolean {
+    return typeof this.plugins.brain(id)?.ask === 'function';
+  }
+
   /** The tenant's hosted-model key, or undefined when its secret file is missing or empty. */
   async providerKey(tenantId: string): Promise<string | undefined> {
     const tenant = await this.tenants.resolveById(tenantId);
@@ -72,7 +77,7 @@ export class BrainDirectory {
     return {
       id: brain.id,
       description: brain.description,
-      think: (frames, task, history, screen, signal) => brain.think(frames, task, history, screen, signal, opts),
+      think: (frames, task, history, screen, signal, asked) => brain.think(frames, task, history, screen, signal, { ...asked, ...opts }),
       ...(ask ? { ask: (frames: Parameters<NonNullable<Brain['ask']>>[0], prompt: string, signal?: AbortSignal) => ask.call(brain, frames, prompt, signal, opts) } : {}),
     };
   }

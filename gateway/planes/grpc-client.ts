@@ -107,6 +107,7 @@ export class GrpcTransport implements PlaneTransport {
         body_json: JSON.stringify(body),
         session_token: o.sessionToken ?? '',
         deadline_unix_ms: Date.now() + o.deadlineMs,
+        blob: o.blob ?? Buffer.alloc(0),
       });
     });
   }
@@ -121,7 +122,7 @@ export class GrpcTransport implements PlaneTransport {
           else reject(new PlaneCallError(503, `plane agent unreachable: ${e?.details ?? 'no reply'}`, 'unavailable'));
           return;
         }
-        resolve({ ok: r.ok, backend: r.backend, session_bound: r.session_bound, last_action_ms: r.last_action_unix_ms || null, uptime_ms: r.uptime_ms });
+        resolve({ ok: r.ok, backend: r.backend, session_bound: r.session_bound, last_action_ms: r.last_action_unix_ms || null, uptime_ms: r.uptime_ms, pool_ready: r.pool_ready, pool_capacity: r.pool_capacity });
       });
     });
   }

@@ -18,6 +18,8 @@ export interface SessionInitRequest {
   proxy_exit?: { country: string; state?: string; city?: string } | null;
   chrome_flags?: string[];
   enable_cdp?: boolean;
+  /** Our extension (dom_plane): what a JavaScript dialog gets (default dismiss) */
+  dialogs?: 'dismiss' | 'accept';
   viewport?: [number, number];
   /** Declare DOM-aware use: a screenshot-only plane refuses it at init (422). */
   require_dom_aware?: boolean;
@@ -27,6 +29,8 @@ export interface SessionInitRequest {
   allowed_domains?: string[];
   /** false: a throwaway profile, deleted on close; such a session may start from the agent's warm pool. */
   persist_profile?: boolean;
+  /** Our extension: the profile follows the tenant (gateway/runner/profile-sync.ts): an upload to unpack, or the agent's copy at `version` kept, or (both null) a fresh dir; close packs it for /profile/get. */
+  profile_sync?: { upload_id: string | null; version: string | null };
 }
 
 export interface SessionInitResponse {
@@ -74,6 +78,7 @@ export type DispatchAction =
   | { verb: 'key'; key: string }
   | { verb: 'type'; text: string; selector?: string; x?: number; y?: number }
   | { verb: 'scroll'; x?: number; y?: number; dx?: number; dy?: number }
+  | { verb: 'drag'; x: number; y: number; to_x: number; to_y: number }
   | { verb: 'navigate'; url: string };
 
 export interface DispatchResponse {
@@ -85,6 +90,8 @@ export interface DispatchResponse {
   navigated?: boolean;
   /** click and key on dom_plane: what the input set off (a navigation's load, the requests it started) finished before the answer */
   settled?: boolean;
+  /** dom_plane: the JavaScript dialogs met since the last dispatch, and what became of each */
+  dialogs?: Array<{ type: string; message: string; action: 'dismissed' | 'accepted' | 'left' }>;
 }
 
 export interface TabInfo {
@@ -144,6 +151,8 @@ export interface PlaneHealth {
   uptime_ms: number;
   /** Warm items ready on the agent (PlaneSession.status(); the unary gRPC Health carries the base fields). */
   pool_ready?: number;
+  /** Warm items the agent keeps (0 or absent: no warm pool, or an agent before 2026-12). */
+  pool_capacity?: number;
   /** dom_plane: warm browsers ready per geo other than the pool's, by "time zone|locale" (PlaneSession.status()). */
   geo_pools_ready?: Record<string, number>;
   /** The run the bound session serves (PlaneSession.status()). */
@@ -200,6 +209,8 @@ export class PlaneCallError extends Error {
 
 export interface CallOptions {
   verb: 'GET' | 'POST';
+  /** raw bytes sent with the call (profile/put): the gRPC request's blob, base64 `data_b64` over HTTP */
+  blob?: Buffer;
   stepId?: string;
   sessionToken?: string;
   deadlineMs: number;

@@ -1,9 +1,10 @@
 // POST /v1/predict: start a run (action run) or read one (status, result, logs).
-import { ServiceError, badRequest } from '../errors.ts';
+import { ServiceError, badRequest, unprocessable } from '../errors.ts';
 import { requireScope } from '../http/auth.ts';
 import type { RateHeaders } from '../http/limits.ts';
 import type { Tenant } from '../http/tenants.ts';
-import { applyPlanPolicy, brainNeeds, checkPlaneFit } from '../runs/plan-policy.ts';
+import { applyPlanPolicy, brainNeeds, checkPlaneFit, verifySteps } from '../runs/plan-policy.ts';
+import { verifierId } from '../runner/gates.ts';
 import { loadMicroPlan } from '../runs/plan-source.ts';
 import { TERMINAL, logsBody, resultBody, statusBody, type EffectiveRuntime } from '../runs/records.ts';
 import { validator, describeError } from '../../schemas/index.ts';
@@ -100,6 +101,12 @@ async function startRun(ctx: Ctx, s: Services, body: PredictBody, tenant: Tenant
   checkPlaneFit(stepsRoot, plan.steps, runtime.compute_backend, (type) => s.plugins.stepHandler(type)?.needs?.domAware === true);
   for (const [id, where] of brainNeeds(stepsRoot, plan.steps, cuaModel, (type) => s.plugins.stepHandler(type)?.needs?.brain === true)) {
     s.brains.mustServe(id, id === cuaModel ? 'cua_model' : null, `${where} needs a brain, and `);
+  }
+  // a verify is judged by a brain (hosted-api, else the run's): a plan whose verify nothing here can judge is refused, not stored and ignored
+  for (const v of verifySteps(stepsRoot, plan.steps)) {
+    if (verifierId(cuaModel, v.hostedOnly, (id) => s.brains.canRead(id)) !== undefined) continue;
+    const who = v.hostedOnly ? 'the step is hosted_only and hosted-api is not configured to read screens' : `neither hosted-api nor the run's brain '${cuaModel}' reads screens`;
+    throw unprocessable(`${v.where}: has verify, and no brain on this deployment can judge it (${who}); drop verify or configure a brain that can`);
   }
 
   if (body.state_key !== undefined && body.profile_id !== undefined && body.state_key !== body.profile_id) {
@@ -231,7 +238,7 @@ export const predictRoutes: RouteSpec[] = [
         if (body.plan !== undefined) checkPlanShape('plan', body.plan);
       },
     },
-    responses: { '200': 'run handle {run_id, status}, or the status, result or logs body', '404': 'run_id not owned by the tenant; or the plan needs a brain this deployment accepts but does not serve (GET /v1/models: served)', '429': 'rate or concurrency limit; honour Retry-After' },
+    responses: { '200': 'run handle {run_id, status}, or the status, result or logs body', '404': 'run_id not owned by the tenant; or the plan needs a brain this deployment accepts but does not serve (GET /v1/models: served)', '422': 'Idempotency-Key reused with a different body; or a step has verify and no brain here can judge it', '429': 'rate or concurrency limit; honour Retry-After' },
     async handler(ctx, s) {
       const body = ctx.state.body as PredictBody;
       const tenant = ctx.state.tenant!;

@@ -1,15 +1,12 @@
 // /v1/runs/{run_id} and its sub-routes. Another tenant's run is 404, never 403.
-import { badRequest, notFound } from '../errors.ts';
+import { badRequest } from '../errors.ts';
 import { requireScope } from '../http/auth.ts';
-import { readFile, stat } from 'node:fs/promises';
-import { createReadStream } from 'node:fs';
 import path from 'node:path';
 import { RUN_STATUSES, resultBody, runDir, statusBody, type RunStatus } from '../runs/records.ts';
 import { lastEventId, streamRunEvents } from './sse.ts';
-import { traceDir } from '../trace/recorder.ts';
-import { checkRelpath } from '../../sdk/store.ts';
+import { TRACE_FILE_CONTENT, answerTraceFile, answerTraceIndex } from './trace-files.ts';
 import type { Ctx } from '../context.ts';
-import { BINARY_BODY, TEXT_BODY, param, type RouteSpec } from './route.ts';
+import { BINARY_BODY, pageLimit, param, queryOnce, sendFile, type RouteSpec } from './route.ts';
 
 const runId = (ctx: Ctx): string => param(ctx, 'run_id');
 /** Longest a read waits for the work its ended run left (the plane's close, the trace's write). */
@@ -18,15 +15,6 @@ const RUN_TAIL_WAIT_MS = 20_000;
 /** Waits (boundedly) for an ended run's unfinished work, when there is some on this gateway. */
 async function afterTail(work: Promise<void> | undefined): Promise<void> {
   if (work) await Promise.race([work, new Promise((r) => setTimeout(r, RUN_TAIL_WAIT_MS).unref())]);
-}
-
-/** Streams a file the runner wrote for a run, or 404 with `missing` while there is none. */
-async function sendFile(ctx: Ctx, file: string, type: string, missing: string): Promise<void> {
-  const info = await stat(file).catch(() => undefined);
-  if (!info?.isFile()) throw notFound(missing);
-  ctx.type = type;
-  ctx.length = info.size;
-  ctx.body = createReadStream(file);
 }
 
 /** A file the runner leaves in the run's directory, readable with scope result. */
@@ -49,23 +37,12 @@ function runFileRoute(routePath: string, summary: string, file: string, type: st
 }
 
 /** One query parameter given at most once, as a string (absent: undefined). */
-function query(ctx: Ctx, name: string): string | undefined {
-  const v = ctx.query[name];
-  if (Array.isArray(v)) throw badRequest(`${name} may be given once`, name);
-  return v === undefined || v === '' ? undefined : v;
-}
-
 /** The listing's query: status (one of the run statuses), limit 1..100 (default 20), cursor from a previous page. */
 function listQuery(ctx: Ctx): { status?: RunStatus; limit: number; cursor?: string } {
-  const status = query(ctx, 'status');
+  const status = queryOnce(ctx, 'status');
   if (status !== undefined && !RUN_STATUSES.includes(status as RunStatus)) throw badRequest(`status must be one of ${RUN_STATUSES.join(', ')}`, 'status');
-  const rawLimit = query(ctx, 'limit');
-  const limit = rawLimit === undefined ? 20 : Number(rawLimit);
-  if (!/^\d{1,3}$/.test(rawLimit ?? '20') || limit < 1 || limit > 100) throw badRequest('limit must be an integer from 1 to 100', 'limit');
-  return { status: status as RunStatus | undefined, limit, cursor: query(ctx, 'cursor') };
+  return { status: status as RunStatus | undefined, limit: pageLimit(ctx), cursor: queryOnce(ctx, 'cursor') };
 }
-
-const BUNDLE_TYPES: Record<string, string> = { '.json': 'application/json', '.jsonl': 'application/x-ndjson', '.png': 'image/png', '.log': 'text/plain; charset=utf-8' };
 
 export const runRoutes: RouteSpec[] = [
   {
@@ -147,16 +124,7 @@ export const runRoutes: RouteSpec[] = [
       const run = await s.runs.get(ctx.state.tenant!, runId(ctx));
       // an ended run's bundle is written after its result is recorded
       await afterTail(s.traceClosing(run.run_id));
-      const text = await readFile(path.join(traceDir(s.config.dataDir, run), 'manifest.json'), 'utf8').catch(() => undefined);
-      if (text === undefined) throw notFound('no trace has been recorded for this run (yet)');
-      const manifest = JSON.parse(text) as { paths?: string[] };
-      const base = `/v1/runs/${encodeURIComponent(run.run_id)}/trace`;
-      ctx.body = {
-        run_id: run.run_id,
-        manifest,
-        files: ['manifest.json', ...(manifest.paths ?? [])].map((p) => ({ path: p, url: `${base}/${p}` })),
-        ingest: s.traceLinks(run.run_id),
-      };
+      await answerTraceIndex(ctx, s, run, `/v1/runs/${encodeURIComponent(run.run_id)}/trace`, 'no trace has been recorded for this run (yet)');
     },
   },
   {
@@ -164,28 +132,13 @@ export const runRoutes: RouteSpec[] = [
     path: '/v1/runs/:run_id/trace/*file',
     summary: "One file of the run's trace bundle (manifest.json, trace.json, steps/NNNN.json, events/*.jsonl, screenshots/NNNN_<kind>.png, ...)",
     tags: ['runs'],
-    // one entry per type of BUNDLE_TYPES, and the fallback
-    content: {
-      'application/json': { type: 'object', description: 'manifest.json, trace.json, steps/NNNN.json: the trace bundle schemas (schemas/trace)' },
-      'application/x-ndjson': { ...TEXT_BODY, description: 'events/*.jsonl: one JSON record a line' },
-      'image/png': BINARY_BODY,
-      'text/plain': TEXT_BODY,
-      'application/octet-stream': BINARY_BODY,
-    },
+    content: TRACE_FILE_CONTENT,
     auth: true,
     scope: 'logs',
     async handler(ctx, s) {
       const run = await s.runs.get(ctx.state.tenant!, runId(ctx));
-      const raw = (ctx as unknown as { params: { file?: string | string[] } }).params.file;
-      const rel = Array.isArray(raw) ? raw.join('/') : String(raw ?? '');
-      let safe: string;
-      try {
-        safe = checkRelpath(rel);
-      } catch {
-        throw notFound('no such file in this trace');
-      }
       await afterTail(s.traceClosing(run.run_id));
-      await sendFile(ctx, path.join(traceDir(s.config.dataDir, run), safe), BUNDLE_TYPES[path.extname(safe)] ?? 'application/octet-stream', 'no such file in this trace');
+      await answerTraceFile(ctx, s, run);
     },
   },
   runFileRoute('/v1/runs/:run_id/artifacts/extracted_rows.json', 'Extracted rows of a run; 404 while none exist', 'extracted_rows.json', 'application/json', 'this run has no extracted rows', { ok: 'responses.schema.json#/$defs/ExtractedRows' }),

@@ -7,8 +7,10 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { ServiceError, isServiceError, notFound } from '../errors.ts';
-import { dependencyError } from '../http/errors.ts';
+import { ServiceError, notFound } from '../errors.ts';
+import { headerTenant, refuseUpgrade as refuse } from '../http/upgrade.ts';
+import { cdpUpgrade, CDP_PATH } from './cdp.ts';
+import { liveUpgrade } from './live.ts';
 import type { Tenant } from '../http/tenants.ts';
 import { sawTheEnd, watch } from '../runs/watch.ts';
 import type { Services } from '../services.ts';
@@ -44,25 +46,11 @@ function offeredProtocols(req: IncomingMessage): string[] {
 }
 
 async function authenticate(req: IncomingMessage, s: Services): Promise<Tenant> {
-  const token = req.headers['x-service-token'];
-  if (typeof token === 'string' && token) {
-    if (s.tenants.mode === 'unconfigured') throw new ServiceError('auth_not_configured', 'authentication is not configured');
-    const t = await s.tenants.resolve(token);
-    if (!t) throw new ServiceError('unauthenticated', 'X-Service-Token matches no tenant');
-    return t;
-  }
+  const t = await headerTenant(req, s);
+  if (t) return t;
   const ticket = offeredProtocols(req).find((p) => p.startsWith(TICKET_PREFIX))?.slice(TICKET_PREFIX.length);
   if (!ticket) throw new ServiceError('unauthenticated', 'missing X-Service-Token header or ticket subprotocol');
   return redeemTicket(s, ticket);
-}
-
-const STATUS_TEXT: Record<number, string> = { 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 503: 'Service Unavailable' };
-
-function refuse(socket: Duplex, err: unknown): void {
-  const e = isServiceError(err) ? err : (dependencyError(err) ?? new ServiceError('internal', 'internal error'));
-  const body = JSON.stringify({ detail: e.detail });
-  const extra = Object.entries(e.headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
-  socket.end(`HTTP/1.1 ${e.status} ${STATUS_TEXT[e.status] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}Connection: close\r\n\r\n${body}`);
 }
 
 export function attachWebSockets(server: Server, s: Services): void {
@@ -74,6 +62,12 @@ export function attachWebSockets(server: Server, s: Services): void {
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', () => {});
     const url = new URL(req.url ?? '/', 'http://gateway.local');
+    const cdpMatch = CDP_PATH.exec(url.pathname);
+    if (cdpMatch) {
+      cdpUpgrade(req, socket, head, s, decodeURIComponent(cdpMatch[1]!), url);
+      return;
+    }
+    if (liveUpgrade(req, socket, head, s, url)) return;
     const runMatch = /^\/v1\/runs\/([^/]{1,128})\/ws$/.exec(url.pathname);
     if (!runMatch && url.pathname !== '/v1/ws') {
       refuse(socket, notFound('no WebSocket route here'));

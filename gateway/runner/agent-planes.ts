@@ -9,15 +9,15 @@ import path from 'node:path';
 import { connectPlane, probePlane, type PlaneSession } from '../planes/index.ts';
 import type { Backend } from '../plugins/contract.ts';
 import type { Logger } from '../log.ts';
-import { runDir, type RunRecord } from '../runs/records.ts';
+import { runDir } from '../runs/records.ts';
 import { adaptPlane } from './plane-adapter.ts';
 import { AgentPool, type Agent } from './agent-pool.ts';
-import { PlaneUnavailable, type PlaneLease, type PlaneProvider } from './planes.ts';
+import { PlaneUnavailable, type PlaneDemand, type PlaneLease, type PlaneProvider } from './planes.ts';
 import { describeProxy, type ProxyChoice, type ProxyProviders } from './proxies.ts';
 
 const VIEWPORT: [number, number] = [1280, 720];
 
-function initRequest(run: RunRecord, backend: Backend, proxy: ProxyChoice | null) {
+function initRequest(run: PlaneDemand, backend: Backend, proxy: ProxyChoice | null) {
   const profile = run.profile_id ? run.profile_id.slice(run.tenant_id.length + 1) : `run-${run.run_id}`;
   return {
     tenant_id: run.tenant_id,
@@ -30,12 +30,18 @@ function initRequest(run: RunRecord, backend: Backend, proxy: ProxyChoice | null
     // and eligible for the agent's warm pool) instead of a per-run directory forever.
     persist_profile: run.profile_id !== null,
     chrome_flags: [],
-    enable_cdp: backend === 'dom_plane',
-    viewport: VIEWPORT,
+    enable_cdp: backend === 'dom_plane' || run.runtime.enable_cdp === true,
+    ...(run.runtime.dialogs === 'accept' ? { dialogs: 'accept' as const } : {}),
+    viewport: viewportOf(run.runtime.viewport),
     require_dom_aware: backend === 'dom_plane',
     // our extension: the agent's egress guard refuses every other host, whatever the page or the brain asks for
     allowed_domains: run.allowed_domains ?? [],
   };
+}
+
+/** A session's own viewport ([width, height]), else the runs' 1280 by 720. */
+function viewportOf(v: unknown): [number, number] {
+  return Array.isArray(v) && v.length === 2 && v.every((n) => Number.isInteger(n)) ? [v[0] as number, v[1] as number] : VIEWPORT;
 }
 
 /** The agents' egress guard follows the gateway's SERVICE_ALLOW_PRIVATE_NETWORKS. */
@@ -62,13 +68,26 @@ const WATCH = { intervalMs: 1000, unreachableMs: 5000 };
  * the agent's notice on the stream, or the watch probe finding the session gone
  * (agent restarted, unreachable). Nothing is reported once close() has begun.
  */
-export async function lease(session: PlaneSession, run: RunRecord, backend: Backend, agent: Agent | undefined, release: (clean: boolean) => Promise<void>, videoFile?: string, log?: Logger, proxies?: ProxyProviders): Promise<PlaneLease> {
+export async function lease(session: PlaneSession, run: PlaneDemand, backend: Backend, agent: Agent | undefined, release: (clean: boolean) => Promise<void>, videoFile?: string, log?: Logger, proxies?: ProxyProviders): Promise<PlaneLease> {
   const t0 = performance.now();
   let rotation = 0;
   let proxy = proxies?.choose(run, rotation) ?? null;
-  const init = await session.init(initRequest(run, backend, proxy));
+  // the stored profile is in the agent's profile dir before its browser launches
+  const sync = run.profile_id && run.profile ? await run.profile.prepare(session) : undefined;
+  const init = await session.init({ ...initRequest(run, backend, proxy), ...(sync ? { profile_sync: sync } : {}) });
+  if (sync && run.profile) run.profile.synced = true;
   log?.info(
-    { run_id: run.run_id, backend, agent_pid: agent?.child.pid ?? null, agent_sessions: agent?.sessions ?? null, warm: init.warm ?? false, chrome_pid: init.chrome_pid ?? null, init_ms: Math.round(performance.now() - t0), proxy: describeProxy(proxy) },
+    {
+      run_id: run.run_id,
+      backend,
+      agent_pid: agent?.child.pid ?? null,
+      agent_sessions: agent?.sessions ?? null,
+      warm: init.warm ?? false,
+      chrome_pid: init.chrome_pid ?? null,
+      init_ms: Math.round(performance.now() - t0),
+      proxy: describeProxy(proxy),
+      ...(run.profile ? { profile: run.profile.timings } : {}),
+    },
     'plane session opened',
   );
   const plane = adaptPlane(session, init.capabilities);
@@ -112,10 +131,13 @@ export async function lease(session: PlaneSession, run: RunRecord, backend: Back
         // keeps the video); an agent that is gone has nothing left to close.
         await session.close({ deadlineMs: wasLost ? 5000 : 15_000 });
         await keepRecording(session, videoFile);
+        // the agent packed the profile at close; taken before the agent serves anyone else
+        await run.profile?.take(session);
         clean = !wasLost;
       } catch (err) {
         if (!wasLost) throw err;
       } finally {
+        run.profile?.markClosed();
         session.disconnect();
         // only an agent whose session closed cleanly serves again
         await release(clean);
@@ -162,12 +184,14 @@ export class LocalAgentPlanes implements PlaneProvider {
       spare: opts.spare ?? true,
       healthy: async (a) => {
         const h = await probePlane({ url: a.url, secret: a.secret }, 2000);
-        return h.ok !== false && !h.session_bound;
+        if (h.ok === false || h.session_bound) return false;
+        // its warm browser is being made (computer_plane's after every session, dom_plane's after a CDP session retired it)
+        return (h.pool_capacity ?? 0) > 0 && h.pool_ready === 0 ? 'cold' : true;
       },
     });
   }
 
-  async open(run: RunRecord, signal?: AbortSignal): Promise<PlaneLease> {
+  async open(run: PlaneDemand, signal?: AbortSignal): Promise<PlaneLease> {
     const backend = run.runtime.compute_backend;
     // a run through a proxy exit goes to the agent that served that exit last: its browser of that geo is warm
     const affinity = this.proxies?.affinityFor(run) ?? '';
@@ -190,6 +214,7 @@ export class LocalAgentPlanes implements PlaneProvider {
     try {
       const session = connectPlane({ url: agent.url, secret: agent.secret, initDeadlineMs: 60_000, deadlineMs: this.callMs });
       const held = await lease(session, run, backend, agent, give, path.join(runDir(this.dataDir, run), 'video.webm'), this.log, this.proxies);
+      held.endpoint = () => ({ url: agent.url, secret: agent.secret, token: session.token ?? '' });
       const close = held.close.bind(held);
       // from here the agent comes back within seconds: a run that finds none idle waits for it
       held.close = () => {

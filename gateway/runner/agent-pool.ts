@@ -65,8 +65,12 @@ export interface AgentPoolOptions {
   spare?: boolean;
   /** how long a take waits for an agent that is coming before it starts one (default WAIT_COMING_MS) */
   waitComingMs?: number;
-  /** whether an idle agent is fit to serve: no session bound, not lost */
-  healthy(agent: Agent): Promise<boolean>;
+  /**
+   * whether an idle agent is fit to serve (no session bound, not lost); 'cold': fit, but its
+   * warm browser is not ready yet (being relaunched after a session retired it), so another
+   * idle agent whose browser is ready serves sooner
+   */
+  healthy(agent: Agent): Promise<boolean | 'cold'>;
 }
 
 /** How long a take waits for an agent that is coming (a closing session's, the one starting) before it starts one of its own. */
@@ -103,20 +107,49 @@ export class AgentPool {
    * (waited for up to `WAIT_COMING_MS`), else a new one; keeps the next one coming.
    */
   async take(backend: Backend, affinity = '', signal?: AbortSignal): Promise<Agent> {
+    // fit idle agents passed over because their warm browser was not ready: the first is
+    // taken when no idle agent is warm; the others go back to the idle list as they were
+    const cold: Agent[] = [];
+    const keepCold = (taken?: Agent) => {
+      // in the order they were idle (they were taken from the end)
+      const back = cold.filter((c) => c !== taken).reverse();
+      if (back.length > 0) this.idle.set(backend, [...back, ...(this.idle.get(backend) ?? [])]);
+    };
     try {
       for (;;) {
         if (this.closed) throw new PlaneUnavailable('the gateway is shutting down');
         const list = this.idle.get(backend) ?? [];
+        if (list.length === 0 && cold.length > 0) {
+          const c = cold[0]!;
+          keepCold(c);
+          return c;
+        }
         const i = affinity ? list.findLastIndex((x) => x.affinities?.includes(affinity)) : -1;
         // an agent that is coming is closer than a boot, which costs a CPU-second or more
-        const a = list.length > 0 ? (i >= 0 ? list.splice(i, 1)[0]! : list.pop()!) : this.coming(backend) > 0 ? await this.nextOffered(backend, signal) : await this.spawn(backend);
+        const fromIdle = list.length > 0;
+        const a = fromIdle ? (i >= 0 ? list.splice(i, 1)[0]! : list.pop()!) : this.coming(backend) > 0 ? await this.nextOffered(backend, signal) : await this.spawn(backend);
         if (a === 'look again') continue;
         if (a === 'stopped') throw new PlaneUnavailable('the run was stopped before its plane opened');
-        if (a === 'too late') return await this.spawn(backend);
-        if (alive(a) && (await this.o.healthy(a).catch(() => false))) return a;
+        if (a === 'too late') {
+          keepCold();
+          return await this.spawn(backend);
+        }
+        const fit = alive(a) ? await this.o.healthy(a).catch(() => false) : false;
+        // an affinity match keeps its warm geo browser even when its main one is cold
+        if (fit === 'cold' && fromIdle && i < 0) {
+          cold.push(a);
+          continue;
+        }
+        if (fit) {
+          keepCold();
+          return a;
+        }
         this.o.log.warn({ backend, pid: a.child.pid }, 'plane agent failed its health check; retired');
         void this.stop(a);
       }
+    } catch (err) {
+      keepCold();
+      throw err;
     } finally {
       this.fill(backend);
     }

@@ -1,10 +1,11 @@
 // One attempt of a step handler, bounded by the step timeout and the run's signal,
-// then checked: the gate's verify, the hints success contract, and the
-// no_state_change demotion of actions that changed nothing.
+// then checked: the hints success contract, the no_state_change demotion of
+// actions that changed nothing, and last (on a step that passed the others) its
+// verify, judged by a brain.
 import { abortable, childSignal, sleep } from '../../shared/abort.ts';
 import { isPlaneDeadline, type Brain, type Plane, type Step, type StepContext, type StepHandler, type StepResult } from '../plugins/contract.ts';
 import { frameDigest, pageArea } from './fingerprint.ts';
-import { judgeGate } from './gates.ts';
+import { judgeVerify } from './gates.ts';
 import { Halt } from './outcome.ts';
 
 /** Further looks, UNCHANGED_LOOK_MS apart, before an action is judged to have changed nothing. */
@@ -25,6 +26,8 @@ export interface Attempt {
   /** the run's signal: cancel, time cap, plane lost */
   signal: AbortSignal;
   stepTimeoutMs: number;
+  /** the run's clock: the step's time limit stops with it while a person has the page */
+  clock?: { timer(ms: number, fire: () => void): { clear(): void } };
   /** the handler's context, given the attempt's signal (the run's, plus the step timeout) */
   context(signal: AbortSignal, brain: Brain | undefined): StepContext;
   brain: Brain | undefined;
@@ -58,7 +61,7 @@ export async function attemptStep(a: Attempt): Promise<Attempted> {
   const held = <T>(x: Promise<T>): Promise<T> => abortable(x, a.signal);
   const [before] = await held(Promise.all([watchState ? stateKey(plane) : undefined, a.ready?.catch(() => undefined)]));
   // one listener on the run's signal per attempt, removed when the attempt ends
-  const bounded = childSignal(a.signal, a.stepTimeoutMs, () => new Halt('halt_timeout', `step ${p} (${step.type}) took longer than ${a.stepTimeoutMs} ms`));
+  const bounded = childSignal(a.signal, a.stepTimeoutMs, () => new Halt('halt_timeout', `step ${p} (${step.type}) took longer than ${a.stepTimeoutMs} ms`), a.clock && ((ms, fire) => a.clock!.timer(ms, fire)));
   const ctx = a.context(bounded.signal, a.brain);
   let result: StepResult;
   try {
@@ -74,12 +77,18 @@ export async function attemptStep(a: Attempt): Promise<Attempted> {
     bounded.dispose();
   }
   if (!result.success) return { result };
+  const checked = await checkPage(a, result, before, held);
+  if (!checked.result.success || !step.verify) return checked;
+  // a verify is judged last, on a step that passed every other check: a model call is never spent on a step that fails anyway
+  const verdict = await held(judgeVerify(ctx, step.verify));
+  return verdict.success ? checked : { result: verdict, ...(checked.end ? { end: checked.end } : {}) };
+}
+
+/** The checks of a handler's success against the page it left: the hints success contract and no_state_change. */
+async function checkPage(a: Attempt, result: StepResult, before: string | undefined, held: <T>(x: Promise<T>) => Promise<T>): Promise<Attempted> {
+  const { step, plane, handler } = a;
   // the post screenshot is started after the last look, so it is never older than what the checks judged
   const end = (l: Look): PageEnd => ({ url: l.url, title: l.title, ...(a.wantsShot ? { shot: plane.screenshot().then((s) => s.image, () => undefined) } : {}) });
-  if (step.gate && step.verify) {
-    const verdict = await held(judgeGate(ctx, ctx.brainFor?.('hosted-api'), step.verify));
-    if (verdict && !verdict.success) return { result: verdict, end: end(await held(look(plane, false))) };
-  }
   let after = await held(look(plane, before !== undefined));
   const hints = step.hints ?? {};
   if (handler.checks?.successContract && (plane.dom || plane.facts)) {

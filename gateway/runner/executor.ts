@@ -7,19 +7,22 @@ import path from 'node:path';
 import { abortable } from '../../shared/abort.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
-import type { Brain, StepHandler } from '../plugins/contract.ts';
+import type { Brain, SecretRef, StepHandler } from '../plugins/contract.ts';
 import { runDir, type RunRecord } from '../runs/records.ts';
 import type { RunOutcome } from '../runs/runs-service.ts';
 import type { EventListener } from '../runs/events.ts';
 import type { FrameHub } from '../runs/frames.ts';
 import { toCsv } from './extraction.ts';
 import { Halt, runnerLost } from './outcome.ts';
-import { egressCause } from '../runs/failure-help.ts';
-import type { PlaneLease, PlaneProvider } from './planes.ts';
-import type { RunRecorder } from './recording.ts';
+import { brainCause, egressCause } from '../runs/failure-help.ts';
+import type { PlaneDemand, PlaneLease, PlaneProvider } from './planes.ts';
+import type { RunRecorder, RunRecording } from './recording.ts';
 import { RunState } from './run-state.ts';
 import { Walker } from './walker.ts';
+import { describeSave, type ProfileSyncs } from './profile-sync.ts';
 import { rideOut, ridingOut } from './ride-out.ts';
+import { RunClock } from './clock.ts';
+import type { HumanSide, TakeoverDesk } from './human.ts';
 
 export { Halt } from './outcome.ts';
 
@@ -54,6 +57,8 @@ export interface RunnerDeps {
   /** a registered host tool; throws for an unknown tool or args its schema refuses */
   callTool(name: string, args: Record<string, unknown>, ctx: { runId: string; tenantId: string; signal: AbortSignal }): Promise<unknown>;
   recipe(tenantId: string, name: string): Promise<Record<string, unknown>>;
+  /** a credential's value for a page (the vault's reveal: the origin check, a TOTP code computed now); absent: no vault, steps that name a credential fail */
+  reveal?(tenantId: string, ref: SecretRef, pageUrl: string): Promise<{ value: string } | { refused: string }>;
   metrics: Metrics;
   log: Logger;
   /** run directories live under <dataDir>/runs/<tenant_id>/<run_id> */
@@ -72,6 +77,10 @@ export interface RunnerDeps {
   recorder?: RunRecorder;
   /** live frames for watchers who asked for them */
   frames?: FrameHub;
+  /** the takeover service: steps may ask for a person (issue 42); absent: askHuman is not offered */
+  takeover?: TakeoverDesk;
+  /** profiles that follow the tenant: loaded into the plane at open, saved after the end; absent: the agent's own dir */
+  profiles?: ProfileSyncs;
 }
 
 export class RunExecutor {
@@ -79,6 +88,8 @@ export class RunExecutor {
   private readonly lateCloses = new Set<Promise<void>>();
   /** ended runs whose plane is still closing, by run id */
   private readonly closing = new Map<string, Promise<void>>();
+  /** ended runs whose profile is still being saved, by run id */
+  private readonly saving = new Map<string, Promise<void>>();
   /** ended runs whose trace bundle is still being written, by run id */
   private readonly tracing = new Map<string, Promise<void>>();
   /** how to stop each run executing now, by run id (shutdown halts them all) */
@@ -104,8 +115,9 @@ export class RunExecutor {
     const log = this.d.log.child({ run_id: runId, tenant_id: queued.tenant_id });
     // this run's writes ride out a store that is away for a moment, while the lease holds
     const d: RunnerDeps = { ...this.d, store: ridingOut(this.d.store, lease.until, log, () => abort.signal.aborted || this.stopping.signal.aborted) };
-    const timer = setTimeout(() => halt(new Halt('time_cap', `max_time_minutes (${queued.runtime.max_time_minutes}) reached`)), maxMs);
-    timer.unref();
+    // the cap stops while a person has the page (human.ts)
+    const clock = new RunClock();
+    const timer = clock.timer(maxMs, () => halt(new Halt('time_cap', `max_time_minutes (${queued.runtime.max_time_minutes}) reached`)));
     const unsubscribe = this.d.store.subscribe(`run:${runId}`, (e) => {
       if (e.type === 'run.cancel_requested') halt(new Halt('cancelled', 'cancelled by a caller'));
     });
@@ -115,6 +127,8 @@ export class RunExecutor {
     const st = new RunState();
     st.topIndex = queued.start_step ?? 0;
     let plane: PlaneLease | undefined;
+    // the stored profile is read and opened from now on, beside the plane's placement
+    const profile = run.profile_id && this.d.profiles ? this.d.profiles.begin(run.tenant_id, run.profile_id, runId) : undefined;
     let outcome: RunOutcome;
     let walker: Walker | undefined;
     const recording = await this.d.recorder?.begin(run).catch((err: unknown) => {
@@ -124,7 +138,7 @@ export class RunExecutor {
     try {
       await saveOrStop(d, run);
       await d.store.emit(run, 'run.status', { status: 'queued', phase: 'starting' });
-      const opened = await this.openPlane(run, abort.signal, async () => {
+      const opened = await this.openPlane(profile ? { ...run, profile } : run, abort.signal, async () => {
         run = { ...run, phase: 'waiting_for_plane', events: [...run.events, `${new Date().toISOString()} waiting for a free ${run.runtime.compute_backend} agent`] };
         await saveOrStop(d, run);
         await d.store.emit(run, 'run.status', { status: 'queued', phase: 'waiting_for_plane' });
@@ -137,7 +151,8 @@ export class RunExecutor {
       run = { ...run, status: 'running', phase: 'running', events: [...run.events, `${new Date().toISOString()} status running`] };
       await saveOrStop(d, run);
       await d.store.emit(run, 'run.status', { status: 'running', phase: 'running', backend: opened.plane.capabilities.backend });
-      const w = (walker = new Walker(d, run, opened.plane, st, abort.signal, (r) => (run = r), opened, recording));
+      const human = this.humanSide(d, () => run, st, clock, abort.signal, opened, recording);
+      const w = (walker = new Walker(d, run, opened.plane, st, abort.signal, (r) => (run = r), opened, recording, human));
       await w.walk(run.plan.steps, 'steps');
       // a stop that came during the last step (cancel, cap, a plane that died) is the run's ending
       w.check();
@@ -146,10 +161,11 @@ export class RunExecutor {
       if (st.steps.length > 0 && st.steps.every((s) => !s.success)) {
         // no step halted the run, yet nothing worked: the run still says why (the last failure's class)
         const h = new Halt(st.lastFailureHalt ?? 'all_steps_failed', 'every executed step failed');
-        outcome = { ...outcome, status: 'failed', haltClass: h.haltClass, error: h.error, summary: `${outcome.summary}; ${h.message}`, resumeStep: st.topIndex, cause: egressCause(st.steps) };
+        outcome = { ...outcome, status: 'failed', haltClass: h.haltClass, error: h.error, summary: `${outcome.summary}; ${h.message}`, resumeStep: st.topIndex, cause: egressCause(st.steps) ?? brainCause(st.steps) };
       }
     } catch (err) {
       const reason: unknown = abort.signal.reason;
+      // a halt during a step is the step's error; a cancel or a cap is the signal's reason
       const h = err instanceof Halt ? err : reason instanceof Halt ? reason : new Halt('plane_lost', (err as Error)?.message ?? 'internal error');
       if (!(err instanceof Halt) && !(reason instanceof Halt)) this.d.log.error({ run_id: runId, tenant_id: run.tenant_id, err }, 'run crashed');
       this.d.metrics.loopTermination(h.haltClass);
@@ -163,11 +179,11 @@ export class RunExecutor {
         extractionCounts: { ...st.quality },
         retriesSpent: st.retriesSpent,
         resumeStep: st.topIndex,
-        cause: egressCause(st.steps),
+        cause: h.helpCause ?? egressCause(st.steps) ?? brainCause(st.steps),
       };
     } finally {
       this.running.delete(runId);
-      clearTimeout(timer);
+      timer.clear();
       unsubscribe();
     }
     // The plane closes (browser, display, video) while the run's result is
@@ -177,7 +193,11 @@ export class RunExecutor {
     // the last step's screenshot is taken (and handed to the trace) before its plane goes
     await walker?.settled();
     const closing = plane ? this.closePlane(runId, plane) : undefined;
-    if (run.profile_id) await closing;
+    // a synced profile is saved after the end, its lock held until then (holdForSave), so the
+    // end does not wait for the browser; a profile left on the agent's host waits, as its
+    // lock is released at the end and the browser must have let go of it first
+    const saves = profile?.synced === true && (await this.d.profiles!.holdForSave(runId).then(() => true, (e: Error) => void log.warn({ err: e.message }, 'the profile could not be held for its save; the end waits for the plane')));
+    if (run.profile_id && !saves) await closing;
     try {
       await this.saveArtifacts(run, st);
     } catch (e) {
@@ -200,7 +220,11 @@ export class RunExecutor {
       track(this.tracing, runId, written, (e) => this.d.log.error({ run_id: runId, err: e.message }, 'trace close failed'));
     }
     try {
-      await ending;
+      const ended = await ending;
+      if (profile && saves) {
+        const saved = this.d.profiles!.save(profile, run.profile_id!).then((r) => this.d.store.emit(ended, 'run.profile', describeSave(r)));
+        track(this.saving, runId, saved, (e) => log.error({ err: e.message }, 'profile save failed'));
+      }
     } catch (err) {
       log.error({ err: (err as Error)?.message }, 'the run\'s end could not be recorded; recovery ends it once the store is back');
       return;
@@ -208,6 +232,34 @@ export class RunExecutor {
       clearInterval(lease.timer);
     }
     await this.d.store.releaseRunner(runId, this.d.owner).catch(() => undefined);
+  }
+
+  /** What a step's askHuman needs (human.ts), or undefined when this gateway has no takeover service. */
+  private humanSide(d: RunnerDeps, current: () => RunRecord, st: RunState, clock: RunClock, signal: AbortSignal, lease: PlaneLease, rec: RunRecording | undefined): HumanSide | undefined {
+    const desk = this.d.takeover;
+    if (!desk) return undefined;
+    // the walker's steps so far go with every save: the run's own copy of them is older
+    const withSteps = (r: RunRecord): RunRecord => ({ ...r, steps: st.steps, checkpoint_step: st.topIndex });
+    return {
+      desk,
+      clock,
+      signal,
+      run: () => withSteps(current()),
+      saveAndEmit: async (r, type, data) => {
+        if (!(await d.store.saveAndEmit(withSteps(r), d.owner, type, data))) throw runnerLost();
+      },
+      emit: async (type, data) => {
+        if (!(await d.store.emitFenced(current(), d.owner, type, data))) throw runnerLost();
+      },
+      endpoint: () => lease.endpoint?.(),
+      viewport: async () => {
+        const s = await lease.plane.screenshot('jpeg').catch(() => undefined);
+        return s ? { width: s.width, height: s.height } : null;
+      },
+      ...(rec ? { rec } : {}),
+      traceIndex: () => Math.max(0, st.traced - 1),
+      log: (line) => this.d.log.info({ run_id: current().run_id, tenant_id: current().tenant_id }, line),
+    };
   }
 
   /**
@@ -241,7 +293,7 @@ export class RunExecutor {
    * that arrives after the run was stopped is closed at once: its agent, browser,
    * display and recorder would otherwise outlive the run.
    */
-  private async openPlane(run: RunRecord, signal: AbortSignal, waiting: () => Promise<void>): Promise<PlaneLease> {
+  private async openPlane(run: RunRecord & Pick<PlaneDemand, 'profile'>, signal: AbortSignal, waiting: () => Promise<void>): Promise<PlaneLease> {
     const closeLate = (late: PlaneLease) => {
       const p = late
         .close()
@@ -268,7 +320,7 @@ export class RunExecutor {
 
   /** Waits for the closes of late plane leases and of ended runs' planes (shutdown). */
   async drain(): Promise<void> {
-    await Promise.allSettled([...this.lateCloses, ...this.closing.values(), ...this.tracing.values()]);
+    await Promise.allSettled([...this.lateCloses, ...this.closing.values(), ...this.tracing.values(), ...this.saving.values()]);
   }
 
   /** The close of an ended run's plane while it is under way (its video is written at the end of it). */

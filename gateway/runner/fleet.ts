@@ -15,12 +15,11 @@ import { sleep } from '../../shared/abort.ts';
 import { connectPlane, probePlane } from '../planes/index.ts';
 import type { Backend } from '../plugins/contract.ts';
 import type { Logger } from '../log.ts';
-import type { RunRecord } from '../runs/records.ts';
 import type { AtomicOps } from '../state/atomic.ts';
 import { MemoryAtomicOps } from '../state/atomic.ts';
 import { lease } from './agent-planes.ts';
 import { FleetRegistry, agentId, labelsMatch, type FleetAgent } from './fleet-registry.ts';
-import { PlaneUnavailable, type OpenHooks, type PlaneLease, type PlaneProvider } from './planes.ts';
+import { PlaneUnavailable, type OpenHooks, type PlaneDemand, type PlaneLease, type PlaneProvider } from './planes.ts';
 import { servedLately, type ProxyProviders } from './proxies.ts';
 import type { Metrics } from '../metrics.ts';
 
@@ -84,7 +83,8 @@ const SERVED_AGENTS_KEPT = 1024;
 
 export class RemoteAgentPlanes implements PlaneProvider {
   readonly registry: FleetRegistry;
-  private readonly ca: Buffer | undefined;
+  /** SERVICE_PLANE_CA: what a grpcs:// agent's certificate is checked against (a CDP relay on any replica uses it too) */
+  readonly ca: Buffer | undefined;
   private readonly atomic: AtomicOps;
   private readonly leaseMs: number;
   private readonly waitMs: number;
@@ -109,7 +109,7 @@ export class RemoteAgentPlanes implements PlaneProvider {
     this.waitMs = o.waitMs ?? 120_000;
   }
 
-  async open(run: RunRecord, signal?: AbortSignal, hooks?: OpenHooks): Promise<PlaneLease> {
+  async open(run: PlaneDemand, signal?: AbortSignal, hooks?: OpenHooks): Promise<PlaneLease> {
     const backend = run.runtime.compute_backend;
     const labels = (run.runtime.plane_labels ?? undefined) as Record<string, string> | undefined;
     const queueKey = `${backend} ${JSON.stringify(labels ?? {})}`;
@@ -193,7 +193,7 @@ export class RemoteAgentPlanes implements PlaneProvider {
   }
 
   /** A session on slot `i` of agent `a`, which this run holds; the claim is renewed while the session lives. */
-  private async place(a: FleetAgent, i: number, key: string, run: RunRecord): Promise<PlaneLease> {
+  private async place(a: FleetAgent, i: number, key: string, run: PlaneDemand): Promise<PlaneLease> {
     const renew = setInterval(() => {
       void this.atomic.renew(key, run.run_id, this.leaseMs).then(
         (held) => held || this.o.log?.warn({ run_id: run.run_id, agent: a.id, slot: i }, 'plane slot claim lapsed while the session lives'),
@@ -211,6 +211,7 @@ export class RemoteAgentPlanes implements PlaneProvider {
     try {
       const session = connectPlane({ url: a.slots[i]!, secret: this.o.secret, ca: this.ca, deadlineMs: this.o.callMs });
       const l = await lease(session, run, run.runtime.compute_backend, undefined, release, undefined, this.o.log, this.o.proxies);
+      l.endpoint = () => ({ url: a.slots[i]!, secret: this.o.secret, ca: this.ca, token: session.token ?? '' });
       this.o.log?.info({ run_id: run.run_id, agent: a.id, slot: i, url: a.slots[i] }, 'run placed on a plane agent');
       this.o.metrics?.planePlacement(a.id, 'placed', (performance.now() - t0) / 1000);
       return l;

@@ -57,6 +57,7 @@ export function runErrorFor(haltClass: string): string | null {
       return 'max_cost_exceeded';
     case 'time_cap':
     case 'halt_timeout':
+    case 'human_timeout':
       return 'timeout';
     case 'gate_failed':
       return 'gate_failed';
@@ -80,6 +81,8 @@ export class Halt extends Error {
     readonly haltClass: string,
     message: string,
     readonly error: string | null = runErrorFor(haltClass),
+    /** what this run met, the first likely cause of its failure_help (a person's note on Fail) */
+    readonly helpCause?: string,
   ) {
     super(message);
     this.name = 'Halt';

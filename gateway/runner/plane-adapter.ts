@@ -3,7 +3,7 @@
 // computer_plane (real input on a real display, never a hidden DOM path) and
 // with input dispatch on dom_plane, plus the DOM surface where there is one.
 import { PlaneCallError, type PlaneSession } from '../planes/index.ts';
-import type { Action, ActResult, Capabilities, DomSurface, NavError, PageFacts, Plane, Screenshot } from '../plugins/contract.ts';
+import { SecretRefused, type Action, type ActResult, type Capabilities, type DomSurface, type NavError, type PageFacts, type Plane, type Screenshot } from '../plugins/contract.ts';
 import { frameDigest, pageArea } from './fingerprint.ts';
 
 const wait = (s: number) => new Promise((r) => setTimeout(r, Math.max(0, s) * 1000));
@@ -19,6 +19,14 @@ export function xdotoolArgv(a: Action): string[][] {
       return [['mousemove', px(a.x), px(a.y), 'click', '--repeat', '2', '--delay', '80', '1']];
     case 'RIGHT_CLICK':
       return [['mousemove', px(a.x), px(a.y), 'click', '--delay', '0', '3']];
+    case 'TRIPLE_CLICK':
+      return [['mousemove', px(a.x), px(a.y), 'click', '--repeat', '3', '--delay', '80', '1']];
+    case 'MIDDLE_CLICK':
+      return [['mousemove', px(a.x), px(a.y), 'click', '--delay', '0', '2']];
+    case 'HOLD_KEY': {
+      const keys = a.keys.split('+').filter(Boolean);
+      return [['keydown', '--clearmodifiers', ...keys, 'sleep', holdSeconds(a.seconds).toFixed(2), 'keyup', ...keys.reverse()]];
+    }
     case 'DRAG':
       return [['mousemove', px(a.x), px(a.y), 'mousedown', '1', 'mousemove', px(a.to_x), px(a.to_y), 'mouseup', '1']];
     case 'TYPE':
@@ -59,6 +67,18 @@ const DOM_KEYS: Record<string, string> = {
   up: 'ArrowUp',
   down: 'ArrowDown',
 };
+
+/** How long a HOLD_KEY holds its keys: at most 10 s, so a step's deadline is never spent on one. */
+export const holdSeconds = (s: number): number => Math.min(10, Math.max(0, Number.isFinite(s) ? s : 0));
+
+/** A key for raw input on dom_plane (the live/input op): its DOM key and code, from an xdotool name. */
+export function liveKey(name: string): { key: string; code: string } {
+  const key = domKey(name.length === 1 ? name : (MODIFIER_KEYS[name.toLowerCase()] ?? name));
+  if (key.length === 1 && /[a-z]/i.test(key)) return { key, code: `Key${key.toUpperCase()}` };
+  if (key.length === 1 && /[0-9]/.test(key)) return { key, code: `Digit${key}` };
+  return { key, code: ['Shift', 'Control', 'Alt', 'Meta'].includes(key) ? `${key}Left` : key };
+}
+const MODIFIER_KEYS: Record<string, string> = { shift: 'Shift', ctrl: 'Control', control: 'Control', alt: 'Alt', super: 'Meta', meta: 'Meta', cmd: 'Meta' };
 
 export function domKey(keys: string): string {
   if (keys.includes('+') && keys.length > 1) throw new Error(`key combination '${keys}' is not supported on dom_plane`);
@@ -120,9 +140,22 @@ async function screenshot(session: PlaneSession, format: 'png' | 'jpeg' = 'png')
   return session.screenshot(format);
 }
 
+/** A credential reaches a plane only as its value (secret-plane.ts resolves it): an action still naming one would type its placeholder. */
+function refuseUnresolved(a: Action): void {
+  if (a.type === 'TYPE' && a.secret) throw new SecretRefused('this plane has no credential vault in front of it; nothing was typed');
+}
+
 export function adaptPlane(session: PlaneSession, capabilities: Capabilities): Plane {
   if (capabilities.dom_aware) {
     const dom = domSurface(session);
+    // the dialogs the agent handled during this action's dispatches, for its result
+    let met: NonNullable<ActResult['dialogs']> = [];
+    const live = (input: Record<string, unknown>) => session.call('live/input', 'POST', { input });
+    const dispatch = async (body: Parameters<PlaneSession['dispatch']>[0]) => {
+      const d = await session.dispatch(body);
+      if (d.dialogs) met.push(...d.dialogs);
+      return d;
+    };
     const at = (x: number, y: number, type: string, detail: number) =>
       `(() => { const el = document.elementFromPoint(${x}, ${y}); if (!el) return false; const o = { bubbles: true, cancelable: true, clientX: ${x}, clientY: ${y}, detail: ${detail}, button: ${type === 'contextmenu' ? 2 : 0} }; el.dispatchEvent(new MouseEvent(${JSON.stringify(type)}, o)); return true; })()`;
     return {
@@ -130,53 +163,76 @@ export function adaptPlane(session: PlaneSession, capabilities: Capabilities): P
       dom,
       screenshot: (format) => screenshot(session, format),
       async act(a: Action): Promise<ActResult> {
-        switch (a.type) {
-          case 'CLICK': {
-            const d = await session.dispatch({ verb: 'click', x: a.x, y: a.y });
-            return { url: d.url, ...(d.settled ? { settled: true } : {}) };
-          }
-          case 'DOUBLE_CLICK':
-            await session.dispatch({ verb: 'click', x: a.x, y: a.y });
-            await session.dispatch({ verb: 'click', x: a.x, y: a.y });
-            await dom.evaluate(at(a.x, a.y, 'dblclick', 2));
-            return {};
-          case 'RIGHT_CLICK':
-            await dom.evaluate(at(a.x, a.y, 'contextmenu', 1));
-            return {};
-          case 'DRAG':
-            throw new Error('drag is not supported on dom_plane; use computer_plane');
-          case 'TYPE':
-            return { url: (await session.dispatch({ verb: 'type', text: a.text })).url };
-          case 'KEY_PRESS':
-            return { url: (await session.dispatch({ verb: 'key', key: domKey(a.keys) })).url };
-          case 'SCROLL': {
-            const d = Math.round(a.amount * 100);
-            const dy = a.direction === 'down' ? d : a.direction === 'up' ? -d : 0;
-            const dx = a.direction === 'right' ? d : a.direction === 'left' ? -d : 0;
-            return { url: (await session.dispatch({ verb: 'scroll', dx, dy, x: a.x, y: a.y })).url };
-          }
-          case 'NAVIGATE': {
-            let r: { url: string };
-            try {
-              r = await session.dispatch({ verb: 'navigate', url: a.url });
-            } catch (err) {
-              const nav_error = navErrorOf(err);
-              if (!nav_error) throw err;
-              return { nav_error, url: await dom.currentUrl().catch(() => '') };
-            }
-            const status = await dom
-              .evaluate<number | null>('(() => { const n = performance.getEntriesByType("navigation")[0]; return n && n.responseStatus ? n.responseStatus : null; })()')
-              .catch(() => null);
-            return { url: r.url, http_status: status };
-          }
-          case 'WAIT':
-            await wait(a.seconds);
-            return {};
-          case 'DONE':
-            return {};
-        }
+        refuseUnresolved(a);
+        met = [];
+        const r = await actDom(a);
+        return met.length > 0 ? { ...r, dialogs: met } : r;
       },
     };
+
+    async function actDom(a: Action): Promise<ActResult> {
+      switch (a.type) {
+        case 'CLICK': {
+          const d = await dispatch({ verb: 'click', x: a.x, y: a.y });
+          return { url: d.url, ...(d.settled ? { settled: true } : {}) };
+        }
+        case 'DOUBLE_CLICK':
+          await dispatch({ verb: 'click', x: a.x, y: a.y });
+          await dispatch({ verb: 'click', x: a.x, y: a.y });
+          await dom.evaluate(at(a.x, a.y, 'dblclick', 2));
+          return {};
+        case 'RIGHT_CLICK':
+          await dom.evaluate(at(a.x, a.y, 'contextmenu', 1));
+          return {};
+        // raw DevTools input (the live/input op a person's takeover uses): a click count and a button the dispatch verbs lack
+        case 'TRIPLE_CLICK':
+          for (const clicks of [1, 2, 3]) for (const action of ['down', 'up']) await live({ type: 'mouse', action, x: a.x, y: a.y, button: 'left', clicks });
+          return {};
+        case 'MIDDLE_CLICK':
+          for (const action of ['down', 'up']) await live({ type: 'mouse', action, x: a.x, y: a.y, button: 'middle', clicks: 1 });
+          return {};
+        case 'HOLD_KEY': {
+          const keys = a.keys.split('+').filter(Boolean).map(liveKey);
+          for (const k of keys) await live({ type: 'key', action: 'down', ...k });
+          await wait(holdSeconds(a.seconds));
+          for (const k of keys.reverse()) await live({ type: 'key', action: 'up', ...k });
+          return {};
+        }
+        case 'DRAG':
+          return { url: (await dispatch({ verb: 'drag', x: a.x, y: a.y, to_x: a.to_x, to_y: a.to_y })).url };
+        case 'TYPE':
+          return { url: (await dispatch({ verb: 'type', text: a.text })).url };
+        case 'KEY_PRESS':
+          return { url: (await dispatch({ verb: 'key', key: domKey(a.keys) })).url };
+        case 'SCROLL': {
+          const d = Math.round(a.amount * 100);
+          const dy = a.direction === 'down' ? d : a.direction === 'up' ? -d : 0;
+          const dx = a.direction === 'right' ? d : a.direction === 'left' ? -d : 0;
+          return { url: (await dispatch({ verb: 'scroll', dx, dy, x: a.x, y: a.y })).url };
+        }
+        case 'NAVIGATE': {
+          let r: { url: string };
+          try {
+            r = await dispatch({ verb: 'navigate', url: a.url });
+          } catch (err) {
+            const nav_error = navErrorOf(err);
+            if (!nav_error) throw err;
+            return { nav_error, url: await dom.currentUrl().catch(() => '') };
+          }
+          const status = await dom
+            .evaluate<number | null>('(() => { const n = performance.getEntriesByType("navigation")[0]; return n && n.responseStatus ? n.responseStatus : null; })()')
+            .catch(() => null);
+          return { url: r.url, http_status: status };
+        }
+        case 'WAIT':
+          await wait(a.seconds);
+          return {};
+        // a person is asked by the runner, never by the plane
+        case 'DONE':
+        case 'ASK_HUMAN':
+          return {};
+      }
+    }
   }
   // page facts ride on every xdotool reply; a query that moves nothing reads them
   const facts = async (o: { text?: boolean } = {}): Promise<PageFacts | null> => (await session.xdotool(['getmouselocation'], { pageText: o.text === true })).page ?? null;
@@ -185,6 +241,7 @@ export function adaptPlane(session: PlaneSession, capabilities: Capabilities): P
     screenshot: (format) => screenshot(session, format),
     facts,
     async act(a: Action): Promise<ActResult> {
+      refuseUnresolved(a);
       if (a.type === 'WAIT') {
         await wait(a.seconds);
         return {};

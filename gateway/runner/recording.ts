@@ -4,7 +4,7 @@
 import type { RunRecord } from '../runs/records.ts';
 import type { StepEntry } from './run-state.ts';
 
-export type RecordedLayer = 'planner' | 'grounding' | 'verifier' | 'recovery';
+export type RecordedLayer = 'planner' | 'grounding' | 'verifier' | 'recovery' | 'intervention';
 /** the trace's decision kinds */
 export type RecordedKind = 'propose' | 'select' | 'reject' | 'check' | 'retry' | 'replan' | 'fallback' | 'command' | 'note';
 
@@ -42,9 +42,16 @@ export interface RunRecording {
   close(outcome: { status: string; halt_class?: string | null; summary: string; cost_usd: number }): Promise<void>;
 }
 
+/** What a trace is recorded for: a run, or a browser session (gateway/sessions), which has these fields of a run's. */
+export type TraceSubject = Pick<RunRecord, 'run_id' | 'tenant_id' | 'created_at' | 'cua_model'> & { runtime: { compute_backend: string; capture_mode?: unknown } };
+
 export interface RunRecorder {
-  /** a recording for this run, or undefined when runs are not recorded */
-  begin(run: RunRecord): Promise<RunRecording | undefined>;
+  /**
+   * A recording for this run (or session), or undefined when it is not recorded. `staged: false`:
+   * no staging note, so a process that dies leaves nothing for its next start to commit (a
+   * session: no run record to commit it from).
+   */
+  begin(run: TraceSubject, o?: { staged?: boolean }): Promise<RunRecording | undefined>;
   /**
    * Commits the bundle a dead process staged for this ended run and never
    * committed (its screenshots, the run record's steps, the record's status,

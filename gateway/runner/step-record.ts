@@ -21,8 +21,8 @@ export async function recordStep(rec: RunRecording, plane: Plane, ti: number, st
     rec.decision(ti, 'grounding', 'select', a.reasoning || `${a.type} at ${a.params.x},${a.params.y}`, { action: a.type, x: a.params.x, y: a.params.y, provenance: plane.dom ? 'dom' : 'screenshot' });
   }
   const hints = step.hints ?? {};
-  const contract = step.gate || hints.expect_url_contains !== undefined || hints.expect_url_excludes !== undefined || hints.expect_text_present !== undefined;
-  const verdict = contract ? { status: entry.success ? ('passed' as const) : ('failed' as const), reason: entry.success ? `${step.gate ? 'gate' : 'success contract'} held at ${entry.final_url}` : (entry.data ?? entry.failure_class ?? 'failed') } : undefined;
+  const contract = step.gate || typeof step.verify === 'string' || hints.expect_url_contains !== undefined || hints.expect_url_excludes !== undefined || hints.expect_text_present !== undefined;
+  const verdict = contract ? { status: entry.success ? ('passed' as const) : ('failed' as const), reason: entry.success ? `${step.gate ? 'gate' : step.verify ? 'verify' : 'success contract'} held at ${entry.final_url}` : (entry.data ?? entry.failure_class ?? 'failed') } : undefined;
   if (verdict) rec.decision(ti, 'verifier', 'check', verdict.reason.slice(0, 300), { status: verdict.status, gate: Boolean(step.gate) });
   rec.settleSideEffect(o.effect, entry.success, entry.success ? `landed on ${entry.final_url}` : (entry.failure_class ?? 'failed'));
   await rec.step(

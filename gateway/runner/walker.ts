@@ -19,6 +19,8 @@ import type { RunnerDeps } from './executor.ts';
 import type { RunState, StepEntry } from './run-state.ts';
 import { publishFrame, recordStep } from './step-record.ts';
 import { RunProgress } from './progress.ts';
+import { vaultSide } from './secret-plane.ts';
+import { humanFields, type HumanSide } from './human.ts';
 
 /** What a step got to before a halt could interrupt it. */
 /** A step failure that the run's upstream proxy caused (the egress guard names it by Chromium's proxy errors). */
@@ -45,6 +47,8 @@ export class Walker {
   private readonly urlBudget: UrlContextBudget;
   /** trace records and live frames waiting for their step's post screenshot (see afterShot) */
   private shotWork: Promise<void> = Promise.resolve();
+  /** the plane handlers act on (typing the credentials steps name, through the vault) and its origin check */
+  private readonly vault: Pick<StepContext, 'plane' | 'secretCheck'>;
 
   constructor(
     private readonly d: RunnerDeps,
@@ -56,11 +60,13 @@ export class Walker {
     /** the plane's lease: why the plane went away, once it has (an agent, browser or display died), and the proxy's rotation */
     private readonly lease: Pick<PlaneLease, 'isLost' | 'rotateProxy'>,
     private readonly rec?: RunRecording,
+    private readonly human?: HumanSide,
   ) {
     this.stuck = new LoopStuckGuard(Number(run.runtime.state_repeat_threshold ?? 0));
     this.urlBudget = new UrlContextBudget(d.urlContextBudget ?? 0);
     this.progress = new RunProgress(d.store, d.owner);
     this.drift = new DriftGuard(String(run.runtime.pinned_source_url_pattern ?? ''), Number(run.runtime.off_source_step_budget ?? 0));
+    this.vault = vaultSide(plane, d.reveal && ((ref, url) => d.reveal!(run.tenant_id, ref, url)));
   }
 
   /** Throws what stops the run: a cancel, a cap, or a plane that is gone. */
@@ -208,7 +214,8 @@ export class Walker {
       allowedDomains: this.run.allowed_domains ?? [],
       step,
       path: p,
-      plane: this.plane,
+      ...this.vault,
+      ...humanFields(this.human, this.run.runtime, p),
       brain,
       brainFor: (id) => this.urlBudget.wrap(this.d.brain(id ?? this.run.cua_model, this.run.tenant_id)),
       signal,
@@ -250,7 +257,7 @@ export class Walker {
     for (;;) {
       attempts++;
       track.attempts = attempts;
-      const attempt = { handler, step, path: p, plane: this.plane, signal: this.signal, stepTimeoutMs: this.d.stepTimeoutMs, brain, wantsShot: this.rec?.wantsScreenshots === true, ready, context: (signal: AbortSignal, b: Brain | undefined) => this.context(step, p, signal, b) };
+      const attempt = { handler, step, path: p, plane: this.plane, signal: this.signal, stepTimeoutMs: this.d.stepTimeoutMs, clock: this.human?.clock, brain, wantsShot: this.rec?.wantsScreenshots === true, ready, context: (signal: AbortSignal, b: Brain | undefined) => this.context(step, p, signal, b) };
       ({ result, end } = await attemptStep(attempt));
       track.result = result;
       // a step that failed because its plane died is not retried: the run halts plane_lost

@@ -110,6 +110,21 @@ const CATALOGUE: Record<string, Entry> = {
     likely_causes: ['the gateway replica or its host was killed (SIGKILL, out of memory, a lost machine)', 'the gateway process stalled longer than SERVICE_RUN_LEASE_SECONDS'],
     next_steps: ['resume it with POST /v1/predict {"action":"resume","run_id":...}: it restarts at the top-level step where the runner was (resume_step), with a fresh screenshot', 'check the steps already recorded for side effects before resuming'],
   },
+  safety_check_pending: {
+    summary: "The model asked for a person to acknowledge a safety check before its next action (OpenAI's pending_safety_checks); the service never acknowledges one on its own, so the run stopped.",
+    likely_causes: ['the page looks like a place where an action has consequences the model will not take alone (a payment, a sensitive site, an instruction on the page)'],
+    next_steps: ['look at the last screenshot of the step to see what the model was about to do'],
+  },
+  human_failed: {
+    summary: 'The run asked a person for help (a request_human step, an anti-bot check with on_challenge ask_human, or its brain) and the person pressed Fail.',
+    likely_causes: ['the person could not do what the run asked (a second factor they do not have, a captcha that would not clear)', 'the page was not the one the person expected'],
+    next_steps: ["read the person's note above and the run's takeover (GET /v1/runs/{run_id}/takeover)", 'fix what the person reported, then submit the run again or resume it'],
+  },
+  human_timeout: {
+    summary: 'The run asked a person for help and nobody took over in time: the takeover link expired (SERVICE_TAKEOVER_SECONDS, or the step\'s params.timeout_seconds) before Done or Fail was pressed.',
+    likely_causes: ['the link (in the run\'s takeover_requested event and webhook) reached nobody, or reached them too late', 'the person opened the page but did not press Done'],
+    next_steps: ['make sure the run\'s webhook reaches someone who can act on it', 'raise params.timeout_seconds (up to SERVICE_TAKEOVER_MAX_SECONDS) or SERVICE_TAKEOVER_SECONDS', 'resume the run once a person is at hand'],
+  },
   halt_timeout: {
     summary: 'A step did not finish within its own time limit.',
     likely_causes: ['a page or an agent call hung'],
@@ -125,13 +140,15 @@ const DEFAULT: Entry = {
 
 export function failureHelp(runId: string, haltClass: string, retriesSpent = 0, cause?: string): FailureHelp {
   const e = CATALOGUE[haltClass] ?? DEFAULT;
+  // a cause that says what to do (a brain backend's failure does) gives the first next step too
+  const [said, todo] = cause ? splitAdvice(cause) : [undefined, undefined];
   const base = `/v1/runs/${encodeURIComponent(runId)}`;
   return {
     halt_class: haltClass,
     summary: e.summary,
     // what this run met, when the runner knows it, before the class's usual causes
-    likely_causes: [...(cause ? [cause] : []), ...e.likely_causes],
-    next_steps: [...e.next_steps],
+    likely_causes: [...(said ? [said] : []), ...e.likely_causes],
+    next_steps: [...(todo ? [todo] : []), ...e.next_steps],
     debug_surfaces: {
       events: `${base}/events`,
       trace: `${base}/trace`,
@@ -152,4 +169,24 @@ export function egressCause(steps: ReadonlyArray<{ success: boolean; data?: stri
   const data = steps.findLast((s) => !s.success)?.data;
   const m = data && /egress_refused: the egress guard refused (\S+) \(.*?\): (.*)$/s.exec(data);
   return m ? `the egress guard refused the host '${m[1]}': ${m[2]!.slice(0, 300)}` : undefined;
+}
+
+const ADVICE = '; what to do: ';
+
+function splitAdvice(cause: string): [string, string | undefined] {
+  const i = cause.indexOf(ADVICE);
+  return i < 0 ? [cause, undefined] : [cause.slice(0, i), cause.slice(i + ADVICE.length)];
+}
+
+/**
+ * What the brain backend said, when the run's last failed step failed on a model call: the
+ * brain plugin's message names the backend (`brain <id> (<protocol> at <host>) ...`) and
+ * what to do, which become the first likely cause and next step of its failure_help.
+ */
+export function brainCause(steps: ReadonlyArray<{ success: boolean; data?: string }>): string | undefined {
+  const data = steps.findLast((s) => !s.success)?.data;
+  // a refusal ends the step as the model giving up: `<brain> gave up: refusal: brain <id> (...) ...`
+  // the runner writes a halting step's data as `halted (<class>): <the step's data>`
+  const m = data && /^(?:halted \([a-z_]{1,64}\): )?(?:\S{1,64} gave up: refusal: )?(brain [a-z0-9][a-z0-9._-]{0,63} \([a-z-]+ at [^)]{1,300}\).*)$/s.exec(data);
+  return m ? m[1]!.slice(0, 1000) : undefined;
 }

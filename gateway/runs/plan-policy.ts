@@ -108,3 +108,15 @@ export function brainNeeds(stepsRoot: string, steps: Step[], runBrain: string, d
   walk(steps, stepsRoot);
   return needs;
 }
+
+/** The steps (depth first) that carry a `verify`, named as submission errors name steps, with their hosted_only. */
+export function verifySteps(stepsRoot: string, steps: Step[]): { where: string; hostedOnly: boolean }[] {
+  const out: { where: string; hostedOnly: boolean }[] = [];
+  const walk = (list: Step[], at: string): void =>
+    list.forEach((step, i) => {
+      if (typeof step.verify === 'string') out.push({ where: `${at}[${i}] (${step.type})`, hostedOnly: step.hosted_only === true });
+      if (Array.isArray(step.steps)) walk(step.steps, `${at}[${i}].steps`);
+    });
+  walk(steps, stepsRoot);
+  return out;
+}

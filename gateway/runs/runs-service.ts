@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { isSafeId } from '../../shared/ids.ts';
 import { ServiceError, badRequest, notFound } from '../errors.ts';
-import type { AtomicOps } from '../state/atomic.ts';
+import { profileLockKey, profileSavingKey, waitWhileSaving, type AtomicOps } from '../state/atomic.ts';
 import { BadCursor, type RunPage, type RunQuery, type RunTable } from '../state/tables.ts';
 import { unreachableDependency } from '../state/backend.ts';
 import type { Limits } from '../http/limits.ts';
@@ -81,17 +81,25 @@ export class RunsService {
     return `profile:${tenantId}/${profileId}`;
   }
 
+  private readonly holderChecks: Array<(tenantId: string, holder: string) => Promise<boolean>> = [];
+
+  /** `check(tenantId, holder)` says whether a slot or profile-lock holder that is not a run has ended (browser sessions share both). */
+  addHolderCheck(check: (tenantId: string, holder: string) => Promise<boolean>): void {
+    this.holderChecks.push(check);
+  }
+
   /** Creates a queued run holding a concurrency slot (and its profile lock). */
   async accept(tenant: Tenant, spec: NewRun): Promise<RunRecord> {
     const runId = randomUUID();
-    await this.limits.acquireRunSlot(tenant, runId, this.endedHolder);
+    await this.limits.acquireRunSlot(tenant, runId, (h) => this.endedHolder(h, tenant.tenant_id));
     let lockKey: string | undefined;
     try {
       if (spec.profile_id) {
         lockKey = this.profileKey(tenant.tenant_id, spec.profile_id);
         const ttlMs = (spec.runtime.max_time_minutes + 5) * 60_000;
         let holder = await this.atomic.claim(lockKey, runId, ttlMs);
-        if (holder !== null && (await this.endedHolder(holder)) && (await this.atomic.deleteIf(lockKey, holder))) holder = await this.atomic.claim(lockKey, runId, ttlMs);
+        if (holder !== null && (await waitWhileSaving(this.atomic, holder))) holder = await this.atomic.claim(lockKey, runId, ttlMs);
+        if (holder !== null && (await this.endedHolder(holder, tenant.tenant_id)) && (await this.atomic.deleteIf(lockKey, holder))) holder = await this.atomic.claim(lockKey, runId, ttlMs);
         if (holder !== null) {
           lockKey = undefined;
           throw new ServiceError('profile_busy', `profile '${spec.profile_id}' is busy: run ${holder} holds its lock`);
@@ -345,8 +353,9 @@ export class RunsService {
   /** Frees an ended run's concurrency slot and profile lock. */
   private async releaseHolds(r: RunRecord): Promise<void> {
     await this.limits.releaseRunSlot(r.tenant_id, r.run_id);
-    // the record's profile_id is already the tenant's (tenant/profile), as profileKey makes it
-    if (r.profile_id) await this.atomic.deleteIf(`profile:${r.profile_id}`, r.run_id);
+    // the record's profile_id is already the tenant's (tenant/profile), as profileKey makes it;
+    // a run still saving its profile keeps the lock: the save releases it once stored
+    if (r.profile_id && (await this.atomic.get(profileSavingKey(r.run_id))) === null) await this.atomic.deleteIf(profileLockKey(r.profile_id), r.run_id);
   }
 
   /**
@@ -354,15 +363,22 @@ export class RunsService {
    * if the ending did not get to release it (a crash between the ending's write
    * and the release, or a caller faster than the release).
    */
-  private readonly endedHolder = async (runId: string): Promise<boolean> => {
+  private readonly endedHolder = async (runId: string, tenantId: string): Promise<boolean> => {
     const row = await this.runs.view(runId);
-    return row !== undefined && TERMINAL.has(row.status as RunStatus);
+    if (row === undefined) {
+      // a holder that is no run: another kind that shares the slots (a browser session) answers for its own
+      for (const check of this.holderChecks) if (await check(tenantId, runId)) return true;
+      return false;
+    }
+    // an ended run still saving its profile holds on until the newest version is stored
+    return TERMINAL.has(row.status as RunStatus) && (await this.atomic.get(profileSavingKey(runId))) === null;
   };
 
   /** Appends one webhook attempt to the run's delivery log. */
   async recordDelivery(runId: string, attempt: DeliveryAttempt): Promise<void> {
     const r = await this.runs.get(runId);
-    if (!r) return;
+    // a delivery during the run (a takeover's link) is not written on the row its runner owns: that write would undo the runner's
+    if (!r || !TERMINAL.has(r.status)) return;
     await this.runs.put({ ...r, webhook_deliveries: [...r.webhook_deliveries, attempt] });
   }
 

@@ -130,3 +130,28 @@ export class MemoryAtomicOps implements AtomicOps {
 
   async close(): Promise<void> {}
 }
+
+/** The lock of a tenant's profile (`tenant/profile`), held by one run or browser session at a time. */
+export const profileLockKey = (tenantProfile: string): string => `profile:${tenantProfile}`;
+/**
+ * Set (with a short, renewed TTL) while an ended run or session still saves its profile:
+ * its lock is not released at the end, and the holder does not count as ended, so the
+ * next run of the profile waits for the newest version (profile_busy meanwhile).
+ */
+export const profileSavingKey = (holder: string): string => `profile-saving:${holder}`;
+
+/**
+ * Waits (at most `maxMs`) while `holder` saves its profile; true when it did wait. The
+ * next run of a profile then starts from the version just saved instead of answering
+ * profile_busy for the half second a save takes.
+ */
+export async function waitWhileSaving(atomic: AtomicOps, holder: string, maxMs = 30_000): Promise<boolean> {
+  const until = Date.now() + maxMs;
+  let waited = false;
+  while ((await atomic.get(profileSavingKey(holder))) !== null) {
+    if (Date.now() >= until) break;
+    waited = true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return waited;
+}

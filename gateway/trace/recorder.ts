@@ -13,7 +13,7 @@ import type { Logger } from '../log.ts';
 import { runDir, type RunRecord } from '../runs/records.ts';
 import { runnerOwner } from '../runs/recovery.ts';
 import { StagedTraces, clearStagingNote, noteStaging } from './staged.ts';
-import type { RecordedKind, RecordedLayer, RecordedStep, RunRecorder, RunRecording } from '../runner/recording.ts';
+import type { RecordedKind, RecordedLayer, RecordedStep, RunRecorder, RunRecording, TraceSubject } from '../runner/recording.ts';
 
 export interface RecorderOptions {
   dataDir: string;
@@ -53,7 +53,7 @@ export const traceStatus = (status: string, haltClass?: string | null): 'passed'
   haltClass && status === 'failed' ? 'halted' : (TRACE_STATUS[status] ?? 'failed');
 
 /** The tags every bundle of a run carries. */
-export const traceTags = (run: RunRecord): Record<string, string> => ({ tenant_id: run.tenant_id, compute_backend: run.runtime.compute_backend, cua_model: run.cua_model });
+export const traceTags = (run: TraceSubject): Record<string, string> => ({ tenant_id: run.tenant_id, compute_backend: run.runtime.compute_backend, cua_model: run.cua_model });
 
 /** A recorded step as the SDK takes it. */
 export function stepInput(st: RecordedStep): StepInput {
@@ -159,7 +159,7 @@ export class SdkRunRecorder implements RunRecorder {
     return sweep;
   }
 
-  async begin(run: RunRecord): Promise<RunRecording | undefined> {
+  async begin(run: TraceSubject, o: { staged?: boolean } = {}): Promise<RunRecording | undefined> {
     const captureMode = runCaptureMode(run, this.o.captureMode);
     if (captureMode === 'off') return undefined;
     const log = this.o.log.child({ run_id: run.run_id, tenant_id: run.tenant_id });
@@ -170,7 +170,7 @@ export class SdkRunRecorder implements RunRecorder {
         return undefined;
       });
       // the note goes once the bundle is committed; a process killed before that leaves it for the next start
-      await noteStaging(this.o.dataDir, run, this.owner).catch((err: Error) => log.warn({ err: err.message }, 'trace: the staging note could not be written'));
+      if (o.staged !== false) await noteStaging(this.o.dataDir, run, this.owner).catch((err: Error) => log.warn({ err: err.message }, 'trace: the staging note could not be written'));
       const session = new DebugSession({
         runId: run.run_id,
         clientName: 'runplane-gateway',
@@ -199,7 +199,7 @@ export class SdkRunRecorder implements RunRecorder {
 }
 
 /** The run's own capture mode (runtime.capture_mode), never above the gateway's (a resumed run keeps its mode after the operator lowered the gateway's); older runs have none. */
-function runCaptureMode(run: RunRecord, gateway: CaptureMode): CaptureMode {
+function runCaptureMode(run: TraceSubject, gateway: CaptureMode): CaptureMode {
   const asked = run.runtime.capture_mode;
   return isCaptureMode(asked) && compareCaptureModes(asked, gateway) < 0 ? asked : gateway;
 }

@@ -4,7 +4,7 @@
 // BrainError('malformed'), never a crash.
 import { BrainError, isHttpUrl, type Action } from '../../gateway/plugins/contract.ts';
 
-export const ACTION_TYPES = ['CLICK', 'DOUBLE_CLICK', 'RIGHT_CLICK', 'DRAG', 'TYPE', 'KEY_PRESS', 'SCROLL', 'NAVIGATE', 'WAIT', 'DONE'] as const;
+export const ACTION_TYPES = ['CLICK', 'DOUBLE_CLICK', 'RIGHT_CLICK', 'DRAG', 'TYPE', 'KEY_PRESS', 'SCROLL', 'NAVIGATE', 'WAIT', 'DONE', 'ASK_HUMAN'] as const;
 
 /** The function tool an openai-chat brain is offered: one action per turn. */
 export const ACT_TOOL = {
@@ -27,12 +27,24 @@ export const ACT_TOOL = {
         url: { type: 'string' },
         seconds: { type: 'number' },
         success: { type: 'boolean' },
+        message: { type: 'string', description: 'ASK_HUMAN: what a person should do on the page (only when the run allows it)' },
         reasoning: { type: 'string', description: 'why this action' },
       },
       required: ['action'],
     },
   },
 } as const;
+
+/** The act tool for one turn: ASK_HUMAN is offered only to a run that lets its brain ask for a person. */
+export function actTool(mayAskHuman: boolean): typeof ACT_TOOL | Record<string, unknown> {
+  if (mayAskHuman) return ACT_TOOL;
+  const { message: _message, ...properties } = ACT_TOOL.function.parameters.properties;
+  void _message;
+  return {
+    ...ACT_TOOL,
+    function: { ...ACT_TOOL.function, parameters: { ...ACT_TOOL.function.parameters, properties: { ...properties, action: { type: 'string', enum: ACTION_TYPES.filter((t) => t !== 'ASK_HUMAN') } } } },
+  };
+}
 
 const malformed = (why: string) => new BrainError('malformed', `malformed model answer: ${why}`);
 const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : typeof v === 'string' && v.trim() !== '' && Number.isFinite(Number(v)) ? Number(v) : undefined);
@@ -82,6 +94,8 @@ export function toAction(a: Record<string, unknown>, screen: { width: number; he
       return { type, seconds: Math.min(Math.max(num(a.seconds) ?? 1, 0), 30) };
     case 'DONE':
       return { type, success: a.success !== false && a.success !== 'false' };
+    case 'ASK_HUMAN':
+      return { type, message: text('message').slice(0, 2000) };
     default:
       throw malformed(type ? `unknown action ${JSON.stringify(type.slice(0, 40))}` : 'no action');
   }

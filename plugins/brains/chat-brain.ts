@@ -6,7 +6,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { BrainError, type Action, type Answer, type Brain, type Frame, type Inference, type ThinkOptions } from '../../gateway/plugins/contract.ts';
 import type { BrainBackend } from '../../schemas/types.gen.ts';
-import { ACT_TOOL, describeAction, jsonIn, toAction } from './actions.ts';
+import { actTool, describeAction, jsonIn, toAction } from './actions.ts';
 import { chatCompletion, type ChatResponse } from './upstream.ts';
 
 export interface BrainEnv {
@@ -94,7 +94,7 @@ export class ChatBrain implements Brain {
       { role: 'system', content: await this.system(SYSTEM_PROMPT, opts) },
       { role: 'user', content: [{ type: 'text', text: this.userText(task, history, screen, frame?.url, frame?.refused) }, ...(frame ? [imagePart(frame)] : [])] },
     ];
-    const { res, usage } = await this.call(messages, { tools: [ACT_TOOL], tool_choice: 'auto' }, signal, opts);
+    const { res, usage } = await this.call(messages, { tools: [actTool(opts?.mayAskHuman === true)], tool_choice: 'auto' }, signal, opts);
     try {
       const { action, reasoning } = this.parse(res, screen);
       return { action, reasoning, usage };

@@ -11,6 +11,8 @@ import { describeError, validator } from '../../schemas/index.ts';
 import type { BrainBackend, BrainsConfig } from '../../schemas/types.gen.ts';
 import { ChatBrain, type BrainEnv } from './chat-brain.ts';
 import { CompactCuaBrain, parseWH } from './compact-cua.ts';
+import { AnthropicComputerBrain } from './anthropic-computer.ts';
+import { OpenAiComputerBrain } from './openai-computer.ts';
 
 const validate = validator<BrainsConfig>('brains.schema.json');
 
@@ -28,6 +30,8 @@ export function brainEnv(env: Env, cwd = process.cwd()): BrainEnv {
 /** A brain for one configured backend. */
 export function makeBrain(id: string, backend: BrainBackend, env: BrainEnv, compactInput?: { width: number; height: number }): Brain {
   if (backend.protocol === 'compact-cua') return new CompactCuaBrain(id, backend, env, backend.input_wh ? undefined : compactInput);
+  if (backend.protocol === 'anthropic-computer') return new AnthropicComputerBrain(id, backend, env);
+  if (backend.protocol === 'openai-computer') return new OpenAiComputerBrain(id, backend, env);
   return new ChatBrain(id, backend, env);
 }
 
@@ -56,7 +60,7 @@ const plugin: PluginDefinition = {
   name: 'brains',
   version: '0.1.0',
   apiVersion: PLUGIN_API_VERSION,
-  description: 'Brain backends (openai-chat, compact-cua, hosted-api) from SERVICE_BRAINS_PATH',
+  description: 'Brain backends (openai-chat, compact-cua, hosted-api, anthropic-computer, openai-computer) from SERVICE_BRAINS_PATH',
   async register(host) {
     const env = host.env ?? process.env;
     const compactInput = parseWH(val(env, 'SERVICE_COMPACT_INPUT_WH'), 'SERVICE_COMPACT_INPUT_WH');

@@ -55,10 +55,14 @@ async function evidence(plane: Plane, act: ActResult | undefined, signal: AbortS
   return f ? { status: f.status, headers: f.headers, title: f.title, ...(f.text ? { text: f.text.slice(0, 2000) } : {}) } : null;
 }
 
-export type AntiBotOutcome = { verdict: null } | { verdict: AntiBotVerdict; cleared_after_ms: number; status: number | null } | { verdict: AntiBotVerdict; failure: StepResult };
+export type AntiBotOutcome = { verdict: null } | { verdict: AntiBotVerdict; cleared_after_ms: number; status: number | null; by_person_ms?: number } | { verdict: AntiBotVerdict; failure: StepResult };
 
-/** Looks at the page a navigation left; waits out a challenge; says what the step must do. */
-export async function checkAntiBot(plane: Plane, act: ActResult | undefined, signal: AbortSignal, maxWaitMs = prewarmMaxMs()): Promise<AntiBotOutcome> {
+/**
+ * Looks at the page a navigation left; waits out a challenge; says what the step must do.
+ * With `ask` of a run whose on_challenge is ask_human, a challenge or captcha that stays
+ * is a request for a person (issue 42): once they press Done the page is judged again.
+ */
+export async function checkAntiBot(plane: Plane, act: ActResult | undefined, signal: AbortSignal, maxWaitMs = prewarmMaxMs(), ask?: Pick<StepContext, 'askHuman' | 'onChallenge'>): Promise<AntiBotOutcome> {
   const first = await evidence(plane, act, signal);
   const verdict = first && antiBotVerdict(first);
   if (!verdict) return { verdict: null };
@@ -71,6 +75,13 @@ export async function checkAntiBot(plane: Plane, act: ActResult | undefined, sig
     }
   }
   const halt = haltClassOfVerdict(verdict);
+  if (halt === 'cf_challenge' && ask?.onChallenge === 'ask_human' && ask.askHuman) {
+    const asked = Date.now();
+    await ask.askHuman({ reason: 'challenge', message: `An anti-bot ${verdict.kind} (${verdict.vendor}) stands in the way: clear it on the page, then press Done.` });
+    const now = await evidence(plane, undefined, signal);
+    if (now && !antiBotVerdict(now)) return { verdict, cleared_after_ms: Date.now() - t0, status: now.status, by_person_ms: Date.now() - asked };
+    return { verdict, failure: { success: false, failure_class: 'cf_challenge', data: `anti-bot ${verdict.kind} by ${verdict.vendor} still there after a person pressed Done: ${JSON.stringify(verdict)}`, halt: { halt_class: halt, error: 'page_blocked' }, retryable: false } };
+  }
   const waited = waitsOut(verdict) ? ` (still there after ${Math.round((Date.now() - t0) / 1000)} s)` : '';
   return {
     verdict,
@@ -85,12 +96,13 @@ export async function checkAntiBot(plane: Plane, act: ActResult | undefined, sig
 }
 
 /** What the step's data says of a challenge that cleared while it was watched. */
-export function clearedNote(bot: { verdict: AntiBotVerdict; cleared_after_ms: number }): string {
-  return `anti-bot ${bot.verdict.kind} by ${bot.verdict.vendor} cleared after ${Math.round(bot.cleared_after_ms / 100) / 10} s: ${JSON.stringify(bot.verdict)}`;
+export function clearedNote(bot: { verdict: AntiBotVerdict; cleared_after_ms: number; by_person_ms?: number }): string {
+  const how = bot.by_person_ms !== undefined ? ' by a person who took over' : '';
+  return `anti-bot ${bot.verdict.kind} by ${bot.verdict.vendor} cleared${how} after ${Math.round(bot.cleared_after_ms / 100) / 10} s: ${JSON.stringify(bot.verdict)}`;
 }
 
 /** The actions after which the page may be another document (a brain's turn is judged after these). */
-export const changesPage = (a: Action): boolean => a.type === 'CLICK' || a.type === 'DOUBLE_CLICK' || a.type === 'KEY_PRESS' || a.type === 'NAVIGATE';
+export const changesPage = (a: Action): boolean => a.type === 'CLICK' || a.type === 'DOUBLE_CLICK' || a.type === 'TRIPLE_CLICK' || a.type === 'MIDDLE_CLICK' || a.type === 'KEY_PRESS' || a.type === 'NAVIGATE';
 
 /**
  * The verdicts on the page an action left (issue 40): an interstitial reached by a click,
@@ -103,7 +115,7 @@ export async function judgeAfterAction(ctx: StepContext, r: StepResult): Promise
   // a page the egress guard refused is the guard's, not the site's: no verdict on it
   const refused = await refusedPage(ctx.plane, true, ctx.allowedDomains);
   if (refused) return { ...refused, ...(r.last_action ? { last_action: r.last_action } : {}) };
-  const bot = await checkAntiBot(ctx.plane, undefined, ctx.signal);
+  const bot = await checkAntiBot(ctx.plane, undefined, ctx.signal, undefined, ctx);
   if ('failure' in bot) return { ...bot.failure, ...(r.last_action ? { last_action: r.last_action } : {}) };
   if ('cleared_after_ms' in bot) return { ...r, data: [r.data, clearedNote(bot)].filter(Boolean).join('; ') };
   return r;

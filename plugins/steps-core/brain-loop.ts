@@ -28,7 +28,10 @@ export function taskOf(ctx: StepContext): string {
 
 /** The action the plane performs: TYPE of a bare URL goes through the URL auto-navigate path (compact-cua visit_url, web_search). */
 export function environmentAction(a: Action): Action {
-  return a.type === 'TYPE' && URL_LIKE.test(a.text.trim()) ? { type: 'NAVIGATE', url: a.text.trim() } : a;
+  if (a.type !== 'TYPE') return a;
+  if (URL_LIKE.test(a.text.trim())) return { type: 'NAVIGATE', url: a.text.trim() };
+  // a brain types text; only a plan's step may name a vault credential (a brain plugin's action that does types its text)
+  return 'secret' in a ? { type: 'TYPE', text: a.text } : a;
 }
 
 /**
@@ -47,6 +50,8 @@ export function brainFailure(err: unknown, ctx: StepContext): StepResult | undef
   if (err.usage) ctx.addCost(err.usage.cost_usd, err.usage);
   if (err.code === 'malformed') return { success: false, failure_class: 'unknown', data: err.message };
   if (err.code === 'budget_exceeded') return { success: false, failure_class: 'budget_exceeded', data: err.message, retryable: false };
+  // the seam for the takeover requests: a person may acknowledge it there; a brain never does
+  if (err.code === 'safety_check') return { success: false, failure_class: 'unknown', data: err.message, halt: { halt_class: 'safety_check_pending' }, retryable: false };
   // a URL the model made up is never sent to the browser (javascript:, file:, relative, garbage)
   if (err.code === 'bad_url') return { success: false, failure_class: 'unknown', data: err.message, halt: { halt_class: 'bad_url' }, retryable: false };
   return { success: false, failure_class: 'unknown', data: err.message, halt: { halt_class: 'model_provider_unreachable' } };
@@ -73,7 +78,7 @@ export async function runBrainLoop(ctx: StepContext, brain: Brain): Promise<Step
     const url = ctx.plane.dom ? await ctx.plane.dom.currentUrl().catch(() => undefined) : ((await ctx.plane.facts?.().catch(() => null))?.url || undefined);
     let out;
     try {
-      out = await brain.think([{ screenshot: shot, ...(url ? { url } : {}), ...(refusedLast ? { refused: refusedLast } : {}) }], task, history, { width: shot.width, height: shot.height }, ctx.signal);
+      out = await brain.think([{ screenshot: shot, ...(url ? { url } : {}), ...(refusedLast ? { refused: refusedLast } : {}) }], task, history, { width: shot.width, height: shot.height }, ctx.signal, ctx.brainMayAskHuman && ctx.askHuman ? { mayAskHuman: true } : undefined);
     } catch (err) {
       const failed = brainFailure(err, ctx);
       if (failed) return { ...failed, ...(last ? { last_action: last } : {}) };
@@ -89,6 +94,13 @@ export async function runBrainLoop(ctx: StepContext, brain: Brain): Promise<Step
       return out.action.success
         ? { success: true, data: `${brain.id} done after ${history.length} action(s)`, last_action: last }
         : { success: false, failure_class: 'brain_loop_exhausted', data: `${brain.id} gave up: ${out.reasoning.slice(0, 300)}`, last_action: last, retryable: false };
+    }
+    if (out.action.type === 'ASK_HUMAN') {
+      // only a run that allows it (runtime.brain_may_ask_human) hands the page to a person; otherwise as an unknown action
+      if (!ctx.brainMayAskHuman || !ctx.askHuman) return { ...brainFailure(new BrainError('malformed', 'malformed model answer: unknown action "ASK_HUMAN"'), ctx)!, last_action: last };
+      await ctx.askHuman({ reason: 'brain', message: out.action.message });
+      history.push(out.action);
+      continue;
     }
     const key = `${await screenKey(shot)}|${JSON.stringify(out.action)}`;
     const n = (seen.get(key) ?? 0) + 1;
@@ -151,7 +163,7 @@ export async function ground(ctx: StepContext, unresolvedRole = false): Promise<
   ctx.addCost(out.usage.cost_usd, out.usage);
   ctx.recordModelIo?.('grounding', { model: brain.id, task: taskOf(ctx), screen_size: { width: shot.width, height: shot.height } }, { text: out.reasoning, tool_calls: [out.action], usage: out.usage });
   const a = out.action;
-  if (a.type === 'CLICK' || a.type === 'DOUBLE_CLICK' || a.type === 'RIGHT_CLICK') return { point: { x: a.x, y: a.y }, how: `grounding by ${brain.id}` };
+  if (a.type === 'CLICK' || a.type === 'DOUBLE_CLICK' || a.type === 'RIGHT_CLICK' || a.type === 'TRIPLE_CLICK' || a.type === 'MIDDLE_CLICK') return { point: { x: a.x, y: a.y }, how: `grounding by ${brain.id}` };
   return { miss: `grounding by ${brain.id} answered ${a.type}, not a point` };
 }
 

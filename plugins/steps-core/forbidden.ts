@@ -57,7 +57,7 @@ export async function refuseForbidden(ctx: StepContext, action: Action, opts: { 
     const s = staticMatch(ctx, entries);
     if (s) return refusal(s.entry, s.target, action.type);
   }
-  const pointer = action.type === 'CLICK' || action.type === 'DOUBLE_CLICK' || action.type === 'RIGHT_CLICK';
+  const pointer = action.type === 'CLICK' || action.type === 'DOUBLE_CLICK' || action.type === 'RIGHT_CLICK' || action.type === 'TRIPLE_CLICK' || action.type === 'MIDDLE_CLICK';
   if (!pointer || !ctx.plane.dom) return undefined;
   const hit = await ctx.plane.dom.evaluate<{ entry: string; target: string } | null>(matchAtPoint(action.x, action.y, entries));
   return hit ? refusal(hit.entry, hit.target, action.type) : undefined;

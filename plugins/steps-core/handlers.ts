@@ -5,12 +5,15 @@
 // without a DOM), else it is a selector_miss.
 import { isHostToolError, navFailureClass, type Action, type Step, type StepHandler, type StepResult } from '../../gateway/plugins/contract.ts';
 import { brainStep, hostedStep } from './brain-loop.ts';
+import { requestHuman } from './human.ts';
 import { sleep } from '../../shared/abort.ts';
 import { modelExtract } from './model-extract.ts';
 import { checkAntiBot, clearedNote, judgeAfterAction } from './antibot.ts';
 import { CLEAR_FOCUSED, READ_LOCATION, selectOption } from './page-scripts.ts';
 import { readItems } from './read-items.ts';
+import { captureLinkInNewTab } from './new-tab.ts';
 import { refuseForbidden } from './forbidden.ts';
+import { credentialGate, credentialRef, secretType, typeSecret } from './credential.ts';
 import { egressRefusal, refusedPage } from './egress-refusal.ts';
 import { act, actSettled, labelsOf, locate, locateClickable, miss, NAV_WAIT_MS, num, params, settle, str } from './targeting.ts';
 
@@ -49,7 +52,7 @@ export const navigate: StepHandler = {
     const waitForLoad = ctx.step.wait_for_load !== false;
     const loaded = waitForLoad ? await settle(ctx.plane, ctx.signal, NAV_WAIT_MS, Boolean(ctx.plane.dom)) : true;
     // an interstitial answers 403 or 503 itself: it is judged before the status is
-    const bot = await checkAntiBot(ctx.plane, r, ctx.signal);
+    const bot = await checkAntiBot(ctx.plane, r, ctx.signal, undefined, ctx);
     if ('failure' in bot) return { ...bot.failure, last_action: last };
     const cleared = 'cleared_after_ms' in bot ? `; ${clearedNote(bot)}` : '';
     const status = 'cleared_after_ms' in bot ? bot.status : (r.http_status ?? null);
@@ -130,27 +133,38 @@ export const keyPress: StepHandler = {
 
 export const typeText: StepHandler = {
   types: ['type_text'],
-  description: 'type params.text, into params.selector / params.label when given, else where the focus is',
+  description: 'type params.text (or the value of params.credential {name, field}), into params.selector / params.label when given, else where the focus is',
   async run(ctx) {
     const p = params(ctx.step);
+    const ref = p.credential === undefined ? undefined : credentialRef(p.credential);
+    if (ref && 'bad' in ref) return { success: false, failure_class: 'unknown', data: ref.bad, retryable: false };
     const text = typeof p.text === 'string' ? p.text : typeof p.value === 'string' ? p.value : undefined;
-    if (text === undefined) return { success: false, failure_class: 'unknown', data: 'type_text needs params.text' };
+    if (text === undefined && !ref) return { success: false, failure_class: 'unknown', data: 'type_text needs params.text' };
+    // a refused credential is refused before the field is even clicked
+    const gate = ref ? await credentialGate(ctx, ref) : null;
+    if (gate) return gate;
     if (str(p.selector) || str(p.label) || (num(p.x) !== undefined && num(p.y) !== undefined)) {
       const t = await locate(ctx, 'field');
       if ('miss' in t) return miss(t.miss);
       await ctx.plane.act({ type: 'CLICK', ...t.point });
     }
-    return act(ctx, { type: 'TYPE', text }, 'plan type_text step');
+    if (!ref) return act(ctx, { type: 'TYPE', text: text! }, 'plan type_text step');
+    const refusal = await typeSecret(ctx, ref);
+    return refusal ?? { success: true, last_action: { type: 'TYPE', params: { text: secretType(ref).text, secret: ref }, reasoning: 'plan type_text step (credential)' } };
   },
 };
 
 export const fillField: StepHandler = {
   types: ['fill_field'],
-  description: 'params {label, value, aliases?}: focus the field, clear it, type the value',
+  description: 'params {label, value or credential {name, field}, aliases?}: focus the field, clear it, type the value',
   async run(ctx) {
     const p = params(ctx.step);
+    const ref = p.credential === undefined ? undefined : credentialRef(p.credential);
+    if (ref && 'bad' in ref) return { success: false, failure_class: 'unknown', data: ref.bad, retryable: false };
     const value = typeof p.value === 'string' ? p.value : p.value === undefined ? undefined : String(p.value);
-    if (value === undefined) return { success: false, failure_class: 'unknown', data: 'fill_field needs params.value' };
+    if (value === undefined && !ref) return { success: false, failure_class: 'unknown', data: 'fill_field needs params.value' };
+    const gate = ref ? await credentialGate(ctx, ref) : null;
+    if (gate) return gate;
     const t = await locate(ctx, 'field');
     if ('miss' in t) return miss(t.miss);
     await ctx.plane.act({ type: 'CLICK', ...t.point });
@@ -161,7 +175,11 @@ export const fillField: StepHandler = {
       await ctx.plane.act({ type: 'KEY_PRESS', keys: 'ctrl+a' });
       await ctx.plane.act({ type: 'KEY_PRESS', keys: 'BackSpace' });
     }
-    await ctx.plane.act({ type: 'TYPE', text: value });
+    if (ref) {
+      const refusal = await typeSecret(ctx, ref);
+      return refusal ?? { success: true, last_action: { type: 'TYPE', params: { text: secretType(ref).text, secret: ref, ...t.point }, reasoning: `fill_field via ${t.how} (credential)` } };
+    }
+    await ctx.plane.act({ type: 'TYPE', text: value! });
     return { success: true, last_action: { type: 'TYPE', params: { text: value, ...t.point }, reasoning: `fill_field via ${t.how}` } };
   },
 };
@@ -244,36 +262,6 @@ export const extractUrl: StepHandler = {
   },
 };
 
-export const captureLinkInNewTab: StepHandler = {
-  types: ['capture_link_in_new_tab'],
-  description: 'open source_selector in a new tab, read its URL (and title), close it, return to the source tab',
-  needs: { domAware: true },
-  async run(ctx) {
-    const dom = ctx.plane.dom!;
-    const selector = str(ctx.step.source_selector);
-    if (!selector) return miss('capture_link_in_new_tab needs source_selector');
-    const source = (await dom.tabs()).find((t) => t.is_active);
-    const opened = await dom.openInNew({ via_selector: selector });
-    let loc = { url: opened.url, title: '' };
-    try {
-      await settle(ctx.plane, ctx.signal, NAV_WAIT_MS);
-      loc = await dom.evaluate<{ url: string; title: string }>(READ_LOCATION).catch(() => loc);
-    } finally {
-      await dom.closeTab(opened.tab_id).catch(() => undefined);
-      if (source) await dom.activateTab(source.tab_id).catch(() => undefined);
-    }
-    if (!loc.url || loc.url === 'about:blank') {
-      const mode = ctx.step.on_no_navigation ?? 'skip';
-      if (mode === 'halt') return { success: false, failure_class: 'no_state_change', data: 'the new tab did not navigate', halt: { halt_class: 'navigation_drift' } };
-      if (mode === 'retry') return { success: false, failure_class: 'no_state_change', data: 'the new tab did not navigate' };
-      return { success: true, data: 'the new tab did not navigate; skipped' };
-    }
-    const row: Record<string, unknown> = { url: loc.url };
-    if (ctx.step.emit === 'current_url_title') row.title = loc.title;
-    return { success: true, rows: [row], last_action: { type: 'OPEN_IN_NEW_TAB', params: { selector }, reasoning: 'plan capture_link_in_new_tab step' } };
-  },
-};
-
 export const toolCall: StepHandler = {
   types: ['tool_call'],
   description: 'call the registered host tool step.name with step.args',
@@ -302,6 +290,7 @@ export const done: StepHandler = {
 
 export const ALL_HANDLERS: StepHandler[] = [
   navigate,
+  requestHuman,
   navigateBack,
   wait,
   pointerHandler('click', 'CLICK'),

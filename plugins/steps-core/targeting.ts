@@ -2,7 +2,7 @@
 // params.x/params.y, params.selector (CSS), params.label with aliases, then
 // target_role through the step's recipe, grounded by a brain on the screenshot
 // when none finds a clickable target; the action; and the settle after it.
-import type { Action, Step, StepContext, StepResult } from '../../gateway/plugins/contract.ts';
+import type { ActResult, Action, Step, StepContext, StepResult } from '../../gateway/plugins/contract.ts';
 import { ground } from './brain-loop.ts';
 import { judgeAfterAction } from './antibot.ts';
 import { locateLabel, locateSelector } from './page-scripts.ts';
@@ -68,10 +68,17 @@ export async function locateClickable(ctx: StepContext): Promise<Located> {
   return 'miss' in g ? { miss: `${t.miss}; ${g.miss}` } : g;
 }
 
+/** The JavaScript dialogs an action met, for the step's data: `confirm dialog "Delete?" dismissed`. */
+export function dialogNote(done: ActResult): string | undefined {
+  const ds = done.dialogs ?? [];
+  return ds.length > 0 ? ds.map((d) => `${d.type} dialog ${JSON.stringify(d.message)} ${d.action === 'left' ? 'left to the CDP client' : d.action}`).join('; ') : undefined;
+}
+
 export async function act(ctx: StepContext, action: Action, reasoning: string): Promise<StepResult> {
-  await ctx.plane.act(action);
+  const done = await ctx.plane.act(action);
   const { type, ...rest } = action;
-  return { success: true, last_action: { type, params: rest, reasoning } };
+  const note = dialogNote(done);
+  return { success: true, last_action: { type, params: rest, reasoning }, ...(note ? { data: note } : {}) };
 }
 
 /** An input that may set something off (a navigation, requests): waited out by the plane when it can, else here; then the anti-bot verdicts on the page it left. */
@@ -79,5 +86,6 @@ export async function actSettled(ctx: StepContext, action: Action, reasoning: st
   const done = await ctx.plane.act(action);
   if (!done.settled) await settle(ctx.plane, ctx.signal, NAV_WAIT_MS);
   const { type, ...rest } = action;
-  return judgeAfterAction(ctx, { success: true, last_action: { type, params: rest, reasoning } });
+  const note = dialogNote(done);
+  return judgeAfterAction(ctx, { success: true, last_action: { type, params: rest, reasoning }, ...(note ? { data: note } : {}) });
 }

@@ -8,14 +8,30 @@ import { promisify } from 'node:util';
 const scrypt = promisify(scryptCb) as (password: string, salt: Buffer, keylen: number, opts: { N: number; r: number; p: number; maxmem: number }) => Promise<Buffer>;
 // OWASP's scrypt parameters (Password Storage Cheat Sheet: N=2^17, r=8, p=1); a hash
 // with weaker ones (N=2^14 before 2026-11) is replaced at the next successful login
-const N = 2 ** 17;
+export const SCRYPT_N = 2 ** 17;
 const R = 8;
 const P = 1;
 /** scrypt needs 128 * N * r bytes; the cap also bounds what a stored hash may ask for */
 const MAXMEM = 256 * 1024 * 1024;
 
+/**
+ * The N of new hashes: SCRYPT_N, unless RUNPLANE_TEST_SCRYPT_N, for the test suite only
+ * (test/support/hash-cost.ts), asks for a lower power of two (from 2^10). A hash at
+ * 2^17 costs half a CPU-second, and the login tests check dozens of passwords; what
+ * they test (limits, sessions, rehashing) does not depend on the cost. Read per call:
+ * test/trace/password-rehash.test.ts checks the production parameters in the same process.
+ */
+function currentN(): number {
+  const v = process.env.RUNPLANE_TEST_SCRYPT_N;
+  if (v === undefined || v === '') return SCRYPT_N;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 2 ** 10 || n > SCRYPT_N || (n & (n - 1)) !== 0) throw new Error(`RUNPLANE_TEST_SCRYPT_N must be a power of two from 1024 to ${SCRYPT_N}, not ${v}`);
+  return n;
+}
+
 export async function hashPassword(password: string): Promise<string> {
   const salt = randomBytes(16);
+  const N = currentN();
   const hash = await scrypt(password, salt, 32, { N, r: R, p: P, maxmem: MAXMEM });
   return `scrypt$${N}$${R}$${P}$${salt.toString('base64url')}$${hash.toString('base64url')}`;
 }
@@ -38,11 +54,11 @@ export async function verifyPassword(password: string, stored: string): Promise<
 /** True for a hash made with other parameters than today's: rehash it after a successful login. */
 export function needsRehash(stored: string): boolean {
   const h = parseHash(stored);
-  return !h || h.n !== N || h.r !== R || h.p !== P;
+  return !h || h.n !== currentN() || h.r !== R || h.p !== P;
 }
 
 /** A hash a wrong email is checked against (today's parameters), so an unknown user costs the same time as a wrong password. */
-export const DUMMY_HASH = `scrypt$${N}$${R}$${P}$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA`;
+export const dummyHash = (): string => `scrypt$${currentN()}$${R}$${P}$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA`;
 
 export const newDsnKey = (): string => `tk_${randomBytes(32).toString('base64url')}`;
 export const hashKey = (key: string): string => createHash('sha256').update(key).digest('hex');

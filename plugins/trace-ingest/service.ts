@@ -6,7 +6,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { idProblem, isSafeId } from '../../shared/ids.ts';
 import type { RecordCategory } from '../../sdk/categories.ts';
 import type { ObjectStore, Store } from '../../sdk/store.ts';
-import { DUMMY_HASH, formatDsn, hashKey, hashPassword, needsRehash, newDsnKey, verifyPassword } from './auth.ts';
+import { dummyHash, formatDsn, hashKey, hashPassword, needsRehash, newDsnKey, verifyPassword } from './auth.ts';
 import { IngestError, notFound } from './http.ts';
 import { IngestLimits, type CategoryLimit } from './limits.ts';
 import type { Command, Connection, Dsn, RunEntry, Tenant, User } from './meta.ts';
@@ -171,7 +171,7 @@ export class IngestService extends RunFiles {
     // the attempt counts before the password is checked (parallel guesses cannot slip past)
     await this.limits.beginLogin(norm, address);
     const user = await this.meta.userByEmail(norm);
-    const ok = await verifyPassword(password, user?.password_hash ?? DUMMY_HASH);
+    const ok = await verifyPassword(password, user?.password_hash ?? dummyHash());
     if (!user || !ok) throw new IngestError(401, 'invalid email or password');
     await this.limits.loginSucceeded(norm, address);
     if (needsRehash(user.password_hash)) {

@@ -23,6 +23,11 @@ const FILES: Record<string, string> = {
   '/run.js': 'run.js',
   '/steps.js': 'steps.js',
   '/traces.js': 'traces.js',
+  '/sessions.js': 'sessions.js',
+  '/live.js': 'live.js',
+  '/takeover.js': 'takeover.js',
+  // a run's one-time link: /ui/takeover#<token> (the token stays in the fragment, never sent)
+  '/takeover': 'takeover.html',
 };
 const TYPES: Record<string, string> = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8' };
 const HEADERS = {

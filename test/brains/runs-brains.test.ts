@@ -202,6 +202,20 @@ describe('brain steps in real runs on dom_plane (fake model server, real agent, 
     }
   });
 
+  it("judges a non-gate step's verify with the hosted model (preferred over the run's brain), with the tenant's key", async () => {
+    fake.requests.length = 0;
+    const r = await run([
+      { intent: 'open the listings', type: 'navigate', url: `${site.url}/list?page=2`, verify: 'the page lists Flat 4' },
+      { intent: 'read where we are', type: 'extract_url', verify: 'the page lists Flat 5' },
+    ]);
+    expect(r.status, JSON.stringify(r.steps)).to.equal('succeeded');
+    const judged = fake.requests.filter((q) => q.seen.text.includes('Does this hold'));
+    expect(judged.map((q) => [q.body.model, q.headers.authorization, /Flat \d+/.exec(q.seen.text)?.[0]])).to.deep.equal([
+      ['fake-hosted', 'Bearer sk-brainy', 'Flat 4'],
+      ['fake-hosted', 'Bearer sk-brainy', 'Flat 5'],
+    ]);
+  });
+
   it('halts bad_url when the brain asks to open a URL that is not http(s), and never sends it to the browser', async () => {
     fake.script = (seen) => (seen.tool === 'act' ? { call: { action: 'NAVIGATE', url: 'javascript:alert(document.cookie)' } } : { text: 'no' });
     try {

@@ -8,7 +8,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import WebSocket from 'ws';
-import { startGateway, newToken, step, sleep, type TestGateway } from '../support/gateway.ts';
+import { startGateway, newToken, step, sleep, until, type TestGateway } from '../support/gateway.ts';
 import { startRedis, type RedisHandle } from '../support/redis.ts';
 import { isPrivateAddress, resolvePublic } from '../../gateway/net/egress.ts';
 
@@ -235,7 +235,7 @@ describe('run events: JSON, SSE, WebSocket, webhooks', () => {
       received.length = 0;
       const r = await hooked.req('POST', '/v1/predict', { token: hookToken, body: { plan: [step()], callback_url: `${receiverUrl}?per-request=1` } });
       await hooked.req('POST', `/v1/runs/${r.body.run_id}/cancel`, { token: hookToken });
-      for (let i = 0; i < 50 && received.length === 0; i++) await sleep(20);
+      expect(await until(async () => received.length > 0, 10_000), 'the webhook arrived').to.equal(true);
       expect(received).to.have.length(1);
       const { headers, body } = received[0]!;
       expect(verify(headers, body)).to.equal(true);
@@ -245,7 +245,9 @@ describe('run events: JSON, SSE, WebSocket, webhooks', () => {
       expect(payload.type).to.equal('run.cancelled');
       expect(payload.data).to.include({ run_id: r.body.run_id, status: 'cancelled', halt_class: 'cancelled' });
       expect(verify(headers, body.replace('cancelled', 'succeeded')), 'a tampered body fails verification').to.equal(false);
-      await sleep(50);
+      // the delivery is logged on the run after the receiver answered (a store write, slower on a loaded host)
+      const logged = async () => ((await hooked.req('GET', `/v1/runs/${r.body.run_id}`, { token: hookToken })).body.webhook?.deliveries?.length ?? 0) > 0;
+      expect(await until(logged, 10_000), 'the delivery is logged on the run').to.equal(true);
       const life = await hooked.req('GET', `/v1/runs/${r.body.run_id}`, { token: hookToken });
       expect(life.body.webhook.url, 'query strings are not shown back').to.equal(receiverUrl);
       expect(life.body.webhook.signed).to.equal(true);
@@ -257,7 +259,7 @@ describe('run events: JSON, SSE, WebSocket, webhooks', () => {
       received.length = 0;
       const r = await hooked.req('POST', '/v1/predict', { token: hookToken, body: { plan: [step()], callback_url: receiverUrl } });
       await hooked.req('POST', `/v1/runs/${r.body.run_id}/cancel`, { token: hookToken });
-      for (let i = 0; i < 100 && received.length === 0; i++) await sleep(20);
+      expect(await until(async () => received.length > 0, 10_000), 'the webhook arrived').to.equal(true);
       const { headers, body } = received[0]!;
       const plain = { 'webhook-id': String(headers['webhook-id']), 'webhook-timestamp': String(headers['webhook-timestamp']), 'webhook-signature': String(headers['webhook-signature']) };
       const verified = new Webhook(secret).verify(body, plain) as { data: { run_id: string } };
@@ -285,11 +287,12 @@ describe('run events: JSON, SSE, WebSocket, webhooks', () => {
       const c = await hooked.req('POST', `/v1/runs/${r.body.run_id}/cancel`, { token: hookToken });
       expect(c.status).to.equal(200);
       expect(Date.now() - t0).to.be.lessThan(1000);
-      for (let i = 0; i < 100 && received.length < 3; i++) await sleep(20);
+      expect(await until(async () => received.length >= 3, 10_000), 'three deliveries arrived').to.equal(true);
       expect(received).to.have.length(3);
       expect(received[0]!.headers['webhook-id']).to.equal(received[2]!.headers['webhook-id']);
       expect(received.every((x) => verify(x.headers, x.body))).to.equal(true);
-      await sleep(50);
+      const logged = async () => ((await hooked.req('GET', `/v1/runs/${r.body.run_id}`, { token: hookToken })).body.webhook?.deliveries?.length ?? 0) >= 3;
+      expect(await until(logged, 10_000), 'the three deliveries are logged on the run').to.equal(true);
       const life = await hooked.req('GET', `/v1/runs/${r.body.run_id}`, { token: hookToken });
       expect(life.body.webhook.deliveries.map((d: { status: number }) => d.status)).to.deep.equal([500, 500, 204]);
     });

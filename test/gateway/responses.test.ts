@@ -3,6 +3,9 @@
 // gateway with real runs, and its body is validated against the schema the
 // served /openapi.json names for its 200, by ajv.
 import { expect } from 'chai';
+import { randomBytes } from 'node:crypto';
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { RUNNER_ENV, newToken, startGateway, type TestGateway } from '../support/gateway.ts';
@@ -25,6 +28,8 @@ describe('success bodies against the OpenAPI document (real gateway, real runs)'
   before(async () => {
     [site, fake] = await Promise.all([startSite(), startFakeModel()]);
     const { dir, brainsPath: brains } = await fakeBrainsDir(fake, 'shapes');
+    // the operator's vault key, as a shared store (PostgreSQL) needs one named
+    await writeFile(path.join(dir, 'secrets', 'vault.key'), randomBytes(32).toString('hex'), { mode: 0o600 });
     gw = await startGateway({
       dir,
       env: { ...RUNNER_ENV, SERVICE_BRAINS_PATH: brains },
@@ -44,12 +49,12 @@ describe('success bodies against the OpenAPI document (real gateway, real runs)'
     await fake.close();
   });
 
-  /** The schema the document gives the 200 of `method path`, checked against `body`. */
-  function conforms(method: string, path: string, body: unknown): void {
+  /** The schema the document gives the success (`status`, 200 unless told) of `method path`, checked against `body`. */
+  function conforms(method: string, path: string, body: unknown, status = '200'): void {
     const op = doc.paths[path]?.[method.toLowerCase()];
     expect(op, `${method} ${path} is documented`).to.be.an('object');
-    const ref = op.responses['200']?.content?.['application/json']?.schema?.$ref as string | undefined;
-    expect(ref, `${method} ${path} documents its 200 body`).to.be.a('string');
+    const ref = op.responses[status]?.content?.['application/json']?.schema?.$ref as string | undefined;
+    expect(ref, `${method} ${path} documents its ${status} body`).to.be.a('string');
     const validate = ajv.getSchema(`openapi${ref}`)!;
     expect(validate(body), `${method} ${path}: ${JSON.stringify(validate.errors)}`).to.equal(true);
   }
@@ -69,6 +74,16 @@ describe('success bodies against the OpenAPI document (real gateway, real runs)'
     conforms('GET', '/v1/runs', list);
     const queued = (await gw.req('POST', '/v1/predict', { token, body: { plan: [{ intent: 'wait', type: 'wait', seconds: 30 }], detached: true } })).body.run_id;
     conforms('POST', '/v1/runs/{run_id}/cancel', (await gw.req('POST', `/v1/runs/${queued}/cancel`, { token })).body);
+  });
+
+  it('credentials: created (201), read, listed, replaced and deleted', async () => {
+    const made = await gw.req('POST', '/v1/credentials', { token, body: { name: 'shape', username: 'u', password: 'p4ss-word', totp_secret: 'JBSWY3DPEHPK3PXP', origins: ['https://login.example.com'] } });
+    expect(made.status, made.text).to.equal(201);
+    conforms('POST', '/v1/credentials', made.body, '201');
+    conforms('GET', '/v1/credentials', (await gw.req('GET', '/v1/credentials', { token })).body);
+    conforms('GET', '/v1/credentials/{name}', (await gw.req('GET', '/v1/credentials/shape', { token })).body);
+    conforms('PUT', '/v1/credentials/{name}', (await gw.req('PUT', '/v1/credentials/shape', { token, body: { username: 'v', password: 'p4ss-word-2', origins: ['https://login.example.com'] } })).body);
+    conforms('DELETE', '/v1/credentials/{name}', (await gw.req('DELETE', '/v1/credentials/shape', { token })).body);
   });
 
   it('recipes, tickets and planes', async () => {

@@ -206,6 +206,9 @@ describe('dom_plane agent', function () {
         await expectPlaneError(s.call('dispatch', 'POST', { verb: 'fly' }, { idempotent: true }), 400);
         await expectPlaneError(s.call('dispatch', 'POST', { verb: 'click', selector: '##' }, { idempotent: true }), 400);
         await expectPlaneError(s.call('dispatch', 'POST', { verb: 'key', key: 'Tab' }), 400);
+        // a drag needs both ends
+        await expectPlaneError(s.call('dispatch', 'POST', { verb: 'drag', x: 10, y: 10, to_x: 50 }, { idempotent: true }), 400);
+        await expectPlaneError(s.call('dispatch', 'POST', { verb: 'drag', to_x: 50, to_y: 50 }, { idempotent: true }), 400);
       });
     });
   }

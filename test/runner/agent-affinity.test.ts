@@ -48,6 +48,26 @@ describe('local agent pool: geo affinity', () => {
     expect(pool.stats().idle).to.equal(1);
   });
 
+  it('passes over an agent whose warm browser is being made for one whose browser is ready, keeps it idle, and takes it when none is warm', async () => {
+    const cold = new Set(['last', 'middle']);
+    await pool.close();
+    pool = new AgentPool({ dataDir: '/nonexistent', allowPrivateNetworks: false, log: pino({ level: 'silent' }), size: 8, recycleAfter: 25, idleMs: 60_000, healthy: async (a) => (cold.has(a.secret) ? 'cold' : true) });
+    const [first, middle, last] = [standIn('first'), standIn('middle'), standIn('last')];
+    for (const a of [first, middle, last]) await pool.give(a, true);
+    expect((await pool.take('dom_plane')).url, 'the one idle last is cold: the warm one').to.equal('grpc://first');
+    expect(pool.stats().idle, 'the cold ones stay idle').to.equal(2);
+    expect(last.child.exitCode).to.equal(null);
+    // none warm: the one idle last, as before
+    expect((await pool.take('dom_plane')).url).to.equal('grpc://last');
+    expect((await pool.take('dom_plane')).url).to.equal('grpc://middle');
+    expect(pool.stats().idle).to.equal(0);
+    // an affinity match is taken cold (its geo browser is warm)
+    const berlin = standIn('last', 'de||berlin');
+    await pool.give(standIn('warm'), true);
+    await pool.give(berlin, true);
+    expect((await pool.take('dom_plane', 'de||berlin')).affinities).to.deep.equal(['de||berlin']);
+  });
+
   it('when full, keeps the agent that served last and stops the one idle longest', async () => {
     await pool.close();
     pool = new AgentPool({ dataDir: '/nonexistent', allowPrivateNetworks: false, log: pino({ level: 'silent' }), size: 2, recycleAfter: 25, idleMs: 60_000, healthy: async () => true });

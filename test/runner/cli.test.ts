@@ -3,19 +3,9 @@ import { spawn } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { startGateway, newToken, step, until, type TestGateway } from '../support/gateway.ts';
+import { cli } from '../support/cli.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
-
-function cli(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [path.join(root, 'cli/runplane.js'), ...args], { cwd: root, env: { PATH: process.env.PATH ?? '', ...env } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('exit', (code) => resolve({ code: code ?? -1, stdout, stderr }));
-  });
-}
 
 describe('runplane CLI', function () {
   this.timeout(60_000);

@@ -1,11 +1,13 @@
 // Issue 11: the shared store of record (PostgreSQL) and Redis restarted while a
 // run is executing. While a dependency is away, reads answer 503 {detail} with
 // Retry-After (never 500) and readiness names it; once it is back, reads work
-// again and the run reaches an end: never left running or queued.
+// again and the run reaches an end: never left running or queued. A browser session
+// rides both out: its client stays connected and its owner keeps (or takes again) its lease.
 import { expect } from 'chai';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import puppeteer from 'puppeteer-core';
 import { newToken, request, sleep, until, type TestResponse } from '../support/gateway.ts';
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
 import { startPostgres, type PgHandle } from '../support/postgres.ts';
@@ -183,6 +185,40 @@ describe('PostgreSQL and Redis restarted mid-run (gateway process on both)', fun
     });
     expect(next.status, next.text).to.equal(200);
     expect(await until(async () => (await req('GET', `/v1/runs/${next.body.run_id}`)).body.status === 'succeeded', 60_000)).to.equal(true);
+  });
+
+  it('a browser session rides out PostgreSQL away past the lease and a Redis restart: its client keeps driving the page, and a release afterwards ends it and frees its slot', async () => {
+    const made = await req('POST', '/v1/sessions', { compute_backend: 'dom_plane', keep_alive: true, idle_timeout_seconds: 120 });
+    expect(made.status, made.text).to.equal(200);
+    const id = made.body.session_id as string;
+    const browser = await puppeteer.connect({ browserWSEndpoint: made.body.cdp_url as string, headers: { 'X-Service-Token': token } });
+    let disconnected = false;
+    browser.on('disconnected', () => (disconnected = true));
+    const page = await browser.newPage();
+    await page.goto(`${site.url}/list`);
+    // the store of record away past the owner lease (9 s): the relay does not need it
+    await pg.kill();
+    await sleep(4000);
+    await page.goto(`${site.url}/list?page=2`);
+    await sleep(8000);
+    await pg.start();
+    expect(await until(async () => (await req('GET', `/v1/sessions/${id}`)).status === 200, 15_000), 'reads work again').to.equal(true);
+    expect((await req('GET', `/v1/sessions/${id}`)).body.status).to.equal('live');
+    // Redis keeps nothing across its restart: the owner takes its lease again at the next beat
+    await redis.stop();
+    redis = await startRedis(redis.port);
+    await sleep(4000);
+    expect((await req('GET', `/v1/sessions/${id}`)).body.status).to.equal('live');
+    await page.goto(`${site.url}/list?page=3`);
+    expect(page.url()).to.equal(`${site.url}/list?page=3`);
+    expect(disconnected, 'the client stayed connected through both outages').to.equal(false);
+    const gone = new Promise<void>((resolve) => browser.on('disconnected', () => resolve()));
+    const del = await req('DELETE', `/v1/sessions/${id}`);
+    expect(del.body).to.include({ status: 'ended', end_reason: 'released' });
+    await gone;
+    const next = await req('POST', '/v1/sessions', { compute_backend: 'dom_plane' });
+    expect(next.status, `the slot is free again: ${next.text}`).to.equal(200);
+    await req('DELETE', `/v1/sessions/${next.body.session_id}`);
   });
 
   it('Redis loses every queued job: the accepted runs are dispatched again from the store of record', async () => {

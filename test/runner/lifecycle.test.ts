@@ -39,7 +39,8 @@ describe('runner lifecycle without planes (SERVICE_PLANES=none)', () => {
   });
 
   it('answers a run that is not detached with its result body once it ends', async () => {
-    await sleep(200);
+    // the slot (max_concurrent_runs 1) is free once the last test's run ended
+    await waitFor(async () => ((await gw.gateway.services.limits.runningCount('nobrowser')) === 0 ? true : undefined));
     const r = await gw.req('POST', '/v1/predict', { token, body: { plan: [step()], detached: false } });
     expect(r.status).to.equal(200);
     expect(r.body).to.include({ status: 'failed' });

@@ -30,7 +30,7 @@ const RECIPE = {
     spam_indicators: ['sponsored'],
     listing_card_exclusions: ['.ad-card', 'text:partner offer'],
     forbidden_controls: ['Delete account', '#wipe'],
-    target_roles: { hit_button: '#hit' },
+    target_roles: { hit_button: '#hit', big_link: '#big' },
     rejection_intents: { 'close my account': 'page_blocked: this plan may not close accounts', purchase: 'runs never buy anything' },
   },
 };
@@ -229,6 +229,37 @@ describe('recipes and hints (real gateway, dom_plane)', function () {
     expect(fake.requests).to.have.length(1);
     await new Promise((res) => setTimeout(res, 300));
     expect((site.hits.get('/hit') ?? 0) - hits).to.equal(2);
+  });
+
+  it('capture_link_in_new_tab finds its source by selector, by target_role through the recipe, and by vision when neither names an element', async () => {
+    fake.requests.length = 0;
+    const r = await run([
+      { intent: 'open the big link page', type: 'navigate', url: `${site.url}/bigtab`, required: true },
+      { intent: 'capture the big link', type: 'capture_link_in_new_tab', source_selector: '#big' },
+      { intent: 'capture the big link', type: 'capture_link_in_new_tab', _recipe: 'flat-cards', target_role: 'big_link', emit: 'current_url_title' },
+      { intent: 'hit the link to page three', type: 'capture_link_in_new_tab', source_selector: 'the link to page three' },
+      { intent: 'hit the comments link', type: 'capture_link_in_new_tab', _recipe: 'flat-cards', target_role: 'comments_link', emit: 'current_url_title' },
+    ]);
+    const steps = r.steps as Body[];
+    expect(steps.map((s) => [s.success, s.failure_class ?? null]), JSON.stringify(steps)).to.deep.equal([
+      [true, null],
+      [true, null],
+      [true, null],
+      [true, null],
+      [true, null],
+    ]);
+    expect(steps[1]!.last_action.reasoning).to.equal('capture_link_in_new_tab via selector #big');
+    expect(steps[2]!.last_action.reasoning).to.equal('capture_link_in_new_tab via target_role big_link (#big)');
+    expect(steps[3]!.last_action.reasoning).to.match(/^capture_link_in_new_tab via grounding by default-cua at \(\d+, \d+\)$/);
+    expect(steps[4]!.last_action.reasoning).to.match(/^capture_link_in_new_tab via grounding by default-cua/);
+    // only the two without an element asked the model
+    expect(fake.requests.filter((q) => q.seen.text.includes('Click the target of this step'))).to.have.length(2);
+    const rows = (await artifact(r.run_id, 'extracted_rows.json')) as unknown as Body[];
+    // each step captured the link's page; the run's rows keep it once
+    expect(steps.slice(1).map((s) => s.rows), JSON.stringify(steps)).to.deep.equal([1, 1, 1, 1]);
+    expect([...new Set(rows.map((x) => x.url))]).to.deep.equal([`${site.url}/list?page=3`]);
+    // the source tab is the one left active
+    expect(steps[4]!.final_url).to.equal(`${site.url}/bigtab`);
   });
 
   it('answers a step intent or a brain action that rejection_intents recognise with their rejection, before the browser acts', async () => {

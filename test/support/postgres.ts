@@ -2,9 +2,14 @@
 // directory, one server on a free loopback port, removed on stop. Debian's
 // postgresql package provides the binaries (scripts/ensure-system-deps.sh).
 // The server refuses to run as root, so as root it runs as the `postgres` user.
+// However its owner ends (stop(), an exit, a signal without a handler, SIGKILL),
+// the server goes and its directory is removed: a watchdog outside the owner
+// waits for the owner's end (EOF on a pipe only the owner holds), then shuts
+// the server down (SIGQUIT: immediate) and removes the directory.
 import { execFile, spawn } from 'node:child_process';
 import { chown, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { readdirSync, rmSync } from 'node:fs';
+import type { Socket } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -32,6 +37,27 @@ function binDir(): string {
   return path.join(root, versions[0]!, 'bin');
 }
 
+/**
+ * A detached shell that blocks reading a pipe from this process: at its EOF (this
+ * process gone, however) it stops the server of `data`, if any, and removes `dir`.
+ * Detached, so a Ctrl-C to the terminal's process group does not end it first.
+ */
+function watchdog(dir: string, data: string): { done(): void } {
+  const script = [
+    'read -r _',
+    'pid=$(head -n 1 "$2/postmaster.pid" 2>/dev/null)',
+    'if [ -n "$pid" ] && kill -QUIT "$pid" 2>/dev/null; then while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done; fi',
+    'rm -rf "$1"',
+  ].join('\n');
+  const child = spawn('sh', ['-c', script, 'pg-watchdog', dir, data], { detached: true, stdio: ['pipe', 'ignore', 'ignore'] });
+  // neither the pipe nor the child keeps this process alive: its end is what the watchdog waits for
+  child.unref();
+  const pipe = child.stdin as Socket;
+  pipe.unref();
+  pipe.on('error', () => undefined);
+  return { done: () => pipe.end() };
+}
+
 export async function startPostgres(): Promise<PgHandle> {
   const bin = binDir();
   const dir = await mkdtemp(path.join(tmpdir(), 'runplane-pg-'));
@@ -53,6 +79,7 @@ export async function startPostgres(): Promise<PgHandle> {
       child.once('error', reject);
       child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${cmd} exited ${code}: ${out.slice(-2000)}`))));
     });
+  const guard = watchdog(dir, data);
   await as('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync', '--no-instructions']);
   const port = await freePort();
   const start = () =>
@@ -90,6 +117,7 @@ export async function startPostgres(): Promise<PgHandle> {
       pid = 0;
       process.off('exit', reapAtExit);
       await rm(dir, { recursive: true, force: true });
+      guard.done();
     },
   };
 }

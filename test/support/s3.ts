@@ -58,6 +58,9 @@ export async function startFakeS3(accessKeyId: string): Promise<FakeS3> {
         }
         res.writeHead(200, { 'content-length': obj.length });
         res.end(req.method === 'GET' ? obj : undefined);
+      } else if (req.method === 'DELETE') {
+        objects.delete(full);
+        res.writeHead(204).end();
       } else res.writeHead(405).end();
     });
   });

@@ -1,11 +1,12 @@
 // The local fixture site runs visit: a paginated listings site, a form with a
 // success page and an in-place submit, a new-tab link, a popup, links to anti-bot pages, ways out to another origin (link, popup, meta refresh, 302), a busy page, a 404, a page that never
 // changes, a counter the server counts, and links to another origin; the
-// recipes and hints pages are in recipe-pages.ts.
+// recipes and hints pages are in recipe-pages.ts, the step rows' pages in rows-pages.ts.
 import { createServer, type Server } from 'node:http';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { recipePage } from './recipe-pages.ts';
+import { rowsPage } from './rows-pages.ts';
 
 export interface Site {
   url: string;
@@ -46,6 +47,9 @@ export async function startSite(otherOrigin?: string): Promise<Site> {
         return html(200, page('Settings', `<label for="nick">Nickname</label><input id="nick"><button onclick="document.getElementById('out').textContent='Saved!'">Save</button><p id="out"></p>`));
       case '/newtab':
         return html(200, page('Links', `<a id="out" target="_blank" href="/list?page=2">open listings</a>`));
+      case '/bigtab':
+        // one large link where the fake model's "hit" grounding clicks (a fifth across, a third down)
+        return html(200, page('Big link', `<a id="big" target="_blank" href="/list?page=3" style="position:absolute;left:0;top:0;width:600px;height:400px;display:block">page three</a>`));
       case '/static':
         return html(200, page('Static', '<h1>Nothing ever changes here</h1>'));
       case '/counter':
@@ -59,6 +63,9 @@ export async function startSite(otherOrigin?: string): Promise<Site> {
         return html(200, page('Slow tally', `<div id="hit" style="position:absolute;left:0;top:0;width:600px;height:400px;font-size:120px" onclick="setTimeout(() => { this.textContent = String(Number(this.textContent) + 1) }, 700)">0</div>`));
       case '/hit':
         return res.writeHead(204).end();
+      case '/hang':
+        // never answered (close() ends the connection): a subresource that keeps its page from completing its load
+        return;
       case '/later':
         // missing on the first visit (4xx is never retried), there afterwards: a fault a resume gets past
         return hits.get('/later') === 1 ? html(404, page('Not yet', '<h1>not published yet</h1>')) : html(200, page('Later', '<h1>Published</h1>'));
@@ -130,6 +137,10 @@ export async function startSite(otherOrigin?: string): Promise<Site> {
         if (u.pathname.startsWith('/recipes/')) {
           const recipe = recipePage(u.pathname);
           if (recipe) return html(recipe.status, recipe.body);
+        }
+        if (u.pathname.startsWith('/rows/')) {
+          const rows = rowsPage(u.pathname);
+          if (rows) return html(200, rows);
         }
         if (u.pathname.startsWith('/item/')) return html(200, page(`Item ${u.pathname.slice(6)}`, `<h1>Item ${u.pathname.slice(6)}</h1>`));
         return html(404, page('Not found', '<h1>404</h1>'));

@@ -12,13 +12,16 @@
 const ALL = ['test/**/*.test.ts'];
 const PG_SPEC = [
   'test/gateway/**/*.test.ts',
-  ...['abort-safety', 'cli', 'lifecycle', 'queue', 'recorder', 'runs-computer', 'runs-dom', 'trace-crash'].map((f) => `test/runner/${f}.test.ts`),
+  ...['abort-safety', 'cli', 'lifecycle', 'profiles', 'queue', 'recorder', 'runs-computer', 'runs-dom', 'takeover-run', 'trace-crash', 'vault-login'].map((f) => `test/runner/${f}.test.ts`),
   'test/brains/routes.test.ts',
+  'test/sessions/sessions-api.test.ts',
+  // live tickets (single use, bound to a session and a mode) are redeemed in the store of record
+  'test/viewer/takeover-relay.test.ts',
   'test/trace/ids-hostile.test.ts',
   'test/trace/meta-db.test.ts',
   'test/trace/two-replicas.test.ts',
 ];
-const PG_SKIP = ['test/gateway/restart.test.ts', 'test/runner/fleet.test.ts', 'test/runner/fleet-registered.test.ts', 'test/gateway/store-of-record*.test.ts', 'test/runner/replica-kill.test.ts', 'test/runner/dependency-restart.test.ts'];
+const PG_SKIP = ['test/gateway/restart.test.ts', 'test/runner/fleet.test.ts', 'test/runner/fleet-registered.test.ts', 'test/runner/profiles-fleet.test.ts', 'test/gateway/store-of-record*.test.ts', 'test/runner/replica-kill.test.ts', 'test/runner/dependency-restart.test.ts'];
 
 // Files that load the host hard (many browsers at once, a fleet, gateways killed
 // and restarted) or time what they see: `npm test` never runs two of them at once.
@@ -32,11 +35,13 @@ const HEAVY = [
   'test/runner/deep-loop-memory.test.ts',
   'test/runner/fleet-registered.test.ts',
   'test/runner/fleet.test.ts',
+  'test/runner/profiles-fleet.test.ts',
   'test/runner/replica-kill.test.ts',
   'test/runner/twins-computer.test.ts',
   'test/runner/truth-computer.test.ts',
   'test/brains/budgets.test.ts',
   'test/gateway/restart.test.ts',
+  'test/sessions/sessions-replicas.test.ts',
 ];
 
 module.exports = { ALL, PG_SPEC, PG_SKIP, HEAVY };

@@ -1,6 +1,8 @@
 // Issue 13: passwords are hashed with OWASP's scrypt parameters (N=2^17, r=8, p=1),
 // and a hash made with older ones (N=2^14) is replaced at the next successful login,
 // on disk too. A stored hash asking for more memory than the cap is refused, never run.
+// The suite hashes at a lower cost (RUNPLANE_TEST_SCRYPT_N, test/support/hash-cost.ts):
+// this file unsets it, so what it checks is what production runs.
 import { expect } from 'chai';
 import { randomBytes, scryptSync } from 'node:crypto';
 import { hashPassword, needsRehash, verifyPassword } from '../../plugins/trace-ingest/auth.ts';
@@ -15,10 +17,15 @@ function oldHash(password: string): string {
 describe('trace ingest password hashing', function () {
   this.timeout(60_000);
   let ing: TestIngest;
+  const testN = process.env.RUNPLANE_TEST_SCRYPT_N;
   before(async () => {
+    delete process.env.RUNPLANE_TEST_SCRYPT_N;
     ing = await startIngest();
   });
-  after(async () => ing?.close());
+  after(async () => {
+    if (testN !== undefined) process.env.RUNPLANE_TEST_SCRYPT_N = testN;
+    await ing?.close();
+  });
 
   it('hashes new passwords at N=2^17, r=8, p=1', async () => {
     const h = await hashPassword('correct horse battery staple');
@@ -44,6 +51,22 @@ describe('trace ingest password hashing', function () {
     expect((await svc.meta.user(user.user_id))!.password_hash).to.match(/^scrypt\$131072\$8\$1\$/);
     // the new hash still takes the same password
     await ing.login({ email: 'old@rehash.test', password: 'legacy-password-123' });
+  });
+
+  it('takes a lower N only from RUNPLANE_TEST_SCRYPT_N, as a power of two from 2^10 up to the production 2^17', async () => {
+    try {
+      process.env.RUNPLANE_TEST_SCRYPT_N = '1024';
+      const cheap = await hashPassword('pw-1234567');
+      expect(cheap).to.match(/^scrypt\$1024\$8\$1\$/);
+      expect(await verifyPassword('pw-1234567', cheap)).to.equal(true);
+      for (const bad of ['512', '1000', '262144', 'cheap']) {
+        process.env.RUNPLANE_TEST_SCRYPT_N = bad;
+        expect(await hashPassword('pw-1234567').then(() => 'hashed', (e: Error) => e.message), bad).to.match(/RUNPLANE_TEST_SCRYPT_N/);
+      }
+    } finally {
+      delete process.env.RUNPLANE_TEST_SCRYPT_N;
+    }
+    expect(needsRehash(`scrypt$1024$8$1$AAAA$AAAA`), 'a test-cost hash is rehashed in production').to.equal(true);
   });
 
   it('refuses a stored hash whose parameters pass the memory cap, or are not numbers, without running scrypt', async () => {

@@ -6,7 +6,7 @@
 // seeing nothing of the first. Screenshots of the main views are saved as
 // artefacts and checked not to be blank.
 import { expect } from 'chai';
-import { mkdir, mkdtemp } from 'node:fs/promises';
+import { mkdtemp } from 'node:fs/promises';
 import { existsSync, statSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
@@ -15,22 +15,13 @@ import sharp from 'sharp';
 import type { Browser, Page } from 'puppeteer-core';
 import { RUNNER_ENV, newToken, sleep, startGateway, until, type TestGateway } from '../support/gateway.ts';
 import { startSite, type Site } from '../support/site.ts';
-import { launchTestBrowser } from '../support/browser.ts';
+import { launchTestBrowser, snapshot } from '../support/browser.ts';
 import { startFakeModel, type FakeModel, fakeBrainsDir } from '../support/fake-model.ts';
 import { createIngestApp } from '../../plugins/trace-ingest/app.ts';
 import { DebugSession } from '../../sdk/index.ts';
 
-const ARTIFACTS = path.join(tmpdir(), 'runplane-viewer-artifacts');
 const READER = { email: 'reader@alpha.test', password: 'pw-alpha-reader-0123456789' };
 
-/** Saves a screenshot of the page and checks it shows something (not one flat colour). */
-async function snapshot(page: Page, name: string): Promise<void> {
-  await mkdir(ARTIFACTS, { recursive: true });
-  const file = path.join(ARTIFACTS, `${name}.png`);
-  await page.screenshot({ path: file });
-  const { channels } = await sharp(file).stats();
-  expect(Math.max(...channels.map((c) => c.stdev)), `${name} is not blank`).to.be.above(10);
-}
 
 describe('the viewer (/ui) in a real browser, on a real gateway with real runs', function () {
   this.timeout(300_000);

@@ -1,11 +1,13 @@
 /* global document, window, sessionStorage, location, URLSearchParams */
-// The runplane viewer: runs list, a run's timeline (live while it runs), and
-// two runs compared, in the browser, on the gateway's own API. Everything
-// shown is built as DOM nodes with textContent (never HTML from data), and the
-// token lives in this tab's sessionStorage, sent as X-Service-Token.
+// The runplane viewer: runs list, a run's timeline (live while it runs), two
+// runs compared, and browser sessions (sessions.js), in the browser, on the
+// gateway's own API. Everything shown is built as DOM nodes with textContent
+// (never HTML from data), and the token lives in this tab's sessionStorage, sent as X-Service-Token.
 import { ApiError, TOKEN_KEY, api, badge, duration, fmtTime, h, newPage, token } from './dom.js';
 import { leaveRun, runView } from './run.js';
+import { leaveSession, sessionView, sessionsList } from './sessions.js';
 import { traceView, tracesView } from './traces.js';
+import { leaveLive, sessionLiveView } from './takeover.js';
 
 const main = document.getElementById('main');
 const who = document.getElementById('who');
@@ -111,6 +113,8 @@ async function compareView(a, b, current) {
 
 function route() {
   leaveRun();
+  leaveSession();
+  leaveLive();
   const current = newPage();
   // an earlier page's late failure is not this page's
   const failHere = (err) => (current() ? fail(err) : undefined);
@@ -120,6 +124,10 @@ function route() {
   if (!token()) return signIn();
   signout.hidden = false;
   who.textContent = 'signed in';
+  const live = /^#\/sessions\/([^/?]+)\/live(?:\?|$)/.exec(location.hash);
+  if (live) return void sessionLiveView(decodeURIComponent(live[1]), { current }).catch(failHere);
+  const ses = /^#\/sessions(?:\/([^/?]+))?(?:\?|$)/.exec(location.hash);
+  if (ses) return void (ses[1] ? sessionView(decodeURIComponent(ses[1]), { fail: failHere, current }) : sessionsList(current)).catch(failHere);
   const m = /^#\/runs\/([^/?]+)/.exec(location.hash);
   const c = /^#\/compare\/([^/?]+)\/([^/?]+)/.exec(location.hash);
   (c ? compareView(decodeURIComponent(c[1]), decodeURIComponent(c[2]), current) : m ? runView(decodeURIComponent(m[1]), { fail: failHere, refresh: route, current }) : runsList()).catch(failHere);

@@ -8,6 +8,8 @@ export interface HealthReply {
   'session_bound'?: (boolean);
   'last_action_unix_ms'?: (number | string | Long);
   'uptime_ms'?: (number | string | Long);
+  'pool_ready'?: (number);
+  'pool_capacity'?: (number);
 }
 
 export interface HealthReply__Output {
@@ -16,4 +18,6 @@ export interface HealthReply__Output {
   'session_bound': (boolean);
   'last_action_unix_ms': (number);
   'uptime_ms': (number);
+  'pool_ready': (number);
+  'pool_capacity': (number);
 }

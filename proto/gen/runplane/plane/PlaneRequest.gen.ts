@@ -9,6 +9,7 @@ export interface PlaneRequest {
   'body_json'?: (string);
   'session_token'?: (string);
   'deadline_unix_ms'?: (number | string | Long);
+  'blob'?: (Buffer | Uint8Array | string);
 }
 
 export interface PlaneRequest__Output {
@@ -18,4 +19,5 @@ export interface PlaneRequest__Output {
   'body_json': (string);
   'session_token': (string);
   'deadline_unix_ms': (number);
+  'blob': (Buffer);
 }

@@ -1,0 +1,139 @@
+// The run's wait for a person (issue 42): a step, an anti-bot verdict or the brain
+// asked for help. The run shows phase awaiting_human, keeps its plane, lease (the
+// executor's heartbeat goes on) and recording, and its clock (time cap, step limit)
+// stops. A takeover record and its one-time link are made through the desk (the
+// takeover service); the run's owner then polls the store for the answer. Done: the
+// step goes on. Fail: the run halts human_failed with the person's note. Expiry: it
+// halts human_timeout. A cancel, the time cap or a lost plane end the takeover `cancelled`.
+import type { HumanAnswer, HumanRequest, StepContext } from '../plugins/contract.ts';
+import type { RunRecord } from '../runs/records.ts';
+import type { RunClock } from './clock.ts';
+import { inputCounts, type InputNote } from '../takeover/records.ts';
+import { Halt } from './outcome.ts';
+import type { PlaneEndpoint } from './planes.ts';
+import type { RunRecording } from './recording.ts';
+
+/** A takeover as the runner sees it (gateway/takeover/records.ts has the whole record). */
+export interface DeskTakeover {
+  takeover_id: string;
+  tenant_id: string;
+  created_at: string;
+  expires_at: string;
+  opened_at: string | null;
+  ended_at: string | null;
+  status: string;
+  by: string | null;
+  note: string | null;
+  inputs?: InputNote[];
+  input_count?: number;
+}
+
+/** What the runner needs of the takeover service (it implements this). */
+export interface TakeoverDesk {
+  request(a: {
+    run_id: string;
+    tenant_id: string;
+    reason: HumanRequest['reason'];
+    message: string;
+    step_path: string;
+    backend: 'computer_plane' | 'dom_plane';
+    endpoint: { url: string; token: string } | null;
+    viewport: { width: number; height: number } | null;
+    timeoutSeconds?: number;
+    /** the lease's own endpoint (with the agent's secret) while this runner holds the run: a relay on this replica uses it */
+    live?: () => PlaneEndpoint | undefined;
+  }): Promise<{ record: DeskTakeover; link: string }>;
+  wait(r: DeskTakeover, signal: AbortSignal): Promise<DeskTakeover>;
+  end(r: DeskTakeover, status: 'cancelled', by: string): Promise<DeskTakeover>;
+}
+
+export interface HumanSide {
+  desk: TakeoverDesk;
+  clock: RunClock;
+  signal: AbortSignal;
+  run(): RunRecord;
+  /** saves the run (phase) and emits its event, fenced by the lease */
+  saveAndEmit(r: RunRecord, type: string, data: Record<string, unknown>): Promise<void>;
+  emit(type: string, data: Record<string, unknown>): Promise<void>;
+  endpoint(): PlaneEndpoint | undefined;
+  viewport(): Promise<{ width: number; height: number } | null>;
+  rec?: RunRecording;
+  /** the trace index of the step that asked */
+  traceIndex(): number;
+  log(line: string): void;
+}
+
+/** What a step's context gets of the run's takeover: askHuman and the runtime switches that call it. */
+export function humanFields(h: HumanSide | undefined, runtime: Record<string, unknown>, path: string): Pick<StepContext, 'askHuman' | 'onChallenge' | 'brainMayAskHuman'> {
+  if (!h) return {};
+  return { askHuman: (req) => askHuman(h, path, req), onChallenge: runtime.on_challenge === 'ask_human' ? 'ask_human' : 'halt', brainMayAskHuman: runtime.brain_may_ask_human === true };
+}
+
+/** Asks a person on behalf of the step at `path`; resolves on Done, throws the run's halt otherwise. */
+export async function askHuman(h: HumanSide, path: string, req: HumanRequest): Promise<HumanAnswer> {
+  if (h.signal.aborted) throw h.signal.reason;
+  const run = h.run();
+  const ep = h.endpoint();
+  const message = (req.message || 'a person is asked to act on the page').slice(0, 2000);
+  const { record, link } = await h.desk.request({
+    run_id: run.run_id,
+    tenant_id: run.tenant_id,
+    reason: req.reason,
+    message,
+    step_path: path,
+    backend: run.runtime.compute_backend,
+    endpoint: ep ? { url: ep.url, token: ep.token } : null,
+    viewport: await h.viewport(),
+    live: h.endpoint,
+    ...(req.timeoutSeconds !== undefined ? { timeoutSeconds: req.timeoutSeconds } : {}),
+  });
+  h.clock.hold();
+  const t0 = Date.now();
+  let ended: DeskTakeover | undefined;
+  try {
+    h.log(`${path} waiting for a person (${req.reason}): takeover ${record.takeover_id} until ${record.expires_at}`);
+    await h.saveAndEmit({ ...h.run(), phase: 'awaiting_human' }, 'run.status', { status: 'running', phase: 'awaiting_human', takeover_id: record.takeover_id });
+    await h.emit('takeover_requested', { takeover_id: record.takeover_id, path, reason: req.reason, message, expires_at: record.expires_at, link });
+    try {
+      ended = await h.desk.wait(record, h.signal);
+    } catch (err) {
+      // a cancel, the time cap, a lost plane or a lost lease: the person's link stops working
+      ended = await h.desk.end(record, 'cancelled', 'run').catch(() => undefined);
+      throw err;
+    }
+  } finally {
+    h.clock.release();
+    if (ended) await report(h, path, ended, Date.now() - t0).catch(() => undefined);
+  }
+  if (ended.status === 'done') {
+    await h.saveAndEmit({ ...h.run(), phase: 'running' }, 'run.status', { status: 'running', phase: 'running' });
+    return { outcome: 'done', ...(ended.note ? { note: ended.note } : {}), ...(ended.by ? { by: ended.by } : {}), waited_ms: Date.now() - t0 };
+  }
+  if (ended.status === 'failed') {
+    const note = ended.note ? `: ${JSON.stringify(ended.note)}` : ' (no note)';
+    throw new Halt('human_failed', `the person who took over ${path} pressed Fail${note}`, null, `the person who took over pressed Fail${note}`);
+  }
+  if (ended.status === 'cancelled') throw h.signal.aborted ? h.signal.reason : new Halt('cancelled', 'the takeover was cancelled');
+  const seconds = Math.round((Date.parse(record.expires_at) - Date.parse(record.created_at)) / 1000);
+  throw new Halt('human_timeout', `nobody took over ${path} before the link expired (${seconds} s)`, 'timeout', `nobody took over in time: the takeover link expired after ${seconds} s${ended.opened_at ? ' (it was opened, but neither Done nor Fail was pressed)' : ' without being opened'}`);
+}
+
+/** takeover_ended on the run's events and an intervention in its trace. */
+async function report(h: HumanSide, path: string, t: DeskTakeover, waitedMs: number): Promise<void> {
+  const inputs = inputCounts(t);
+  const duration = t.opened_at && t.ended_at ? Math.max(0, Date.parse(t.ended_at) - Date.parse(t.opened_at)) : 0;
+  h.log(`${path} takeover ${t.takeover_id} ended ${t.status} (by ${t.by ?? 'nobody'}) after ${Math.round(waitedMs / 1000)} s, ${inputs.total} input(s)`);
+  // the step's own pre and post screenshots are the page before and after the person
+  h.rec?.decision(h.traceIndex(), 'intervention', 'command', `a person took over ${path}: ${t.status}`, {
+    takeover_id: t.takeover_id,
+    outcome: t.status,
+    by: t.by,
+    requested_at: t.created_at,
+    opened_at: t.opened_at,
+    ended_at: t.ended_at,
+    duration_ms: duration,
+    waited_ms: waitedMs,
+    inputs,
+  });
+  await h.emit('takeover_ended', { takeover_id: t.takeover_id, path, outcome: t.status, by: t.by, duration_ms: duration, waited_ms: waitedMs, inputs });
+}
