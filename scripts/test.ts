@@ -258,10 +258,21 @@ async function runPool(jobs: Job[], width: number, timesDir: string, extraEnv: R
   if (process.env.RUNPLANE_TEST_CPU_OUT) writeFileSync(process.env.RUNPLANE_TEST_CPU_OUT, `${JSON.stringify(cpu, null, 1)}\n`);
   // the seconds of this run, for test/support/file-seconds.json
   if (process.env.RUNPLANE_TEST_SECONDS_OUT) writeFileSync(process.env.RUNPLANE_TEST_SECONDS_OUT, `${JSON.stringify(seconds, null, 1)}\n`);
-  if (failed.length) process.stdout.write(`\nfailed jobs:\n${failed.map((o) => `  ${o.job.name} (exit ${o.code})`).join('\n')}\n`);
+  if (failed.length) process.stdout.write(`\nfailed jobs:\n${failed.map((o) => `  ${o.job.name} (exit ${o.code})\n${failureRecap(o.out)}`).join('\n')}\n`);
   process.stdout.write(`\nwall ${((performance.now() - t0) / 60_000).toFixed(1)} min, ${jobs.length} jobs, ${width} at a time\n`);
   process.stdout.write(`tests: ${passes} passed, ${failures} failed\n`);
   return failed.length > 0 || failures > 0 ? 1 : 0;
+}
+
+/**
+ * A failed job's failures again at the very end (mocha's "N failing" section, capped), because CI keeps only the
+ * tail of the output and a failure printed 20 minutes earlier was lost with the rest.
+ */
+function failureRecap(out: string, cap = 6000): string {
+  const at = out.search(/^\s*\d+ failing/m);
+  const text = at >= 0 ? out.slice(at) : out.slice(-cap);
+  const cut = text.length > cap ? `${text.slice(0, cap)}\n    [... ${text.length - cap} more characters]` : text;
+  return cut.replace(/^/gm, '    ');
 }
 
 // A signal ends the jobs, then the cluster, then this process (128 + the signal's number, as a shell reports
