@@ -93,7 +93,28 @@ export function staleness() {
   const stamp = stampOf(BUILD_DIR);
   if (stamp === undefined) return `${BUILD_DIR} is missing or unfinished`;
   if (!existsSync(path.join(REPO_ROOT, 'gateway'))) return undefined;
-  return stamp === fingerprint(sourceFiles()) ? undefined : `${BUILD_DIR} is older than the sources`;
+  const files = sourceFiles();
+  return stamp === fingerprint(files) ? undefined : `${BUILD_DIR} is older than the sources${newestSince(files)}`;
+}
+
+/** Which source changed after the build (the newest one), so a stale build found mid-test names its cause. */
+function newestSince(files) {
+  let built;
+  try {
+    built = statSync(path.join(BUILD_DIR, STAMP)).mtimeMs;
+  } catch {
+    return '';
+  }
+  let newest;
+  for (const f of [...INPUTS.map((i) => path.join(REPO_ROOT, i)), ...files]) {
+    try {
+      const m = statSync(f).mtimeMs;
+      if (m > built && (!newest || m > newest.m)) newest = { f, m };
+    } catch {
+      // gone since it was listed
+    }
+  }
+  return newest ? ` (${path.relative(REPO_ROOT, newest.f)} changed at ${new Date(newest.m).toISOString()})` : '';
 }
 
 /** Throws a clear error when build/ is missing or older than the sources; checked once per process. */

@@ -57,6 +57,8 @@ describe('profiles stored by the gateway (one gateway, local agents, real Chromi
     await site?.close();
   });
 
+  /** what a failed run says about itself, for the assertion's message */
+  const why = (r: Body): string => JSON.stringify({ error: r.error, summary: r.summary, failure_help: r.failure_help, steps: r.steps });
   const run = async (profile: string, steps: Body[], detached = false): Promise<Body> => {
     const r = await gw.req('POST', '/v1/predict', { token, body: { plan: { steps }, profile_id: profile, detached, compute_backend: 'dom_plane' } });
     expect(r.status, r.text).to.equal(200);
@@ -93,7 +95,7 @@ describe('profiles stored by the gateway (one gateway, local agents, real Chromi
 
   it('saves a login after the run and loads it into the next run: HttpOnly cookie, localStorage and IndexedDB', async () => {
     const first = await run('shop', login());
-    expect(first.status, JSON.stringify(first.steps)).to.equal('succeeded');
+    expect(first.status, why(first)).to.equal('succeeded');
     expect(site.stored).to.include('login');
     const sid = site.logins.at(-1)!.sid;
     shopSid = sid;
@@ -115,7 +117,7 @@ describe('profiles stored by the gateway (one gateway, local agents, real Chromi
     expect(list.text).to.not.include(sid);
 
     const second = await run('shop', whoami());
-    expect(second.status, JSON.stringify(second.steps)).to.equal('succeeded');
+    expect(second.status, why(second)).to.equal('succeeded');
     expect(site.seen.at(-1)).to.deep.equal({ cookie: sid, ls: `L-${sid}`, idb: `I-${sid}` });
     // the second run saved a new version of its own
     const again = await savedBy('shop', second.run_id as string);
@@ -125,10 +127,10 @@ describe('profiles stored by the gateway (one gateway, local agents, real Chromi
 
   it('a run started the moment the last one ended waits for its save, and starts from that newest version', async () => {
     const first = await run('quick', login());
-    expect(first.status).to.equal('succeeded');
+    expect(first.status, why(first)).to.equal('succeeded');
     // no wait for the save: the profile's lock is held until it is stored
     const second = await run('quick', whoami());
-    expect(second.status, JSON.stringify(second.steps)).to.equal('succeeded');
+    expect(second.status, why(second)).to.equal('succeeded');
     const sid = site.logins.at(-1)!.sid;
     expect(site.seen.at(-1)).to.deep.equal({ cookie: sid, ls: `L-${sid}`, idb: `I-${sid}` });
   });
@@ -150,7 +152,7 @@ describe('profiles stored by the gateway (one gateway, local agents, real Chromi
       { intent: 'write a lot', type: 'navigate', url: `${site.url}/big?kb=3072`, required: true },
       { intent: 'let it land', type: 'wait', seconds: 1.5 },
     ]);
-    expect(big.status, JSON.stringify(big.steps)).to.equal('succeeded');
+    expect(big.status, why(big)).to.equal('succeeded');
     expect(site.stored).to.include('big');
     const e = await profileEvent(big.run_id as string);
     expect(e?.data).to.include({ saved: false, error_class: 'payload_too_large' });
@@ -159,7 +161,7 @@ describe('profiles stored by the gateway (one gateway, local agents, real Chromi
     expect(after.version).to.equal(before.version);
     // the lock came free after the refusal, and the kept version still signs the next run in
     const next = await run('shop', whoami());
-    expect(next.status).to.equal('succeeded');
+    expect(next.status, why(next)).to.equal('succeeded');
     expect(site.seen.at(-1)!.cookie).to.equal(shopSid);
   });
 
@@ -188,7 +190,7 @@ describe('profiles stored by the gateway (one gateway, local agents, real Chromi
     expect((await gw.req('GET', '/v1/profiles/shop', { token })).status).to.equal(404);
     expect((await gw.req('DELETE', '/v1/profiles/shop', { token })).status).to.equal(404);
     const fresh = await run('shop', whoami());
-    expect(fresh.status).to.equal('succeeded');
+    expect(fresh.status, why(fresh)).to.equal('succeeded');
     expect(site.seen.at(-1)).to.deep.equal({ cookie: null, ls: null, idb: null });
   });
 });
