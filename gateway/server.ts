@@ -24,6 +24,7 @@ import { profileBlobStore } from './vault/profile-blobs.ts';
 import { ProfileSyncs } from './runner/profile-sync.ts';
 import { RUN_VIEW, runDir, type RunLifecycle, type RunRecord } from './runs/records.ts';
 import { SessionsService } from './sessions/sessions-service.ts';
+import { SessionSweep } from './sessions/sweep.ts';
 import { TakeoverService } from './takeover/service.ts';
 import type { TakeoverRecord } from './takeover/records.ts';
 import type { SessionRecord } from './sessions/records.ts';
@@ -221,6 +222,12 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     },
   };
   runs.addHolderCheck((tenantId, holder) => services.sessions.holderEnded(tenantId, holder));
+  const sessionSweep = new SessionSweep({
+    store: state.store<SessionRecord>('sessions'),
+    look: (r) => services.sessions.look(r),
+    log: namedLogger(log, 'gateway.sessions'),
+    intervalMs: Math.max(1000, Math.floor(config.runLeaseMs / 3)),
+  });
   const executor = new RunExecutor({
     store: runs,
     planes,
@@ -263,6 +270,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     recorder,
   });
   await recovery.start();
+  sessionSweep.start();
   webhooks.start();
   const app = buildApp(services, routes);
   let server: Server | undefined;
@@ -308,6 +316,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
       const deadline = Date.now() + graceMs;
       for (const stop of [...services.watchers]) stop();
       // sessions end first: a browser a client drives has no grace to finish in
+      await sessionSweep.close();
       await services.sessions.close();
       // requests first (one may still accept a run and queue it), then the queue
       if (server) await closeServer(server, deadline);

@@ -228,7 +228,12 @@ export class SessionsService {
     if (!SESSION_ID.test(id)) throw notFound('no such session');
     const r = await this.d.store.get(sessionKey(tenant.tenant_id, id));
     if (!r || r.tenant_id !== tenant.tenant_id) throw notFound('no such session');
-    if (r.status !== 'ended' && !this.held.has(id) && (await this.ownerGone(r))) return this.takeOver(r);
+    return this.look(r);
+  }
+
+  /** `r` as it is once looked at: a live session whose owner died is taken over here (or ended). */
+  async look(r: SessionRecord): Promise<SessionRecord> {
+    if (r.status !== 'ended' && !this.held.has(r.session_id) && (await this.ownerGone(r))) return this.takeOver(r);
     return r;
   }
 

@@ -2,8 +2,8 @@
 // Redis, with a dom_plane agent that registers itself: a client re-attaches through the
 // other replica and finds its page; a release on one replica ends the session its peer
 // owns; SIGKILL of the owning replica: the survivor relaying a client takes the session
-// over, and a session whose agent closed it meanwhile ends gateway_lost; the agent's
-// slot comes free either way. Real Redis, agents, Chromium.
+// over, and a session whose agent closed it meanwhile ends gateway_lost; one nobody looks
+// at is found by the survivor's sweep; the agent's slot comes free every way. Real Redis, agents, Chromium.
 import { expect } from 'chai';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -109,6 +109,27 @@ describe('browser sessions behind two replicas (Redis, a registered agent)', fun
     await gone;
     expect(await until(agentFree, 30_000)).to.equal(true);
     expect(await r0.gateway.services.limits.runningCount('acme')).to.equal(0);
+  });
+
+  it('SIGKILL of the owning replica while nobody looks (no client, no GET): the survivor\'s sweep ends or adopts the session by itself, and its slot comes free', async () => {
+    const owner = await startReplica();
+    try {
+      const made = await request(owner.url, 'POST', '/v1/sessions', { token, body: { keep_alive: true, idle_timeout_seconds: 5 } });
+      expect(made.status, made.text).to.equal(200);
+      const id = made.body.session_id as string;
+      owner.child.kill('SIGKILL');
+      await owner.exited;
+      // read straight from the store: a GET would be a look of its own
+      const rows = r0.gateway.services.state.store<SessionRecord>('sessions');
+      expect((await rows.get(`acme/${id}`))!.status).to.equal('live');
+      expect(await until(async () => (await rows.get(`acme/${id}`))!.status === 'ended', 40_000), 'the orphan stayed live').to.equal(true);
+      // adopted and then idle past its 5 s, or its agent had reaped it first: ended either way, by the sweep
+      expect((await rows.get(`acme/${id}`))!.end_reason).to.be.oneOf(['idle_timeout', 'gateway_lost']);
+      expect(await until(agentFree, 30_000)).to.equal(true);
+      expect(await r0.gateway.services.limits.runningCount('acme')).to.equal(0);
+    } finally {
+      await owner.stop().catch(() => undefined);
+    }
   });
 
   it('SIGKILL of the owning replica, and its agent closed the session meanwhile: the next look ends it gateway_lost (nothing to take over); the slot is free', async () => {

@@ -38,7 +38,11 @@ export async function startGatewayProcess(env: Record<string, string>, o: { via?
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not start: ${err}`)), o.via === 'npm' ? 60_000 : 20_000);
+    // generous: a start on a 2-core host beside a loaded suite took over 20 s; one that never listens is killed
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`gateway did not start: ${err}`));
+    }, 60_000);
     child.stderr!.on('data', (d: Buffer) => {
       err += d.toString();
       const m = /listening on (http:\/\/\S+)/.exec(err);
