@@ -45,7 +45,8 @@ import { pluginRouteSpecs } from './routes/plugins.ts';
 import type { Services } from './services.ts';
 import { ProxyProviders } from './runner/proxies.ts';
 import { RemoteAgentPlanes } from './runner/fleet.ts';
-import { RunRecovery, runnerOwner } from './runs/recovery.ts';
+import { RunRecovery } from './runs/recovery.ts';
+import { runnerOwner } from './runs/owners.ts';
 import type { GatewayState } from './context.ts';
 import { keepAliveBeyondHint } from '../shared/keep-alive.ts';
 

@@ -16,8 +16,8 @@ import type {
 import { bundleJson, checkRecord } from '../schemas/trace/index.ts';
 import { resolveCaptureMode } from './capture.ts';
 import type { BranchMode, DebugSessionOptions, StreamOptions } from './session-options.ts';
-import type { DebugSession } from './session.ts';
-import { type StagedStore, writeBytes } from './store.ts';
+import { type StagedStore, type Store, writeBytes } from './store.ts';
+import type { RedactionPolicy } from './redaction.ts';
 import { Streamer, type StreamJob } from './stream.ts';
 import { RuntimeError, ValueError, defaultLogger, nowIso, sha256Hex, type SdkLogger } from './util.ts';
 
@@ -28,7 +28,15 @@ export interface LogFile {
 }
 
 /** Who a session is and where it writes: fixed at construction, public on DebugSession. */
-export type SessionIdentity = Pick<DebugSession, 'runId' | 'debugSessionId' | 'clientName' | 'outDir' | 'store' | 'redaction' | 'captureLogprobs'>;
+export interface SessionIdentity {
+  readonly runId: string;
+  readonly debugSessionId: string;
+  readonly clientName: string;
+  readonly outDir: string;
+  readonly store: Store;
+  readonly redaction: RedactionPolicy;
+  readonly captureLogprobs: boolean;
+}
 
 export class SessionCore {
   readonly id: SessionIdentity;

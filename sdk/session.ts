@@ -34,7 +34,7 @@ import { bindIntervention } from './intervention.ts';
 import * as modelIo from './model-io.ts';
 import * as outcomes from './outcomes.ts';
 import { RedactionPolicy } from './redaction.ts';
-import { SessionCore } from './session-core.ts';
+import { SessionCore, type SessionIdentity } from './session-core.ts';
 import type { BranchFromOptions, BranchMode, DebugSessionOptions, OrchestratorOptions, StepInput } from './session-options.ts';
 import * as sideEffects from './side-effects.ts';
 import * as annotations from './step-annotations.ts';
@@ -48,7 +48,7 @@ export { rollupCosts, trajectoryFingerprint } from './costs.ts';
 export { LOG_FILE_LIMIT } from './model-io.ts';
 export type { BranchFromOptions, BranchMode, DebugSessionOptions, OrchestratorOptions, StepInput, StreamOptions } from './session-options.ts';
 
-export class DebugSession {
+export class DebugSession implements SessionIdentity {
   readonly runId: string;
   readonly debugSessionId: string;
   readonly clientName: string;

@@ -1,5 +1,4 @@
 // The records of the spec's compute-plane wire contract, shared by both planes.
-import type { CdpActivity } from './cdp-activity.ts';
 import type { LostSignal } from './lost.ts';
 import type { ProxyExit } from './geo.ts';
 
@@ -95,7 +94,7 @@ export interface PlaneSessionImpl {
    */
   readonly cdpContextId?: string;
   /** what the session's CDP clients did, for the gateway's trace of the session (the `cdp/activity` op) */
-  readonly cdpActivity?: CdpActivity;
+  readonly cdpActivity?: { note(method: string, params: Record<string, unknown>): void };
   /** Where the session's downloads go: <dataDir>/downloads/<tenant>/<run_id>, 0700 for the browser user. */
   readonly downloadDir: string;
   /** Points the session's egress guard at another upstream proxy (a new sticky session after a proxy failure); the browser is not restarted. */

@@ -14,7 +14,7 @@ import { failureHelp } from './failure-help.ts';
 import type { NormalizedPlan } from './plan-policy.ts';
 import { TERMINAL, lifecycleOf, statusBody, type EffectiveRuntime, type LifecycleBody, type RunLifecycle, type RunRecord, type RunStatus } from './records.ts';
 import type { EventLog } from './events.ts';
-import { runnerKey } from './recovery.ts';
+import { runnerKey } from './owners.ts';
 import { outboxItem, type DeliveryAttempt, type Webhooks, type WebhookTarget } from './webhooks.ts';
 
 export interface RunOutcome {

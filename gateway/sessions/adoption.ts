@@ -6,7 +6,7 @@
 // watches it as the owner did. A session whose agent no longer holds it is not adopted:
 // it ends gateway_lost, as before.
 import type { AtomicOps } from '../state/atomic.ts';
-import { ownerIsDead } from '../runs/recovery.ts';
+import { ownerIsDead } from '../runs/owners.ts';
 import { connectPlane, type PlaneHealth } from '../planes/index.ts';
 import type { PlaneEndpoint, PlaneLease } from '../runner/planes.ts';
 import type { SessionRecord } from './records.ts';

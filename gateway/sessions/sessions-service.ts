@@ -21,7 +21,7 @@ import type { RunRecorder } from '../runner/recording.ts';
 import { SessionTrace, type CdpActivity } from './session-trace.ts';
 import { openPlane, sessionDemand, type SessionSpec } from './open.ts';
 import { adopt, ownerKey, type HeldPlane } from './adoption.ts';
-import { ownerIsDead } from '../runs/recovery.ts';
+import { ownerIsDead } from '../runs/owners.ts';
 
 export type { SessionSpec } from './open.ts';
 

@@ -11,7 +11,7 @@ import { DebugSession, compareCaptureModes, isCaptureMode, reconcileBundle, type
 import { isSafeId } from '../../shared/ids.ts';
 import type { Logger } from '../log.ts';
 import { runDir, type RunRecord } from '../runs/records.ts';
-import { runnerOwner } from '../runs/recovery.ts';
+import { runnerOwner } from '../runs/owners.ts';
 import { StagedTraces, clearStagingNote, noteStaging } from './staged.ts';
 import type { RecordedKind, RecordedLayer, RecordedStep, RunRecorder, RunRecording, TraceSubject } from '../runner/recording.ts';
 

@@ -18,7 +18,7 @@ import type { Logger } from '../log.ts';
 import { recordedFromEntry } from '../runner/recording.ts';
 import type { StepEntry } from '../runner/run-state.ts';
 import type { RunRecord } from '../runs/records.ts';
-import { ownerIsDead } from '../runs/recovery.ts';
+import { ownerIsDead } from '../runs/owners.ts';
 import { stepInput, traceDir, traceStatus, traceTags } from './recorder.ts';
 
 export interface StagedOptions {

@@ -13,7 +13,7 @@ import { committerOf } from '../../gateway/state/sqlite/group-commit.ts';
 import { SqliteOutbox } from '../../gateway/state/outbox.ts';
 import { outboxItem } from '../../gateway/runs/webhooks.ts';
 import type { RunKey } from '../../gateway/state/tables.ts';
-import { runnerKey } from '../../gateway/runs/recovery.ts';
+import { runnerKey } from '../../gateway/runs/owners.ts';
 import { TEST_STORE } from '../support/store.ts';
 import { newToken, startGateway, step, type TestGateway } from '../support/gateway.ts';
 

@@ -11,7 +11,8 @@ import { GroupCommit } from '../../gateway/state/sqlite/group-commit.ts';
 import { SqliteOutbox } from '../../gateway/state/outbox.ts';
 import { BadCursor, pageOf, type RunKey } from '../../gateway/state/tables.ts';
 import { newToken, sleep, startGateway, step, until, type TestGateway } from '../support/gateway.ts';
-import { RunRecovery, ownerIsDead, runnerKey, runnerOwner } from '../../gateway/runs/recovery.ts';
+import { RunRecovery } from '../../gateway/runs/recovery.ts';
+import { ownerIsDead, runnerKey, runnerOwner } from '../../gateway/runs/owners.ts';
 import { spawnSync } from 'node:child_process';
 
 describe('store of record on SQLite', () => {

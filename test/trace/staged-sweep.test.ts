@@ -11,7 +11,7 @@ import path from 'node:path';
 import { pino } from 'pino';
 import { SdkRunRecorder, traceDir } from '../../gateway/trace/recorder.ts';
 import type { RunRecord } from '../../gateway/runs/records.ts';
-import { runnerOwner } from '../../gateway/runs/recovery.ts';
+import { runnerOwner } from '../../gateway/runs/owners.ts';
 import { stagedBundles, validateBundle } from '../../sdk/index.ts';
 import { filesUnder, png, tempDir } from '../support/trace.ts';
 
