@@ -10,7 +10,7 @@
 // page before an input for one after it (docs/decisions.md; npm run bench:grab).
 import { spawn, type ChildProcess } from 'node:child_process';
 import type Sharp from 'sharp';
-import { stopChild } from '../core/procs.ts';
+import { diesWithAgent, stopChild } from '../core/procs.ts';
 
 // sharp (a native module) is loaded with the first encode, not before the agent listens
 let sharpLoad: Promise<typeof Sharp> | undefined;
@@ -75,13 +75,12 @@ export class Grabber {
   start(): void {
     if (this.child) return;
     const child = spawn(
-      'ffmpeg',
       // info level for the metadata filter's per-frame lines; passthrough so that ffmpeg never
       // repeats an old frame to keep a constant rate (a repeat would be stamped as new); one
       // encoder thread, as frame threads hold each frame back until the next is grabbed (+67 ms)
-      ['-hide_banner', '-nostats', '-loglevel', 'info', '-nostdin', '-f', 'x11grab', '-draw_mouse', '0', '-framerate', String(this.fps),
+      ...diesWithAgent('ffmpeg', ['-hide_banner', '-nostats', '-loglevel', 'info', '-nostdin', '-f', 'x11grab', '-draw_mouse', '0', '-framerate', String(this.fps),
         '-video_size', `${this.width}x${this.height}`, '-i', `${this.display}.0+0,0`, '-copyts', '-fps_mode', 'passthrough',
-        '-vf', 'metadata=mode=add:key=grab:value=1,metadata=mode=print', '-threads', '1', '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:1'],
+        '-vf', 'metadata=mode=add:key=grab:value=1,metadata=mode=print', '-threads', '1', '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:1']),
       { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...this.env } },
     );
     child.stdout?.on('data', (d: Buffer) => {

@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { stopChild } from '../core/procs.ts';
+import { diesWithAgent, stopChild } from '../core/procs.ts';
 import { giveToBrowser, privateTempDir, type BrowserUser } from '../core/browser-user.ts';
 
 export interface Display {
@@ -33,7 +33,7 @@ export async function startXvfb(width: number, height: number, user: BrowserUser
   const xauthority = join(dir, 'Xauthority');
   writeFileSync(xauthority, xauthEntry(randomBytes(16)), { mode: 0o600 });
   giveToBrowser(xauthority, user);
-  const child = spawn('Xvfb', ['-displayfd', '3', '-auth', xauthority, '-noreset', '-nolisten', 'tcp', '-screen', '0', `${width}x${height}x24`], {
+  const child = spawn(...diesWithAgent('Xvfb', ['-displayfd', '3', '-auth', xauthority, '-noreset', '-nolisten', 'tcp', '-screen', '0', `${width}x${height}x24`]), {
     stdio: ['ignore', 'ignore', 'pipe', 'pipe'],
   });
   let errText = '';

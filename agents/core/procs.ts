@@ -2,6 +2,23 @@
 // child is waited for, and a browser's process group is swept after it exits.
 import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { existsSync } from 'node:fs';
+
+const SETPRIV = '/usr/bin/setpriv';
+let setprivThere: boolean | undefined;
+
+/**
+ * `command args` started so the kernel kills it when the agent dies, SIGKILL included
+ * (PR_SET_PDEATHSIG through setpriv, which then execs it: the pid stays the one spawned).
+ * A display, recorder or grabber that outlived its agent held a display number, a file
+ * and memory for ever; stopChild still ends it on every ordinary path. The signal comes
+ * when the spawning thread ends, and node spawns from its main thread, which lives as
+ * long as the agent. Without setpriv (not Linux's util-linux), as before.
+ */
+export function diesWithAgent(command: string, args: string[]): [string, string[]] {
+  setprivThere ??= existsSync(SETPRIV);
+  return setprivThere ? [SETPRIV, ['--pdeathsig', 'KILL', '--', command, ...args]] : [command, args];
+}
 
 function exited(child: ChildProcess): boolean {
   return child.exitCode !== null || child.signalCode !== null;

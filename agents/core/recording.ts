@@ -8,7 +8,7 @@ import { once } from 'node:events';
 import { mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { flag } from './flags.ts';
-import { stopChild } from './procs.ts';
+import { diesWithAgent, stopChild } from './procs.ts';
 
 export const RECORDING_CONTENT_TYPE = 'video/webm';
 
@@ -75,7 +75,7 @@ export class Recording {
     env: Record<string, string> = {},
   ) {
     mkdirSync(dirname(file), { recursive: true });
-    this.child = spawn('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-y', ...(stdin ? [] : ['-nostdin']), ...input, ...WEBM_OUT, file], {
+    this.child = spawn(...diesWithAgent('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-y', ...(stdin ? [] : ['-nostdin']), ...input, ...WEBM_OUT, file]), {
       stdio: [stdin ? 'pipe' : 'ignore', 'ignore', 'ignore'],
       env: { ...process.env, ...env },
     });
