@@ -1,9 +1,12 @@
 // A virtual display on a free number. `-displayfd` lets Xvfb itself pick a free
 // display and report it, so two agents never race for the same number; `-noreset`
 // keeps the server from resetting when its last client leaves (30 ms -> 3 ms per
-// spawned xdotool). Access needs the display's own MIT-MAGIC-COOKIE (`-auth`): without
-// it Xvfb admits every local user, so anything on the host could watch or drive a
-// tenant's browser. The cookie file is readable by the agent and the browser user only.
+// spawned xdotool); `-r` turns the server's key autorepeat off: a key's press and
+// release are relayed as two inputs (a person's on the takeover page, whose own browser
+// repeats a held key), and a release late on a loaded host typed a second character.
+// Access needs the display's own MIT-MAGIC-COOKIE (`-auth`): without it Xvfb admits
+// every local user, so anything on the host could watch or drive a tenant's browser.
+// The cookie file is readable by the agent and the browser user only.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
@@ -33,7 +36,7 @@ export async function startXvfb(width: number, height: number, user: BrowserUser
   const xauthority = join(dir, 'Xauthority');
   writeFileSync(xauthority, xauthEntry(randomBytes(16)), { mode: 0o600 });
   giveToBrowser(xauthority, user);
-  const child = spawn(...diesWithAgent('Xvfb', ['-displayfd', '3', '-auth', xauthority, '-noreset', '-nolisten', 'tcp', '-screen', '0', `${width}x${height}x24`]), {
+  const child = spawn(...diesWithAgent('Xvfb', ['-displayfd', '3', '-auth', xauthority, '-noreset', '-r', '-nolisten', 'tcp', '-screen', '0', `${width}x${height}x24`]), {
     stdio: ['ignore', 'ignore', 'pipe', 'pipe'],
   });
   let errText = '';
