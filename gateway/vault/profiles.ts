@@ -8,7 +8,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { ServiceError, notFound } from '../errors.ts';
 import { unreachableDependency, type KeyedStore, type StateBackend } from '../state/backend.ts';
 import { validator } from '../../schemas/index.ts';
-import type { Profile } from '../../schemas/types.gen.ts';
+import type { Profile, ProxyIdentity as StoredIdentity } from '../../schemas/types.gen.ts';
 import type { BlobStore } from './profile-blobs.ts';
 import { sealerOnDemand, type Sealer, type VaultKeySource } from './sealing.ts';
 
@@ -124,9 +124,11 @@ export class ProfileStore {
 
   /**
    * Stores `a` as the profile's new version: refused over the cap, the blob written
-   * whole before the index names it, the old version's blob dropped after.
+   * whole before the index names it, the old version's blob dropped after. `proxy` is
+   * the identity the run went out through; a run without a proxy keeps the saved one
+   * (a direct visit does not make a site forget the address it knows).
    */
-  async save(tenantId: string, profileId: string, a: ProfileArchive, runId: string): Promise<Profile> {
+  async save(tenantId: string, profileId: string, a: ProfileArchive, runId: string, proxy?: { provider: string; exit: { country: string; state?: string; city?: string }; session: string } | null): Promise<Profile> {
     if (a.archive.length > this.o.maxBytes) {
       throw new ProfileSaveError('payload_too_large', `profile '${profileId}' is ${a.archive.length} bytes compressed, over SERVICE_MAX_PROFILE_BYTES (${this.o.maxBytes}); the stored version is kept`);
     }
@@ -159,6 +161,7 @@ export class ProfileStore {
       updated_at: now,
       last_run_id: runId,
       last_used_at: old?.last_used_at ?? now,
+      proxy_identity: proxy ? storedIdentity(proxy) : (old?.proxy_identity ?? null),
     };
     try {
       await s.set(profileId, row);
@@ -169,4 +172,8 @@ export class ProfileStore {
     if (old && old.version !== version) await this.o.blobs.remove(blobKey(tenantId, profileId, old.version)).catch(() => undefined);
     return row;
   }
+}
+
+function storedIdentity(p: { provider: string; exit: { country: string; state?: string; city?: string }; session: string }): StoredIdentity {
+  return { provider: p.provider, country: p.exit.country, ...(p.exit.state ? { state: p.exit.state } : {}), ...(p.exit.city ? { city: p.exit.city } : {}), session: p.session };
 }
