@@ -142,6 +142,8 @@ export class ProfileSyncs {
     readonly store: ProfileStore,
     private readonly atomic: AtomicOps,
     private readonly log: Logger,
+    /** the saver's process (recovery's owner format), the saving mark's value */
+    private readonly owner = '1',
   ) {}
 
   /** A handle for `holder` (a run or session id) on `tenantProfile` (tenant/profile); reading the stored version starts now. */
@@ -156,7 +158,7 @@ export class ProfileSyncs {
 
   /** Before the end is written: the lock outlives the end until `save` releases it. */
   async holdForSave(holder: string): Promise<void> {
-    await this.atomic.put(profileSavingKey(holder), '1', SAVING_TTL_MS);
+    await this.atomic.put(profileSavingKey(holder), this.owner, SAVING_TTL_MS);
   }
 
   /**
@@ -164,7 +166,7 @@ export class ProfileSyncs {
    * stores it, then releases the profile's lock and the saving mark. Never throws.
    */
   async save(h: ProfileHandle, tenantProfile: string): Promise<SaveResult> {
-    const renew = setInterval(() => void this.atomic.put(profileSavingKey(h.holder), '1', SAVING_TTL_MS).catch(() => undefined), SAVING_TTL_MS / 3);
+    const renew = setInterval(() => void this.atomic.put(profileSavingKey(h.holder), this.owner, SAVING_TTL_MS).catch(() => undefined), SAVING_TTL_MS / 3);
     renew.unref();
     try {
       // a plane that never opened, or an agent without profile sync: nothing to take back
@@ -185,7 +187,7 @@ export class ProfileSyncs {
     } finally {
       clearInterval(renew);
       await this.atomic.deleteIf(profileLockKey(tenantProfile), h.holder).catch(() => undefined);
-      await this.atomic.deleteIf(profileSavingKey(h.holder), '1').catch(() => undefined);
+      await this.atomic.deleteIf(profileSavingKey(h.holder), this.owner).catch(() => undefined);
     }
   }
 

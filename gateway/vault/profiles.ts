@@ -42,6 +42,17 @@ export class ProfileSaveError extends Error {
   }
 }
 
+/**
+ * Test-only: RUNPLANE_TEST_PROFILE_SAVE_PAUSE (blob or index) holds each save for
+ * RUNPLANE_TEST_PROFILE_SAVE_PAUSE_MS after its new blob is written (blob) or after the
+ * index names it (index), so a test can SIGKILL the gateway there
+ * (test/runner/profiles-kill.test.ts). Unset in any deployment.
+ */
+const TEST_PAUSE = { at: process.env.RUNPLANE_TEST_PROFILE_SAVE_PAUSE ?? '', ms: Number(process.env.RUNPLANE_TEST_PROFILE_SAVE_PAUSE_MS ?? 0) || 0 };
+const testPause = async (at: 'blob' | 'index'): Promise<void> => {
+  if (TEST_PAUSE.ms > 0 && TEST_PAUSE.at === at) await new Promise((r) => setTimeout(r, TEST_PAUSE.ms));
+};
+
 const blobKey = (tenantId: string, profileId: string, version: string): string => `${tenantId}/${profileId}/${version}.rps`;
 const sealLabel = (profileId: string, version: string): string => `${profileId}/${version}`;
 
@@ -147,6 +158,7 @@ export class ProfileStore {
     } catch (err) {
       throw new ProfileSaveError('persist_failed', `profile '${profileId}' could not be written to the ${this.o.blobs.kind} blob store (${(err as Error).message.slice(0, 200)}); the stored version is kept`);
     }
+    await testPause('blob');
     const old = await s.get(profileId).catch(() => undefined);
     const now = new Date().toISOString();
     const row: Profile = {
@@ -169,6 +181,7 @@ export class ProfileStore {
       await this.o.blobs.remove(blobKey(tenantId, profileId, version)).catch(() => undefined);
       throw new ProfileSaveError(unreachableDependency(err) ? 'unavailable' : 'persist_failed', `profile '${profileId}' could not be indexed; the stored version is kept`);
     }
+    await testPause('index');
     if (old && old.version !== version) await this.o.blobs.remove(blobKey(tenantId, profileId, old.version)).catch(() => undefined);
     return row;
   }
