@@ -5,7 +5,9 @@
 // the profile is one whole version, old or new, never a mix (the next run sees one
 // sign-in's cookie, localStorage and IndexedDB together), and its lock is free at once:
 // the next run on the profile is accepted and runs, not refused profile_busy while the
-// dead saver's mark lives. Real gateway processes, local agents, Chromium.
+// dead saver's mark lives. A gateway killed mid-run leaves its browser's changes in
+// the agent's profile dir: the next run starts from the stored version, not from them.
+// Real gateway processes, local agents, Chromium.
 import { expect } from 'chai';
 import { mkdtemp, readdir, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -108,5 +110,28 @@ describe('a gateway SIGKILLed during a profile save (gateway processes, local ag
     const fourth = await run(['whoami']);
     expect(site.seen.at(-1)).to.deep.equal(signedInAs(sidC));
     expect(await until(async () => (await row()).last_run_id === fourth, 30_000), 'the next save goes through').to.equal(true);
+  });
+
+  it('killed mid-run, after the page signed in again: the next run starts from the stored version, not from what the killed browser left on the agent', async () => {
+    gw ??= await start();
+    const stored = await row();
+    const sid = (site.seen.at(-1) as { cookie: string }).cookie;
+    const plan = [
+      { intent: 'login', type: 'navigate', url: `${site.url}/login`, required: true },
+      { intent: 'linger', type: 'wait', seconds: 60 },
+    ];
+    const [logins, writes] = [site.logins.length, site.stored.length];
+    const r = await req('POST', '/v1/predict', { plan, profile_id: PROFILE, detached: true, compute_backend: 'dom_plane' });
+    expect(r.status, r.text).to.equal(200);
+    // the browser wrote the new sign-in into its profile dir on the agent
+    expect(await until(async () => site.logins.length > logins && site.stored.length > writes, 60_000), 'the page signed in').to.equal(true);
+    await kill();
+
+    gw = await start();
+    // recovery ends the killed run (runner_lost) and frees its lock; the stored version is the one before it
+    expect(await until(async () => (await req('GET', `/v1/runs/${r.body.run_id}`)).body.status === 'failed', 30_000), 'the killed run is ended').to.equal(true);
+    expect(await row()).to.include({ version: stored.version });
+    await run(['whoami']);
+    expect(site.seen.at(-1)).to.deep.equal(signedInAs(sid));
   });
 });
