@@ -963,6 +963,11 @@ export interface components {
             proxy_provider?: "residential-a" | "residential-b" | "residential-c";
             proxy_city?: string;
             proxy_state?: string;
+            /**
+             * @description Our extension (issue 43): with a profile_id, go out through the proxy identity the profile saved (provider, exit and sticky session of the run or session that last used it), so a site sees the same place and address on every visit; a proxy_provider, proxy_state or proxy_city that differs from it, or proxy_disabled, overrides it (and the new identity is saved). Default false: a new sticky session per run
+             * @default false
+             */
+            proxy_sticky?: boolean;
             max_cost?: number;
             max_time_minutes?: number;
             /** @enum {string} */
@@ -1143,6 +1148,8 @@ export interface components {
             proxy_provider?: "residential-a" | "residential-b" | "residential-c";
             proxy_city?: string;
             proxy_state?: string;
+            /** @description Our extension (issue 43): with a profile_id, go out through the proxy identity the profile saved (provider, exit and sticky session of the run or session that last used it), so a site sees the same place and address on every visit; a proxy_provider, proxy_state or proxy_city that differs from it, or proxy_disabled, overrides it (and the new identity is saved). Default false: a new sticky session per run */
+            proxy_sticky?: boolean;
             state_repeat_threshold?: number;
             pinned_source_url_pattern?: string;
             off_source_step_budget?: number;
@@ -1461,6 +1468,8 @@ export interface components {
             proxy_provider?: "residential-a" | "residential-b" | "residential-c";
             proxy_city?: string;
             proxy_state?: string;
+            /** @description Our extension (issue 43): with a profile_id, go out through the proxy identity the profile saved (provider, exit and sticky session of the run or session that last used it), so a site sees the same place and address on every visit; a proxy_provider, proxy_state or proxy_city that differs from it, or proxy_disabled, overrides it (and the new identity is saved). Default false: a new sticky session per run */
+            proxy_sticky?: boolean;
             /** @description the browser's viewport, default 1280 by 720 */
             viewport?: {
                 width: number;
@@ -1794,6 +1803,8 @@ export interface components {
             last_run_id: string | null;
             /** @description when a run or session last loaded the profile */
             last_used_at: string | null;
+            /** @description the proxy identity the profile's last proxied run or session went out through, which a run or session asking proxy_sticky reuses (never a password) */
+            proxy_identity?: null | components["schemas"]["ProxyIdentity"];
         };
         /** @description 1-128 characters of letters, digits, dot, underscore, hyphen; not starting with a dot or hyphen (a run's or session's profile_id) */
         ProfileId: string;
@@ -1806,6 +1817,15 @@ export interface components {
             profile_id: string;
             /** @constant */
             deleted: true;
+        };
+        /** ProxyIdentity */
+        ProxyIdentity: {
+            provider: string;
+            country: string;
+            state?: string;
+            city?: string;
+            /** @description the sticky session id joined into the provider's user name */
+            session: string;
         };
         /**
          * Responses

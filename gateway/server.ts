@@ -142,7 +142,9 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
   const runs = new RunsService(state.runs<RunRecord, RunLifecycle>(), state.atomic, limits, events, webhooks);
   const vaultKey = { file: config.vaultKeyFile, secretsDir: config.secretsDir, shared: Boolean(config.databaseUrl || config.redisUrl) };
   const profiles = new ProfileStore(state, { key: vaultKey, blobs: profileBlobStore(config.dataDir, config.profileS3), maxBytes: config.maxProfileBytes });
-  const profileSyncs = new ProfileSyncs(profiles, state.atomic, namedLogger(log, 'gateway.profiles'));
+  const owner = runnerOwner();
+  // a save's mark names this process: a replica that finds it dead frees the lock at once (recovery.ts)
+  const profileSyncs = new ProfileSyncs(profiles, state.atomic, namedLogger(log, 'gateway.profiles'), owner);
   const services: Services = {
     config,
     log,
@@ -186,7 +188,6 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
   };
   const routes = [...ALL_ROUTES, ...pluginRouteSpecs(plugins, namedLogger(log, 'gateway.plugins'))];
   const planes = planeProvider(config, { log: namedLogger(log, 'gateway.planes'), proxies, atomic: state.atomic, metrics });
-  const owner = runnerOwner();
   const recorder = new SdkRunRecorder({
     owner,
     dataDir: config.dataDir,

@@ -125,6 +125,10 @@ proxy_disabled?: boolean
 proxy_provider?: ("residential-a" | "residential-b" | "residential-c")
 proxy_city?: string
 proxy_state?: string
+/**
+ * Our extension (issue 43): with a profile_id, go out through the proxy identity the profile saved (provider, exit and sticky session of the run or session that last used it), so a site sees the same place and address on every visit; a proxy_provider, proxy_state or proxy_city that differs from it, or proxy_disabled, overrides it (and the new identity is saved). Default false: a new sticky session per run
+ */
+proxy_sticky?: boolean
 max_cost?: number
 max_time_minutes?: number
 compute_backend?: ("computer_plane" | "dom_plane")
@@ -204,6 +208,10 @@ proxy_disabled?: boolean
 proxy_provider?: ("residential-a" | "residential-b" | "residential-c")
 proxy_city?: string
 proxy_state?: string
+/**
+ * Our extension (issue 43): with a profile_id, go out through the proxy identity the profile saved (provider, exit and sticky session of the run or session that last used it), so a site sees the same place and address on every visit; a proxy_provider, proxy_state or proxy_city that differs from it, or proxy_disabled, overrides it (and the new identity is saved). Default false: a new sticky session per run
+ */
+proxy_sticky?: boolean
 state_repeat_threshold?: number
 pinned_source_url_pattern?: string
 off_source_step_budget?: number
@@ -1873,6 +1881,10 @@ proxy_provider?: ("residential-a" | "residential-b" | "residential-c")
 proxy_city?: string
 proxy_state?: string
 /**
+ * Our extension (issue 43): with a profile_id, go out through the proxy identity the profile saved (provider, exit and sticky session of the run or session that last used it), so a site sees the same place and address on every visit; a proxy_provider, proxy_state or proxy_city that differs from it, or proxy_disabled, overrides it (and the new identity is saved). Default false: a new sticky session per run
+ */
+proxy_sticky?: boolean
+/**
  * the browser's viewport, default 1280 by 720
  */
 viewport?: {
@@ -2434,6 +2446,25 @@ last_run_id: (string | null)
  * when a run or session last loaded the profile
  */
 last_used_at: (string | null)
+/**
+ * the proxy identity the profile's last proxied run or session went out through, which a run or session asking proxy_sticky reuses (never a password)
+ */
+proxy_identity?: (null | ProxyIdentity)
+}
+/**
+ * This interface was referenced by `Profile`'s JSON-Schema
+ * via the `definition` "ProxyIdentity".
+ */
+
+export interface ProxyIdentity {
+provider: string
+country: string
+state?: string
+city?: string
+/**
+ * the sticky session id joined into the provider's user name
+ */
+session: string
 }
 /**
  * This interface was referenced by `Profile`'s JSON-Schema
@@ -2489,6 +2520,25 @@ last_run_id: (string | null)
  * when a run or session last loaded the profile
  */
 last_used_at: (string | null)
+/**
+ * the proxy identity the profile's last proxied run or session went out through, which a run or session asking proxy_sticky reuses (never a password)
+ */
+proxy_identity?: (null | ProxyIdentity1)
+}
+/**
+ * This interface was referenced by `Profile1`'s JSON-Schema
+ * via the `definition` "ProxyIdentity".
+ */
+
+export interface ProxyIdentity1 {
+provider: string
+country: string
+state?: string
+city?: string
+/**
+ * the sticky session id joined into the provider's user name
+ */
+session: string
 }
 /**
  * This interface was referenced by `Profile1`'s JSON-Schema

@@ -98,18 +98,19 @@ export class ProfileSync {
     if (!sync) return void (await rm(join(dir, VERSION_MARK), { force: true }));
     if (sync.upload_id === null) {
       // the agent's own copy is the stored version already: nothing moves
-      if (sync.version !== null && (await readFile(join(dir, VERSION_MARK), 'utf8').catch(() => '')) === sync.version) return;
-      await resetProfile(dir);
-      return;
+      if (!(sync.version !== null && (await readFile(join(dir, VERSION_MARK), 'utf8').catch(() => '')) === sync.version)) await resetProfile(dir);
+    } else {
+      const file = this.staged(sync.upload_id);
+      if (!(await stat(file).then(() => true, () => false))) throw badRequest('profile_sync.upload_id names no upload on this agent (upload it with /profile/put first)');
+      try {
+        await unpackProfile(file, dir, browserUser(), this.o.maxBytes * 8);
+      } finally {
+        await rm(file, { force: true });
+      }
     }
-    const file = this.staged(sync.upload_id);
-    if (!(await stat(file).then(() => true, () => false))) throw badRequest('profile_sync.upload_id names no upload on this agent (upload it with /profile/put first)');
-    try {
-      await unpackProfile(file, dir, browserUser(), this.o.maxBytes * 8);
-      if (sync.version) await writeFile(join(dir, VERSION_MARK), sync.version, { mode: 0o600 });
-    } finally {
-      await rm(file, { force: true });
-    }
+    // the browser changes the dir from now on: a mark kept would name a version the dir no longer is
+    // if this session never packs (the agent or its gateway killed); pack marks what it packed
+    await rm(join(dir, VERSION_MARK), { force: true });
   }
 
   /** /profile/have {tenant_id, profile_id}: the sha256 of the archive the agent's copy is (packed or unpacked last), so the gateway can skip the upload. */

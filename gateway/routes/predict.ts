@@ -30,7 +30,7 @@ export function checkPlanShape(root: string, plan: unknown): void {
   }
 }
 
-const RUNTIME_OVERRIDES = ['compute_backend', 'plane_labels', 'capture_mode', 'proxy_disabled', 'proxy_provider', 'proxy_city', 'proxy_state', 'state_repeat_threshold', 'pinned_source_url_pattern', 'off_source_step_budget'] as const;
+const RUNTIME_OVERRIDES = ['compute_backend', 'plane_labels', 'capture_mode', 'proxy_disabled', 'proxy_provider', 'proxy_city', 'proxy_state', 'proxy_sticky', 'state_repeat_threshold', 'pinned_source_url_pattern', 'off_source_step_budget'] as const;
 
 function effectiveRuntime(planRuntime: Record<string, unknown>, body: PredictBody, tenant: Tenant, s: Services): EffectiveRuntime {
   const rt: Record<string, unknown> = { ...planRuntime };

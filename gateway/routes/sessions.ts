@@ -40,6 +40,7 @@ export function specOf(b: SessionCreateRequest, tenant: Tenant, s: Services): Se
     ...(b.proxy_disabled !== undefined ? { proxy_disabled: b.proxy_disabled } : {}),
     ...(b.proxy_city !== undefined ? { proxy_city: b.proxy_city } : {}),
     ...(b.proxy_state !== undefined ? { proxy_state: b.proxy_state } : {}),
+    ...(b.proxy_sticky !== undefined ? { proxy_sticky: b.proxy_sticky } : {}),
     ...(b.plane_labels !== undefined ? { plane_labels: b.plane_labels } : {}),
   };
   if (s.proxies && runtime.proxy_disabled !== true && !s.proxies.has(String(runtime.proxy_provider))) {

@@ -13,7 +13,7 @@ import { runDir } from '../runs/records.ts';
 import { adaptPlane } from './plane-adapter.ts';
 import { AgentPool, type Agent } from './agent-pool.ts';
 import { PlaneUnavailable, type PlaneDemand, type PlaneLease, type PlaneProvider } from './planes.ts';
-import { describeProxy, type ProxyChoice, type ProxyProviders } from './proxies.ts';
+import { describeProxy, identityOf, type ProxyChoice, type ProxyProviders } from './proxies.ts';
 
 const VIEWPORT: [number, number] = [1280, 720];
 
@@ -71,7 +71,10 @@ const WATCH = { intervalMs: 1000, unreachableMs: 5000 };
 export async function lease(session: PlaneSession, run: PlaneDemand, backend: Backend, agent: Agent | undefined, release: (clean: boolean) => Promise<void>, videoFile?: string, log?: Logger, proxies?: ProxyProviders): Promise<PlaneLease> {
   const t0 = performance.now();
   let rotation = 0;
-  let proxy = proxies?.choose(run, rotation) ?? null;
+  // a sticky run goes out as its profile did last time (read beside placement, so mostly there already)
+  const kept = proxies && run.profile && run.runtime.proxy_sticky === true ? await run.profile.keptProxy() : null;
+  let proxy = proxies?.choose(run, rotation, kept) ?? null;
+  if (run.profile) run.profile.proxy = identityOf(proxy);
   // the stored profile is in the agent's profile dir before its browser launches
   const sync = run.profile_id && run.profile ? await run.profile.prepare(session) : undefined;
   const init = await session.init({ ...initRequest(run, backend, proxy), ...(sync ? { profile_sync: sync } : {}) });
@@ -112,7 +115,8 @@ export async function lease(session: PlaneSession, run: PlaneDemand, backend: Ba
     proxy: () => describeProxy(proxy),
     async rotateProxy() {
       if (!proxy || !proxies) return false;
-      proxy = proxies.choose(run, ++rotation);
+      proxy = proxies.choose(run, ++rotation, kept);
+      if (run.profile) run.profile.proxy = identityOf(proxy);
       // the same run asking again: the agent points the session's egress guard at the new sticky session
       await session.init(initRequest(run, backend, proxy));
       log?.info({ run_id: run.run_id, proxy: describeProxy(proxy) }, 'proxy rotated to a new sticky session');

@@ -10,6 +10,7 @@ import type { Logger } from '../log.ts';
 import { PlaneCallError, type PlaneSession } from '../planes/index.ts';
 import { profileLockKey, profileSavingKey, type AtomicOps } from '../state/atomic.ts';
 import { ProfileSaveError, type Profile, type ProfileArchive, type ProfileStore } from '../vault/profiles.ts';
+import type { ProxyIdentity } from './proxies.ts';
 
 /** Raw bytes per upload chunk: over gRPC in the request's blob; over HTTP as base64 under the agents' 1 MB body cap. */
 const CHUNK = { grpc: 4 * 1024 * 1024, http: 512 * 1024 };
@@ -17,7 +18,7 @@ const CHUNK = { grpc: 4 * 1024 * 1024, http: 512 * 1024 };
 const SAVING_TTL_MS = 60_000;
 
 /** The stored version; `sha256` of its archive is what the agents mark their copies with. */
-type Loaded = { version: string; sha256: string; archive: Buffer } | null;
+type Loaded = { version: string; sha256: string; archive: Buffer; proxy: ProxyIdentity | null } | null;
 
 /** What the agent packed at close, or why nothing can be saved. */
 type Packed = ProfileArchive | { error: string; errorClass: string };
@@ -37,6 +38,8 @@ export class ProfileHandle {
   /** set once the agent was told to sync (init's profile_sync): only then is anything saved */
   synced = false;
   packed: Packed | undefined;
+  /** the proxy identity the plane went out through (the last one, after rotations): saved with the profile; null: none */
+  proxy: ProxyIdentity | null = null;
   readonly timings: ProfileTimings = {};
   private closedResolve!: () => void;
   /** resolves when the lease's close has taken (or given up on) the packed profile */
@@ -56,6 +59,11 @@ export class ProfileHandle {
     });
     // a failure is the lease's to report; this keeps it from being unhandled meanwhile
     this.loading.catch(() => undefined);
+  }
+
+  /** The proxy identity the stored version was saved with (null when none, or when it cannot be read). */
+  async keptProxy(): Promise<ProxyIdentity | null> {
+    return this.loading.then((l) => l?.proxy ?? null, () => null);
   }
 
   markClosed(): void {
@@ -134,6 +142,8 @@ export class ProfileSyncs {
     readonly store: ProfileStore,
     private readonly atomic: AtomicOps,
     private readonly log: Logger,
+    /** the saver's process (recovery's owner format), the saving mark's value */
+    private readonly owner = '1',
   ) {}
 
   /** A handle for `holder` (a run or session id) on `tenantProfile` (tenant/profile); reading the stored version starts now. */
@@ -142,13 +152,13 @@ export class ProfileSyncs {
     return new ProfileHandle(tenantId, profileId, holder, this.store.maxBytes, async () => {
       const l = await this.store.load(tenantId, profileId);
       if (l) void this.store.touch(tenantId, profileId, holder).catch(() => undefined);
-      return l && { version: l.version, sha256: l.row.sha256, archive: l.archive };
+      return l && { version: l.version, sha256: l.row.sha256, archive: l.archive, proxy: identityFromRow(l.row) };
     });
   }
 
   /** Before the end is written: the lock outlives the end until `save` releases it. */
   async holdForSave(holder: string): Promise<void> {
-    await this.atomic.put(profileSavingKey(holder), '1', SAVING_TTL_MS);
+    await this.atomic.put(profileSavingKey(holder), this.owner, SAVING_TTL_MS);
   }
 
   /**
@@ -156,7 +166,7 @@ export class ProfileSyncs {
    * stores it, then releases the profile's lock and the saving mark. Never throws.
    */
   async save(h: ProfileHandle, tenantProfile: string): Promise<SaveResult> {
-    const renew = setInterval(() => void this.atomic.put(profileSavingKey(h.holder), '1', SAVING_TTL_MS).catch(() => undefined), SAVING_TTL_MS / 3);
+    const renew = setInterval(() => void this.atomic.put(profileSavingKey(h.holder), this.owner, SAVING_TTL_MS).catch(() => undefined), SAVING_TTL_MS / 3);
     renew.unref();
     try {
       // a plane that never opened, or an agent without profile sync: nothing to take back
@@ -167,7 +177,7 @@ export class ProfileSyncs {
       if ('error' in p) return this.failed(h, p.errorClass, p.error);
       const t0 = performance.now();
       try {
-        const saved = await this.store.save(h.tenantId, h.profileId, p, h.holder);
+        const saved = await this.store.save(h.tenantId, h.profileId, p, h.holder, h.proxy);
         this.log.info({ run_id: h.holder, tenant_id: h.tenantId, profile_id: h.profileId, version: saved.version, bytes: saved.bytes, raw_bytes: saved.raw_bytes, save_ms: Math.round(performance.now() - t0), ...h.timings }, 'profile saved');
         return { saved };
       } catch (err) {
@@ -177,7 +187,7 @@ export class ProfileSyncs {
     } finally {
       clearInterval(renew);
       await this.atomic.deleteIf(profileLockKey(tenantProfile), h.holder).catch(() => undefined);
-      await this.atomic.deleteIf(profileSavingKey(h.holder), '1').catch(() => undefined);
+      await this.atomic.deleteIf(profileSavingKey(h.holder), this.owner).catch(() => undefined);
     }
   }
 
@@ -185,6 +195,13 @@ export class ProfileSyncs {
     this.log.warn({ run_id: h.holder, tenant_id: h.tenantId, profile_id: h.profileId, error_class: errorClass, err: message }, 'profile not saved; the stored version is kept');
     return { failed: message, errorClass };
   }
+}
+
+/** The identity a profile row keeps, in the shape the proxy layer chooses with. */
+function identityFromRow(row: Profile): ProxyIdentity | null {
+  const p = row.proxy_identity;
+  if (!p) return null;
+  return { provider: p.provider, session: p.session, exit: { country: p.country, ...(p.state ? { state: p.state } : {}), ...(p.city ? { city: p.city } : {}) } };
 }
 
 /** A save's outcome as the run's `run.profile` event tells it (never the contents). */

@@ -4,9 +4,11 @@
 // SERVICE_SECRETS_DIR. A run's exit (country, state, city) and a sticky session
 // id are joined into the proxy user name, as residential providers expect; the
 // session id is stable within a run, differs between runs, and rotates when a
-// proxy failure is retried. The proxy URL carries the password: it goes to the
-// agent at session init and nowhere else (logs, events and traces get
-// `describe()`).
+// proxy failure is retried. A run with a profile that asks proxy_sticky goes
+// out through the identity its profile saved (provider, exit, session) instead,
+// unless it names another geo or provider. The proxy URL carries the password:
+// it goes to the agent at session init and nowhere else (logs, events and
+// traces get `describe()`).
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -28,6 +30,30 @@ export interface ProxyChoice {
   server: string;
   exit: ProxyExit;
   session: string;
+}
+
+/** What a profile keeps of the proxy its last run went out through (never the password). */
+export interface ProxyIdentity {
+  provider: string;
+  exit: ProxyExit;
+  session: string;
+}
+
+const SESSION = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** The identity of a choice, as a profile saves it; null without a proxy. */
+export function identityOf(c: ProxyChoice | null): ProxyIdentity | null {
+  return c ? { provider: c.provider, exit: { ...c.exit }, session: c.session } : null;
+}
+
+/**
+ * True when a run that asks `asked` may keep `kept`: every geo field it names is the
+ * kept one's (a run naming nothing keeps it all). Naming another is the override.
+ */
+function sameGeo(rt: RunRecord['runtime'], asked: ProxyExit, kept: ProxyExit): boolean {
+  const named = (typeof rt.proxy_state === 'string' && STATE.test(rt.proxy_state)) || (typeof rt.proxy_city === 'string' && rt.proxy_city.trim() !== '');
+  if (!named) return true;
+  return asked.country === kept.country && (asked.state === undefined || asked.state === kept.state) && (asked.city === undefined || asked.city.toLowerCase() === kept.city?.toLowerCase());
 }
 
 /** The provider's user name for an exit and a session: prefix, then each parameter that has a value. */
@@ -109,17 +135,21 @@ export class ProxyProviders {
    * The proxy of a run's session: none when the run asked proxy_disabled; else the
    * provider the run's runtime names (the tenant's pinned provider was applied at
    * submission), with the run's city and state. `rotation` counts proxy failures
-   * retried, each on a new sticky session.
+   * retried, each on a new sticky session. `kept` is the identity the run's profile
+   * saved: a run asking proxy_sticky reuses its exit and session when it names no other
+   * provider or geo (a rotation keeps the exit and takes a new session).
    */
-  choose(run: Pick<RunRecord, 'run_id' | 'runtime'>, rotation = 0): ProxyChoice | null {
+  choose(run: Pick<RunRecord, 'run_id' | 'runtime'>, rotation = 0, kept?: ProxyIdentity | null): ProxyChoice | null {
     const rt = run.runtime;
     if (rt.proxy_disabled === true) return null;
     const id = typeof rt.proxy_provider === 'string' ? rt.proxy_provider : this.defaultProvider;
     const entry = this.providers.get(id);
     if (!entry) throw new Error(`proxy provider '${id}' is not configured on this deployment`);
     const { provider, password } = entry;
-    const exit = exitOf(rt, provider);
-    const session = createHash('sha256').update(`${run.run_id}:${rotation}`).digest('hex').slice(0, 16);
+    const asked = exitOf(rt, provider);
+    const keep = rt.proxy_sticky === true && kept && kept.provider === id && SESSION.test(kept.session) && sameGeo(rt, asked, kept.exit) ? kept : undefined;
+    const exit = keep ? { ...keep.exit } : asked;
+    const session = keep && rotation === 0 ? keep.session : createHash('sha256').update(`${run.run_id}:${rotation}`).digest('hex').slice(0, 16);
     const user = proxyUsername(provider, exit, session);
     const auth = `${encodeURIComponent(user)}${password ? `:${encodeURIComponent(password)}` : ''}@`;
     const host = provider.host.includes(':') ? `[${provider.host}]` : provider.host;

@@ -6,7 +6,7 @@
 // or called a tool). Queued runs the dispatch lost (a restart of the embedded
 // gateway, a replica that popped a run and died) are handed to the queue again.
 import type { Logger } from '../log.ts';
-import type { AtomicOps } from '../state/atomic.ts';
+import { profileSavingKey, type AtomicOps } from '../state/atomic.ts';
 import type { RunRecorder } from '../runner/recording.ts';
 import { recordedFromEntry } from '../runner/recording.ts';
 import type { StepEntry } from '../runner/run-state.ts';
@@ -70,6 +70,13 @@ export class RunRecovery {
       }
     }
     for (const id of this.requeuedAt.keys()) if (now - this.requeuedAt.get(id)! > 10 * this.o.queuedGraceMs) this.requeuedAt.delete(id);
+    // a profile save whose gateway died (its mark names the saver): the stored version is whole (the index moves
+    // only after the blob is written), so the ended holder lets go of the profile's lock now, not when the mark expires
+    for (const m of await this.o.atomic.list(profileSavingKey(''))) {
+      if (!ownerIsDead(m.value)) continue;
+      await this.o.atomic.deleteIf(m.key, m.value);
+      this.o.log.warn({ holder: m.key.slice(profileSavingKey('').length) }, 'profile save abandoned: its gateway is gone; the stored version stays and the profile is free');
+    }
   }
 
   /** Ends a run whose runner is gone: failed, runner_lost, resumable from its last checkpoint. */

@@ -75,6 +75,8 @@ export class SessionsService {
   private readonly relays = new Map<string, Set<(why: string) => void>>();
   /** traces of ended sessions still being written, by session */
   private readonly traceWrites = new Map<string, Promise<unknown>>();
+  /** ended sessions whose plane is still closing and profile still saving, by session */
+  private readonly closings = new Map<string, Promise<unknown>>();
   /** take-overs under way on this replica, by session */
   private readonly adopting = new Map<string, Promise<SessionRecord>>();
   private closed = false;
@@ -369,6 +371,9 @@ export class SessionsService {
    * Ends a session this replica owns: the row first (the store of record says it ended
    * before anything is released), its relays and the tenant's slot, then its plane (the
    * agent closes the browser and keeps the video), and last its profile lock and owner lease.
+   * A session whose profile is saved answers once the row says ended: the plane's close
+   * and the save follow (closing()), its profile lock held until the new version is stored,
+   * as a run's end does; the row gains its video once the plane has closed.
    */
   end(id: string, reason: EndReason, detail: string): Promise<SessionRecord> {
     const h = this.held.get(id);
@@ -387,33 +392,52 @@ export class SessionsService {
       // the tenant's slot is free once the row says ended (an acceptance would free it anyway);
       // the profile lock waits for the browser to close, which flushes the profile
       await this.d.limits.releaseRunSlot(h.record.tenant_id, id).catch(() => undefined);
-      await lastLook;
-      try {
-        await h.lease.close();
-      } catch (err) {
-        this.d.log.warn({ session_id: id, err: (err as Error).message }, 'session plane close failed');
-      }
-      // the trace's bundle is written after the end, off the release's path (its readers wait for it)
-      const traced = h.tracing?.then(() => h.trace?.close(ended.end_reason ?? reason, ended.detail ?? detail)).catch(() => undefined);
-      if (traced) this.traceWrites.set(id, traced.finally(() => this.traceWrites.delete(id)));
-      const video = await stat(this.d.videoFile(h.record.tenant_id, id)).then((st) => st.size > 0, () => false);
-      const final = { ...ended, video };
-      await this.d.store.set(sessionKey(h.record.tenant_id, id), final).catch(() => undefined);
-      clearInterval(h.renew);
-      if (saves && h.profile && h.record.profile_id) {
-        const r = await this.d.profiles!.save(h.profile, h.record.profile_id);
-        this.d.log.info({ session_id: id, tenant_id: h.record.tenant_id, ...describeSave(r) }, 'session profile');
-      } else if (h.record.profile_id) await this.d.atomic.deleteIf(`profile:${h.record.profile_id}`, id).catch(() => undefined);
-      await this.d.atomic.deleteIf(ownerKey(id), this.d.owner).catch(() => undefined);
-      this.held.delete(id);
-      this.d.log.info({ session_id: id, tenant_id: h.record.tenant_id, end_reason: final.end_reason }, 'session ended');
-      return final;
+      // the save begins now (renewing its mark while the plane closes) and takes the packed profile once it has
+      const saving = saves && h.profile && h.record.profile_id ? this.d.profiles!.save(h.profile, h.record.profile_id) : undefined;
+      const rest = this.closeEnded(h, ended, reason, detail, lastLook, saving);
+      if (!saving) return rest;
+      this.closings.set(id, rest.catch(() => undefined).finally(() => this.closings.delete(id)));
+      return ended;
     })();
     return h.ending;
   }
 
+  /** After the ended row: the plane closes, the trace and video are kept, the profile is stored (or its lock freed), the owner lease goes. */
+  private async closeEnded(h: Held, ended: SessionRecord, reason: EndReason, detail: string, lastLook: Promise<unknown> | undefined, saving: ReturnType<ProfileSyncs['save']> | undefined): Promise<SessionRecord> {
+    const id = h.record.session_id;
+    await lastLook;
+    try {
+      await h.lease.close();
+    } catch (err) {
+      this.d.log.warn({ session_id: id, err: (err as Error).message }, 'session plane close failed');
+    }
+    // the trace's bundle is written after the end, off the release's path (its readers wait for it)
+    const traced = h.tracing?.then(() => h.trace?.close(ended.end_reason ?? reason, ended.detail ?? detail)).catch(() => undefined);
+    if (traced) this.traceWrites.set(id, traced.finally(() => this.traceWrites.delete(id)));
+    const video = await stat(this.d.videoFile(h.record.tenant_id, id)).then((st) => st.size > 0, () => false);
+    const final = { ...ended, video };
+    await this.d.store.set(sessionKey(h.record.tenant_id, id), final).catch(() => undefined);
+    clearInterval(h.renew);
+    if (saving) {
+      const r = await saving;
+      this.d.log.info({ session_id: id, tenant_id: h.record.tenant_id, ...describeSave(r) }, 'session profile');
+    } else if (h.record.profile_id) await this.d.atomic.deleteIf(`profile:${h.record.profile_id}`, id).catch(() => undefined);
+    await this.d.atomic.deleteIf(ownerKey(id), this.d.owner).catch(() => undefined);
+    this.held.delete(id);
+    this.d.log.info({ session_id: id, tenant_id: h.record.tenant_id, end_reason: final.end_reason }, 'session ended');
+    return final;
+  }
+
+  /** Resolves once an ended session's plane has closed and its profile is stored (at once when nothing is left to do). */
+  closing(id: string): Promise<unknown> {
+    return this.closings.get(id) ?? Promise.resolve();
+  }
+
   /** Resolves once this replica has written the ended session's trace (at once when it writes none). */
   traceWritten(id: string): Promise<unknown> {
+    // a session saving its profile hands its trace over once its plane has closed
+    const closing = this.closings.get(id);
+    if (closing) return closing.then(() => this.traceWritten(id));
     return this.traceWrites.get(id) ?? Promise.resolve();
   }
 
@@ -425,6 +449,7 @@ export class SessionsService {
   async close(): Promise<void> {
     this.closed = true;
     await Promise.all([...this.held.keys()].map((id) => this.end(id, 'shutdown', 'the gateway shut down').catch(() => undefined)));
+    await Promise.all([...this.closings.values()]);
     await Promise.all([...this.traceWrites.values()]);
   }
 }

@@ -8,7 +8,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { ServiceError, notFound } from '../errors.ts';
 import { unreachableDependency, type KeyedStore, type StateBackend } from '../state/backend.ts';
 import { validator } from '../../schemas/index.ts';
-import type { Profile } from '../../schemas/types.gen.ts';
+import type { Profile, ProxyIdentity as StoredIdentity } from '../../schemas/types.gen.ts';
 import type { BlobStore } from './profile-blobs.ts';
 import { sealerOnDemand, type Sealer, type VaultKeySource } from './sealing.ts';
 
@@ -41,6 +41,17 @@ export class ProfileSaveError extends Error {
     this.name = 'ProfileSaveError';
   }
 }
+
+/**
+ * Test-only: RUNPLANE_TEST_PROFILE_SAVE_PAUSE (blob or index) holds each save for
+ * RUNPLANE_TEST_PROFILE_SAVE_PAUSE_MS after its new blob is written (blob) or after the
+ * index names it (index), so a test can SIGKILL the gateway there
+ * (test/runner/profiles-kill.test.ts). Unset in any deployment.
+ */
+const TEST_PAUSE = { at: process.env.RUNPLANE_TEST_PROFILE_SAVE_PAUSE ?? '', ms: Number(process.env.RUNPLANE_TEST_PROFILE_SAVE_PAUSE_MS ?? 0) || 0 };
+const testPause = async (at: 'blob' | 'index'): Promise<void> => {
+  if (TEST_PAUSE.ms > 0 && TEST_PAUSE.at === at) await new Promise((r) => setTimeout(r, TEST_PAUSE.ms));
+};
 
 const blobKey = (tenantId: string, profileId: string, version: string): string => `${tenantId}/${profileId}/${version}.rps`;
 const sealLabel = (profileId: string, version: string): string => `${profileId}/${version}`;
@@ -124,9 +135,11 @@ export class ProfileStore {
 
   /**
    * Stores `a` as the profile's new version: refused over the cap, the blob written
-   * whole before the index names it, the old version's blob dropped after.
+   * whole before the index names it, the old version's blob dropped after. `proxy` is
+   * the identity the run went out through; a run without a proxy keeps the saved one
+   * (a direct visit does not make a site forget the address it knows).
    */
-  async save(tenantId: string, profileId: string, a: ProfileArchive, runId: string): Promise<Profile> {
+  async save(tenantId: string, profileId: string, a: ProfileArchive, runId: string, proxy?: { provider: string; exit: { country: string; state?: string; city?: string }; session: string } | null): Promise<Profile> {
     if (a.archive.length > this.o.maxBytes) {
       throw new ProfileSaveError('payload_too_large', `profile '${profileId}' is ${a.archive.length} bytes compressed, over SERVICE_MAX_PROFILE_BYTES (${this.o.maxBytes}); the stored version is kept`);
     }
@@ -145,6 +158,7 @@ export class ProfileStore {
     } catch (err) {
       throw new ProfileSaveError('persist_failed', `profile '${profileId}' could not be written to the ${this.o.blobs.kind} blob store (${(err as Error).message.slice(0, 200)}); the stored version is kept`);
     }
+    await testPause('blob');
     const old = await s.get(profileId).catch(() => undefined);
     const now = new Date().toISOString();
     const row: Profile = {
@@ -159,6 +173,7 @@ export class ProfileStore {
       updated_at: now,
       last_run_id: runId,
       last_used_at: old?.last_used_at ?? now,
+      proxy_identity: proxy ? storedIdentity(proxy) : (old?.proxy_identity ?? null),
     };
     try {
       await s.set(profileId, row);
@@ -166,7 +181,12 @@ export class ProfileStore {
       await this.o.blobs.remove(blobKey(tenantId, profileId, version)).catch(() => undefined);
       throw new ProfileSaveError(unreachableDependency(err) ? 'unavailable' : 'persist_failed', `profile '${profileId}' could not be indexed; the stored version is kept`);
     }
+    await testPause('index');
     if (old && old.version !== version) await this.o.blobs.remove(blobKey(tenantId, profileId, old.version)).catch(() => undefined);
     return row;
   }
+}
+
+function storedIdentity(p: { provider: string; exit: { country: string; state?: string; city?: string }; session: string }): StoredIdentity {
+  return { provider: p.provider, country: p.exit.country, ...(p.exit.state ? { state: p.exit.state } : {}), ...(p.exit.city ? { city: p.exit.city } : {}), session: p.session };
 }

@@ -120,6 +120,8 @@ describe('a profile follows the tenant across agents and replicas (Redis, S3, re
     await browser.disconnect();
     const del = await r0.req('DELETE', `/v1/sessions/${id}`, { token });
     expect(del.status, del.text).to.equal(200);
+    // the DELETE answers before the save; the session's version is indexed once stored
+    expect(await until(async () => (await r0.req('GET', `/v1/profiles/${profile}`, { token })).body.last_run_id === id, 30_000), 'session profile saved').to.equal(true);
     expect(site.seen.length).to.be.greaterThan(reports);
     return { id, page: { ...site.seen.at(-1)!, direct } };
   }

@@ -15,7 +15,8 @@ export interface FakeS3 {
 
 const xmlEscape = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
-export async function startFakeS3(accessKeyId: string): Promise<FakeS3> {
+/** `hold(method, key)`: a promise the request waits for before it is served (a slow or stalled bucket), or undefined. */
+export async function startFakeS3(accessKeyId: string, o: { hold?: (method: string, key: string) => Promise<void> | undefined } = {}): Promise<FakeS3> {
   const objects = new Map<string, Buffer>();
   const requests: string[] = [];
   const server = http.createServer((req, res) => {
@@ -42,12 +43,17 @@ export async function startFakeS3(accessKeyId: string): Promise<FakeS3> {
         if (req.headers['x-amz-content-sha256'] !== createHash('sha256').update(body).digest('hex')) return deny('payload hash mismatch');
       }
       const full = `${bucket}/${key}`;
+      const held = o.hold?.(req.method ?? '', full);
+      if (held) return void held.then(() => serve(full, body, u, bucket!));
+      serve(full, body, u, bucket!);
+    });
+    const serve = (full: string, body: Buffer, u: URL, bucket: string): void => {
       if (req.method === 'PUT') {
         objects.set(full, body);
         res.writeHead(200).end();
       } else if ((req.method === 'GET' || req.method === 'HEAD') && u.searchParams.get('list-type') === '2') {
         const prefix = `${bucket}/${u.searchParams.get('prefix') ?? ''}`;
-        const keys = [...objects.keys()].filter((k) => k.startsWith(prefix)).map((k) => k.slice(bucket!.length + 1)).sort();
+        const keys = [...objects.keys()].filter((k) => k.startsWith(prefix)).map((k) => k.slice(bucket.length + 1)).sort();
         res.writeHead(200, { 'content-type': 'application/xml' });
         res.end(`<ListBucketResult><IsTruncated>false</IsTruncated>${keys.map((k) => `<Contents><Key>${xmlEscape(k)}</Key></Contents>`).join('')}</ListBucketResult>`);
       } else if (req.method === 'GET' || req.method === 'HEAD') {
@@ -62,7 +68,7 @@ export async function startFakeS3(accessKeyId: string): Promise<FakeS3> {
         objects.delete(full);
         res.writeHead(204).end();
       } else res.writeHead(405).end();
-    });
+    };
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {

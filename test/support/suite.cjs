@@ -36,6 +36,7 @@ const HEAVY = [
   'test/runner/fleet-registered.test.ts',
   'test/runner/fleet.test.ts',
   'test/runner/profiles-fleet.test.ts',
+  'test/runner/profiles-kill.test.ts',
   'test/runner/replica-kill.test.ts',
   'test/runner/twins-computer.test.ts',
   'test/runner/truth-computer.test.ts',
