@@ -11,7 +11,7 @@ import { ServiceError, notFound } from '../errors.ts';
 import type { Limits } from '../http/limits.ts';
 import type { Tenant } from '../http/tenants.ts';
 import type { Logger } from '../log.ts';
-import { profileSavingKey, waitWhileSaving, type AtomicOps } from '../state/atomic.ts';
+import { profileSavingKey, type AtomicOps } from '../state/atomic.ts';
 import { describeSave, type ProfileHandle, type ProfileSyncs } from '../runner/profile-sync.ts';
 import type { KeyedStore } from '../state/tables.ts';
 import type { PlaneEndpoint, PlaneLease, PlaneProvider } from '../runner/planes.ts';
@@ -19,8 +19,10 @@ import { callPlane } from '../takeover/plane-call.ts';
 import { SESSION_ID, newSessionId, pageSessions, sessionKey, type EndReason, type SessionRecord } from './records.ts';
 import type { RunRecorder } from '../runner/recording.ts';
 import { SessionTrace, type CdpActivity } from './session-trace.ts';
-import { openPlane, sessionDemand, type SessionSpec } from './open.ts';
+import { claimProfile, openPlane, sessionDemand, startingRecord, type SessionSpec } from './open.ts';
 import { adopt, ownerKey, type HeldPlane } from './adoption.ts';
+import { SessionClients } from './clients.ts';
+
 import { ownerIsDead } from '../runs/owners.ts';
 
 export type { SessionSpec } from './open.ts';
@@ -65,14 +67,10 @@ interface Held {
   tracing?: Promise<unknown>;
 }
 
-/** renewed by a replica relaying to a session it does not own, so the owner knows a client is there */
-export const attachedKey = (id: string): string => `session-attached:${id}`;
-export const ATTACHED_TTL_MS = 5000;
-
 export class SessionsService {
   private readonly held = new Map<string, Held>();
-  /** CDP relays on this replica (its local clients), by session: closed when the session ends */
-  private readonly relays = new Map<string, Set<(why: string) => void>>();
+  /** CDP relays on this replica (its local clients): closed when the session ends */
+  private readonly clients: SessionClients;
   /** traces of ended sessions still being written, by session */
   private readonly traceWrites = new Map<string, Promise<unknown>>();
   /** ended sessions whose plane is still closing and profile still saving, by session */
@@ -81,32 +79,15 @@ export class SessionsService {
   private readonly adopting = new Map<string, Promise<SessionRecord>>();
   private closed = false;
 
-  constructor(private readonly d: SessionsDeps) {}
+  constructor(private readonly d: SessionsDeps) {
+    this.clients = new SessionClients(d.atomic);
+  }
 
   async create(tenant: Tenant, spec: SessionSpec): Promise<SessionRecord> {
     if (this.closed) throw new ServiceError('unavailable', 'the gateway is shutting down');
     const id = newSessionId();
     await this.d.limits.acquireRunSlot(tenant, id, (holder) => this.holderEnded(tenant.tenant_id, holder));
-    const now = Date.now();
-    const record: SessionRecord = {
-      session_id: id,
-      tenant_id: tenant.tenant_id,
-      status: 'starting',
-      compute_backend: spec.compute_backend,
-      created_at: new Date(now).toISOString(),
-      updated_at: new Date(now).toISOString(),
-      expires_at: new Date(now + spec.timeout_seconds * 1000).toISOString(),
-      ended_at: null,
-      end_reason: null,
-      detail: null,
-      idle_timeout_seconds: spec.idle_timeout_seconds,
-      timeout_seconds: spec.timeout_seconds,
-      keep_alive: spec.keep_alive,
-      profile_id: spec.profile_id ? `${tenant.tenant_id}/${spec.profile_id}` : null,
-      owner: this.d.owner,
-      endpoint: null,
-      video: false,
-    };
+    const record = startingRecord(id, tenant.tenant_id, spec, this.d.owner);
     const holds: Array<() => Promise<unknown>> = [() => this.d.limits.releaseRunSlot(tenant.tenant_id, id)];
     const undo = async (): Promise<void> => {
       for (const h of holds.reverse()) await h().catch(() => undefined);
@@ -115,10 +96,7 @@ export class SessionsService {
     try {
       if (record.profile_id) {
         const key = `profile:${record.profile_id}`;
-        const ttl = (spec.timeout_seconds + 300) * 1000;
-        let holder = await this.d.atomic.claim(key, id, ttl);
-        if (holder !== null && (await waitWhileSaving(this.d.atomic, holder))) holder = await this.d.atomic.claim(key, id, ttl);
-        if (holder !== null && (await this.holderEnded(tenant.tenant_id, holder)) && (await this.d.atomic.deleteIf(key, holder))) holder = await this.d.atomic.claim(key, id, ttl);
+        const holder = await claimProfile(this.d.atomic, key, id, (spec.timeout_seconds + 300) * 1000, (h) => this.holderEnded(tenant.tenant_id, h));
         if (holder !== null) throw new ServiceError('profile_busy', `profile '${spec.profile_id}' is busy: ${holder} holds its lock`);
         holds.push(() => this.d.atomic.deleteIf(key, id));
       }
@@ -257,7 +235,7 @@ export class SessionsService {
     if (this.held.has(id)) return this.end(id, 'released', 'released by DELETE');
     const ended = this.endedRecord(r, 'released', 'released by DELETE');
     await this.d.store.set(sessionKey(r.tenant_id, id), ended);
-    this.closeRelays(id, 'session released');
+    this.clients.closeAll(id, 'session released');
     return ended;
   }
 
@@ -281,38 +259,21 @@ export class SessionsService {
   /** A relay opened on this replica; returns its detach. `close(why)` is called if the session ends first. */
   attach(r: SessionRecord, close: (why: string) => void): () => void {
     const id = r.session_id;
-    const set = this.relays.get(id) ?? new Set();
-    this.relays.set(id, set);
-    set.add(close);
     const held = this.held.get(id);
     if (held) {
       held.attachedOnce = true;
       held.activeAt = Date.now();
     }
-    // not the owner: tell it a client is here, through the shared store, and watch that
-    // the owner still is (a session nobody owns would hold its agent slot with no one to end it)
-    const beat = held
-      ? undefined
-      : setInterval(() => {
-          void this.d.atomic.put(attachedKey(id), '1', ATTACHED_TTL_MS).catch(() => undefined);
-          if (!this.held.has(id)) void this.ownerGone(r).then((gone) => (gone ? this.takeOver(r) : undefined)).catch(() => undefined);
-        }, ATTACHED_TTL_MS / 3);
-    beat?.unref();
-    if (!held) void this.d.atomic.put(attachedKey(id), '1', ATTACHED_TTL_MS).catch(() => undefined);
-    let done = false;
+    // not the owner: the owner hears of the client through the shared store, and this replica
+    // watches that the owner still is (a session nobody owns would hold its agent slot with no one to end it)
+    const detach = this.clients.add(id, close, held ? undefined : () => void (this.held.has(id) ? undefined : this.ownerGone(r).then((gone) => (gone ? this.takeOver(r) : undefined)).catch(() => undefined)));
     return () => {
-      if (done) return;
-      done = true;
-      if (beat) clearInterval(beat);
-      set.delete(close);
-      const n = set.size;
-      if (n === 0) this.relays.delete(id);
+      const left = detach();
       const h = this.held.get(id);
-      if (h) {
-        h.activeAt = Date.now();
-        // the last client left a session that is not kept alive: it ends now
-        if (n <= 0 && !h.record.keep_alive) void this.tick(id);
-      }
+      if (!h) return;
+      h.activeAt = Date.now();
+      // the last client left a session that is not kept alive: it ends now
+      if (left <= 0 && !h.record.keep_alive) void this.tick(id);
     };
   }
 
@@ -335,7 +296,7 @@ export class SessionsService {
   private async markOrphanEnded(r: SessionRecord): Promise<SessionRecord> {
     const ended = this.endedRecord(r, 'gateway_lost', 'the gateway replica that held this session is gone');
     await this.d.store.set(sessionKey(r.tenant_id, r.session_id), ended);
-    this.closeRelays(r.session_id, ended.detail!);
+    this.clients.closeAll(r.session_id, ended.detail!);
     await this.d.limits.releaseRunSlot(r.tenant_id, r.session_id).catch(() => undefined);
     if (r.profile_id) await this.d.atomic.deleteIf(`profile:${r.profile_id}`, r.session_id).catch(() => undefined);
     return ended;
@@ -352,10 +313,9 @@ export class SessionsService {
     if (!h || h.ending) return;
     const now = Date.now();
     if (now >= Date.parse(h.record.expires_at)) return void this.end(id, 'max_duration', `reached timeout_seconds (${h.record.timeout_seconds} s)`);
-    const local = (this.relays.get(id)?.size ?? 0) > 0;
-    const remote = !local && (await this.d.atomic.get(attachedKey(id)).catch(() => null)) !== null;
-    h.trace?.tick(local || remote);
-    if (local || remote) {
+    const attached = await this.clients.attached(id);
+    h.trace?.tick(attached);
+    if (attached) {
       h.activeAt = now;
       h.attachedOnce = true;
     } else if (h.attachedOnce && !h.record.keep_alive) {
@@ -388,7 +348,7 @@ export class SessionsService {
       // a synced profile is saved after the plane closes: its lock outlives the ended row until then
       const saves = h.profile?.synced === true && this.d.profiles !== undefined && (await this.d.profiles.holdForSave(id).then(() => true, () => false));
       await this.d.store.set(sessionKey(h.record.tenant_id, id), ended).catch((err: Error) => this.d.log.error({ session_id: id, err: err.message }, 'session end could not be written'));
-      this.closeRelays(id, `session ended: ${ended.end_reason}`);
+      this.clients.closeAll(id, `session ended: ${ended.end_reason}`);
       // the tenant's slot is free once the row says ended (an acceptance would free it anyway);
       // the profile lock waits for the browser to close, which flushes the profile
       await this.d.limits.releaseRunSlot(h.record.tenant_id, id).catch(() => undefined);
@@ -439,10 +399,6 @@ export class SessionsService {
     const closing = this.closings.get(id);
     if (closing) return closing.then(() => this.traceWritten(id));
     return this.traceWrites.get(id) ?? Promise.resolve();
-  }
-
-  private closeRelays(id: string, why: string): void {
-    for (const close of [...(this.relays.get(id) ?? [])]) close(why);
   }
 
   /** Shutdown: every session this replica owns ends (shutdown). */
