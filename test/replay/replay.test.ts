@@ -44,7 +44,7 @@ describe('replays: a brain run compiles into a mechanical plan that replays and 
     // 1. the scripted brain solves the task: three brain steps, then the mechanical read
     fake.requests.length = 0;
     const first = await run({ plan: shopPlan(site), replay: { cache: true } });
-    expect(first.status, JSON.stringify(first.steps)).to.equal('succeeded');
+    expect(first.status, JSON.stringify(first)).to.equal('succeeded');
     const learnCalls = fake.requests.length;
     expect(learnCalls).to.equal(7);
     expect(first.steps.at(-1).rows).to.equal(3);
@@ -104,6 +104,46 @@ describe('replays: a brain run compiles into a mechanical plan that replays and 
     const refused = await gw.req('POST', '/v1/predict', { token: other, body: { replay: { compiled_plan_id: id } } });
     expect(refused.status, refused.text).to.equal(404);
     expect((await gw.req('DELETE', `/v1/compiled_plans/${id}`, { token: other })).status).to.equal(404);
+  });
+
+  it('a page that moved falls back to the brain for the steps it changed, and the healed plan replays with no call', async () => {
+    site.changed = false;
+    site.moved = false;
+    // a fresh start: the plan the first test healed would be replayed otherwise
+    for (const p of (await gw.req('GET', '/v1/compiled_plans', { token })).body.compiled_plans as Body[]) await gw.req('DELETE', `/v1/compiled_plans/${p.compiled_plan_id}`, { token });
+    fake.requests.length = 0;
+    const first = await run({ plan: shopPlan(site), replay: { cache: true } });
+    expect(first.status, JSON.stringify(first)).to.equal('succeeded');
+    expect(fake.requests.length).to.equal(7);
+    site.moved = true;
+    fake.requests.length = 0;
+    const healed = await run({ plan: shopPlan(site), replay: { cache: true } });
+    expect(healed.status, JSON.stringify(healed.steps)).to.equal('succeeded');
+    // the two steps recorded on / (type, then press Search) are done by the brain again: 3 + 2 calls, the third step replays
+    expect(fake.requests.map((r) => r.seen.task)).to.deep.equal(['type widget into the search box', 'type widget into the search box', 'type widget into the search box', 'press the search button', 'press the search button']);
+    expect(await rowsOf(healed.run_id)).to.equal(3);
+    const heals = (await events(healed.run_id)).filter((e) => e.type === 'run.replay_healed').map((e) => [e.data.how, e.data.path, e.data.model_calls]);
+    expect(heals).to.deep.equal([['brain', 'steps[1]', 3], ['brain', 'steps[2]', 2]]);
+    const plan = (await gw.req('GET', `/v1/runs/${healed.run_id}/compiled_plan`, { token })).body;
+    expect(plan.heals).to.equal(2);
+    expect(planSchema(plan.plan)).to.equal(true);
+    expect(plan.plan.steps.map((s: Body) => s.type)).to.deep.equal(['navigate', 'type_text', 'click', 'click', 'extract_data']);
+    expect(plan.plan.steps[1].replay.url_before).to.equal(`${site.url}/shop`);
+    fake.requests.length = 0;
+    const again = await run({ plan: shopPlan(site), replay: { cache: true } });
+    expect(again.status, JSON.stringify(again.steps)).to.equal('succeeded');
+    expect(fake.requests.length).to.equal(0);
+    site.moved = false;
+  });
+
+  it('never records text typed into a password field: that step is not compiled', async () => {
+    const r = await run({ plan: [{ intent: 'open the sign-in page', type: 'navigate', url: `${site.url}/login` }, { intent: 'type the password', type: 'default-cua', max_steps: 4 }] });
+    expect(r.status, JSON.stringify(r)).to.equal('succeeded');
+    expect((await gw.req('GET', `/v1/runs/${r.run_id}/compiled_plan`, { token })).status).to.equal(404);
+    const compiled = (await events(r.run_id)).find((e) => e.type === 'run.plan_compiled');
+    expect(compiled?.data.compiled_steps).to.equal(0);
+    expect(JSON.stringify(compiled)).to.match(/password field/).and.not.match(/hunter2/);
+    expect(JSON.stringify((await gw.req('GET', '/v1/compiled_plans', { token })).body)).to.not.match(/hunter2/);
   });
 
   it('refuses bad replay options with {detail}, and deletes a plan', async () => {

@@ -12,6 +12,8 @@ export interface ReplaySite {
   url: string;
   /** serve the changed release (the Search button is now "Find", elsewhere) */
   changed: boolean;
+  /** the shop moved: / redirects to /shop (every recorded url_before of the home page is now wrong) */
+  moved: boolean;
   close(): Promise<void>;
 }
 
@@ -45,15 +47,19 @@ function results(q: string): string {
 <a class="at" href="/item/2" style="left:100px;top:300px;width:160px;height:30px;display:block">Red ${esc}</a>`);
 }
 
+const LOGIN = page('Sign in', '<h1>Sign in</h1><label class="at" for="pw" style="left:100px;top:120px">Password</label><input class="at" id="pw" type="password" style="left:100px;top:150px;width:300px;height:30px;box-sizing:border-box">');
+
 const ITEM = page('Item', `<h1>Blue widget</h1><table><tr class="spec"><td class="k">colour</td><td class="v">blue</td></tr>
 <tr class="spec"><td class="k">price</td><td class="v">12.50</td></tr><tr class="spec"><td class="k">stock</td><td class="v">7</td></tr></table>`);
 
 export async function startReplaySite(): Promise<ReplaySite> {
-  const site: ReplaySite = { url: '', changed: false, close: async () => {} };
+  const site: ReplaySite = { url: '', changed: false, moved: false, close: async () => {} };
   const server: Server = createServer((req, res) => {
     const u = new URL(req.url ?? '/', 'http://x');
     const html = (s: string) => void res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(s);
-    if (u.pathname === '/') return html(home(site.changed));
+    if (u.pathname === '/' && site.moved) return void res.writeHead(302, { location: '/shop' }).end();
+    if (u.pathname === '/' || (u.pathname === '/shop' && site.moved)) return html(home(site.changed));
+    if (u.pathname === '/login') return html(LOGIN);
     if (u.pathname === '/results') return html(results(u.searchParams.get('q') ?? ''));
     if (u.pathname === '/item/1') return html(ITEM);
     res.writeHead(404).end();
@@ -93,6 +99,7 @@ export function shopBrain(site: ReplaySite): (seen: Seen) => Reply {
     const button = site.changed ? AT.find : AT.search;
     // a heal's grounding call names the replayed step's own intent
     if (t.startsWith('click the target of this step')) return t.includes('search') && !t.includes('type ') ? click(button) : t.includes('result') || t.includes('blue') ? click(AT.result) : DONE;
+    if (t.includes('type the password')) return seen.actions === 0 ? click(AT.field) : seen.actions === 1 ? { call: { action: 'TYPE', text: 'hunter2-secret', reasoning: 'typing' } } : DONE;
     if (t.includes('type widget')) return seen.actions === 0 ? click(AT.field) : seen.actions === 1 ? { call: { action: 'TYPE', text: 'widget', reasoning: 'typing' } } : DONE;
     if (t.includes('search button')) return seen.actions === 0 ? click(button) : DONE;
     if (t.includes('first result')) return seen.actions === 0 ? click(AT.result) : DONE;
