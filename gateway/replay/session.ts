@@ -2,7 +2,8 @@
 // they are, each checked as any (its handler's checks), and against the state
 // the recording saw: the page it started on (url_before), the page it left
 // (url_after) and, at the group's end, the landmark. A step whose target is
-// missing is healed by one grounding call (the brain points at the target, the
+// missing is tried on its recorded stable selector (no model call), then healed
+// by one grounding call (the brain points at the target, the
 // plane resolves what is there into a new durable target, the mechanical step
 // runs again on it); a page that does not match, or a grounding that does not
 // help, falls back to the brain for the step's original intent, which then
@@ -18,7 +19,7 @@ const TOP = /^steps\[(\d+)\]$/;
 export interface Heal {
   path: string;
   group: number;
-  how: 'grounding' | 'brain';
+  how: 'selector' | 'grounding' | 'brain';
   reason: string;
   model_calls: number;
 }
@@ -73,8 +74,9 @@ export class ReplaySession {
       return mismatch ? this.brainHeal(ctx, mark, index, mismatch) : r;
     }
     if (r.failure_class === 'selector_miss' && POINTED.has(ctx.step.type)) {
-      const g = await this.groundHeal(ctx, mech, mark, index, r.data ?? 'target missing');
-      if (g) return g;
+      const why = r.data ?? 'target missing';
+      const s = (await this.selectorHeal(ctx, mech, mark, index, why)) ?? (await this.groundHeal(ctx, mech, mark, index, why));
+      if (s) return s;
     }
     return this.brainHeal(ctx, mark, index, r.data ?? r.failure_class ?? 'the replayed step failed');
   }
@@ -98,6 +100,20 @@ export class ReplaySession {
       if (!flat(text).includes(flat(mark.landmark))) return `the page does not show ${JSON.stringify(mark.landmark)}`;
     }
     return undefined;
+  }
+
+  /** No model call: the target's recorded stable selector (id, test attribute), when its name changed and that did not. */
+  private async selectorHeal(ctx: StepContext, mech: StepHandler, mark: ReplayMark, index: number, reason: string): Promise<StepResult | undefined> {
+    const params = (ctx.step.params ?? {}) as Record<string, unknown>;
+    const selector = (params.target as { selector?: unknown } | undefined)?.selector;
+    if (typeof selector !== 'string' || params.selector === selector || !ctx.plane.dom) return undefined;
+    const { label: _l, role: _r, ...rest } = params;
+    const healed: Step = { ...ctx.step, params: { ...rest, selector } };
+    const r = await mech.run({ ...ctx, step: healed });
+    if (!r.success || (await this.afterMismatch(ctx, mark))) return undefined;
+    this.replacements.set(index, [healed]);
+    await this.healed(ctx, mark, { path: ctx.path, group: mark.group, how: 'selector', reason, model_calls: 0 });
+    return { ...r, data: `replay healed by the recorded selector ${selector} (${reason.slice(0, 200)})` };
   }
 
   /** One model call: the brain points at the step's target; the step runs again on what is there. */

@@ -136,6 +136,23 @@ describe('replays: a brain run compiles into a mechanical plan that replays and 
     site.moved = false;
   });
 
+  it('a control renamed in place is found again by its recorded id, with no model call', async () => {
+    for (const p of (await gw.req('GET', '/v1/compiled_plans', { token })).body.compiled_plans as Body[]) await gw.req('DELETE', `/v1/compiled_plans/${p.compiled_plan_id}`, { token });
+    const first = await run({ plan: shopPlan(site), replay: { cache: true } });
+    expect(first.status, JSON.stringify(first)).to.equal('succeeded');
+    site.renamed = true;
+    fake.requests.length = 0;
+    const replay = await run({ plan: shopPlan(site), replay: { cache: true } });
+    site.renamed = false;
+    expect(replay.status, JSON.stringify(replay.steps)).to.equal('succeeded');
+    expect(fake.requests.length).to.equal(0);
+    const heals = (await events(replay.run_id)).filter((e) => e.type === 'run.replay_healed').map((e) => [e.data.how, e.data.path, e.data.model_calls]);
+    expect(heals).to.deep.equal([['selector', 'steps[2]', 0]]);
+    const plan = (await gw.req('GET', `/v1/runs/${replay.run_id}/compiled_plan`, { token })).body;
+    expect(plan.plan.steps[2].params.selector).to.equal('#go');
+    expect(planSchema(plan.plan)).to.equal(true);
+  });
+
   it('never records text typed into a password field: that step is not compiled', async () => {
     const r = await run({ plan: [{ intent: 'open the sign-in page', type: 'navigate', url: `${site.url}/login` }, { intent: 'type the password', type: 'default-cua', max_steps: 4 }] });
     expect(r.status, JSON.stringify(r)).to.equal('succeeded');

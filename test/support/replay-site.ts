@@ -14,6 +14,8 @@ export interface ReplaySite {
   changed: boolean;
   /** the shop moved: / redirects to /shop (every recorded url_before of the home page is now wrong) */
   moved: boolean;
+  /** the Search button is now labelled "Go" (same id, same place) */
+  renamed: boolean;
   close(): Promise<void>;
 }
 
@@ -28,10 +30,10 @@ export const AT = {
   result: { x: 180, y: 265 },
 };
 
-function home(changed: boolean): string {
+function home(changed: boolean, renamed: boolean): string {
   const button = changed
     ? '<button class="at" id="go-v2" type="submit" style="left:650px;top:290px;width:100px;height:30px">Find</button>'
-    : '<button class="at" id="go" type="submit" style="left:450px;top:150px;width:100px;height:30px">Search</button>';
+    : `<button class="at" id="go" type="submit" style="left:450px;top:150px;width:100px;height:30px">${renamed ? 'Go' : 'Search'}</button>`;
   return page(
     'Shop',
     `<h1 class="at" style="left:100px;top:20px;margin:0">Shop search</h1>
@@ -53,12 +55,12 @@ const ITEM = page('Item', `<h1>Blue widget</h1><table><tr class="spec"><td class
 <tr class="spec"><td class="k">price</td><td class="v">12.50</td></tr><tr class="spec"><td class="k">stock</td><td class="v">7</td></tr></table>`);
 
 export async function startReplaySite(): Promise<ReplaySite> {
-  const site: ReplaySite = { url: '', changed: false, moved: false, close: async () => {} };
+  const site: ReplaySite = { url: '', changed: false, moved: false, renamed: false, close: async () => {} };
   const server: Server = createServer((req, res) => {
     const u = new URL(req.url ?? '/', 'http://x');
     const html = (s: string) => void res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(s);
     if (u.pathname === '/' && site.moved) return void res.writeHead(302, { location: '/shop' }).end();
-    if (u.pathname === '/' || (u.pathname === '/shop' && site.moved)) return html(home(site.changed));
+    if (u.pathname === '/' || (u.pathname === '/shop' && site.moved)) return html(home(site.changed, site.renamed));
     if (u.pathname === '/login') return html(LOGIN);
     if (u.pathname === '/results') return html(results(u.searchParams.get('q') ?? ''));
     if (u.pathname === '/item/1') return html(ITEM);
