@@ -427,6 +427,58 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/compiled_plans": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the tenant's compiled plans, newest first */
+        get: operations["getV1CompiledPlans"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/compiled_plans/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A compiled plan: a valid plan whose replayed steps carry `replay` marks */
+        get: operations["getV1CompiledPlansId"];
+        put?: never;
+        post?: never;
+        /** Delete a compiled plan (a later run of its plan with replay {cache: true} asks the brain again) */
+        delete: operations["deleteV1CompiledPlansId"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/runs/{run_id}/compiled_plan": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The compiled plan a run produced (its brain steps as mechanical ones) or replayed */
+        get: operations["getV1RunsRunIdCompiledPlan"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/ws-tickets": {
         parameters: {
             query?: never;
@@ -1105,6 +1157,19 @@ export interface components {
             hints?: components["schemas"]["Hints"];
             /** @description Name of a recipe (tenant's first, then shipped) whose schema is the step's extract block. */
             _recipe?: string;
+            replay?: components["schemas"]["ReplayMark"];
+        };
+        /** @description Our extension (issue 45): the step was compiled from what a brain did in run from_run for the top-level step `group` of that run's plan. A replay checks the page against url_before, url_after and landmark; a step whose target is missing or whose page does not match falls back to the brain (brain_type, with intent) for that step only. */
+        ReplayMark: {
+            group: number;
+            from_run: string;
+            intent: string;
+            brain_type: string;
+            hint?: string;
+            max_steps?: number;
+            url_before?: string;
+            url_after?: string;
+            landmark?: string;
         };
         /**
          * PredictRequest
@@ -1153,7 +1218,15 @@ export interface components {
             state_repeat_threshold?: number;
             pinned_source_url_pattern?: string;
             off_source_step_budget?: number;
+            /** @description Our extension (issue 45): run a compiled plan, asking the brain only for steps whose page changed. compiled_plan_id: that compiled plan of the tenant (give no plan or micro). cache true: the compiled plan stored under this plan's cache key (tenant, plan hash, start URL) when there is one, else the plan as given (compiled when it succeeds). */
+            replay?: {
+                compiled_plan_id?: components["schemas"]["CompiledPlanId"];
+                /** @constant */
+                cache?: true;
+            };
         };
+        /** @description a compiled plan's id: cp_ and 32 hex digits */
+        CompiledPlanId: string;
         /** @description 1-128 characters of letters, digits, dot, underscore, hyphen; not starting with a dot or hyphen. Stored tenant-prefixed. */
         Identity: string;
         /**
@@ -1895,6 +1968,10 @@ export interface components {
             attempts: number;
             rows?: number;
             screenshot_b64?: string;
+            /** @description the step ran from a compiled plan (issue 45) */
+            replayed?: boolean;
+            /** @description the run whose brain steps the replayed step was compiled from */
+            replayed_from?: string;
         };
         RunResult: {
             /** @enum {string} */
@@ -1932,6 +2009,36 @@ export interface components {
             recipes: {
                 name: string;
             }[];
+        };
+        CompiledPlan: {
+            compiled_plan_id: string;
+            /** @description the run whose brain steps it was compiled from */
+            source_run_id: string;
+            /** @description hash of tenant, plan hash and start URL: predict replay {cache: true} finds it by this */
+            cache_key: string;
+            start_url?: string | null;
+            plan: components["schemas"]["PlanObject"];
+            /** @description brain steps replaced by mechanical ones */
+            compiled_steps: number;
+            /** @description times a replay healed a step of it */
+            heals: number;
+            last_healed_by?: string | null;
+            created_at: string;
+            updated_at: string;
+        };
+        CompiledPlanList: {
+            compiled_plans: {
+                compiled_plan_id: string;
+                source_run_id: string;
+                cache_key: string;
+                start_url?: string | null;
+                heals: number;
+                updated_at: string;
+            }[];
+        };
+        CompiledPlanDeleted: {
+            compiled_plan_id: string;
+            deleted: boolean;
         };
         RecipeDeleted: {
             name: string;
@@ -3758,6 +3865,308 @@ export interface operations {
                 };
             };
             /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1CompiledPlans: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CompiledPlanList"];
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1CompiledPlansId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CompiledPlan"];
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteV1CompiledPlansId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CompiledPlanDeleted"];
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1RunsRunIdCompiledPlan: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CompiledPlan"];
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the run is not the tenant's, or it compiled nothing (it failed, or had no brain step that succeeded) */
             404: {
                 headers: {
                     [name: string]: unknown;

@@ -19,6 +19,7 @@ import { opsRoutes } from './routes/ops.ts';
 import { predictRoutes } from './routes/predict.ts';
 import { runRoutes } from './routes/runs.ts';
 import { recipeRoutes } from './routes/recipes.ts';
+import { compiledPlanRoutes } from './routes/compiled-plans.ts';
 import { wsRoutes } from './routes/ws.ts';
 import { pluginListRoutes } from './routes/plugins.ts';
 import { brainRoutes } from './routes/brains.ts';
@@ -34,7 +35,7 @@ import { agentAuth } from './http/agent-auth.ts';
 import { mcpRoutes } from './mcp/http.ts';
 
 /** The gateway's own routes; the routes plugins declare are added by createGateway. */
-export const ALL_ROUTES: RouteSpec[] = [...opsRoutes, ...predictRoutes, ...runRoutes, ...recipeRoutes, ...wsRoutes, ...pluginListRoutes, ...brainRoutes, ...chatRoutes, ...diagnoseRoutes, ...planeRoutes, ...sessionRoutes, ...liveRoutes, ...credentialRoutes, ...takeoverRoutes, ...mcpRoutes, ...profileRoutes];
+export const ALL_ROUTES: RouteSpec[] = [...opsRoutes, ...predictRoutes, ...runRoutes, ...recipeRoutes, ...compiledPlanRoutes, ...wsRoutes, ...pluginListRoutes, ...brainRoutes, ...chatRoutes, ...diagnoseRoutes, ...planeRoutes, ...sessionRoutes, ...liveRoutes, ...credentialRoutes, ...takeoverRoutes, ...mcpRoutes, ...profileRoutes];
 
 function routeChain(route: RouteSpec, s: Services) {
   const chain: Array<(ctx: Ctx, next: Next) => Promise<unknown>> = [];

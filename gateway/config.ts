@@ -45,6 +45,8 @@ export interface GatewayConfig {
   maxPlanSteps: number;
   maxJsonDepth: number;
   maxRecipesPerTenant: number;
+  /** compiled plans one tenant may keep (issue 45) */
+  maxCompiledPlansPerTenant: number;
   /** SERVICE_MAX_CREDENTIALS_PER_TENANT: most credentials one tenant keeps in the vault */
   maxCredentialsPerTenant: number;
   /** SERVICE_VAULT_KEY_FILE: the operator secret the vault's per-tenant keys derive from; unset: <secretsDir>/vault.key (made on first use by the embedded default) */
@@ -164,6 +166,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Gateway
     maxPlanSteps: envInt(env, 'SERVICE_MAX_PLAN_STEPS', 500, 1),
     maxJsonDepth: envInt(env, 'SERVICE_MAX_JSON_DEPTH', 64, 8, 1000),
     maxRecipesPerTenant: envInt(env, 'SERVICE_MAX_RECIPES_PER_TENANT', 200, 1),
+    maxCompiledPlansPerTenant: envInt(env, 'SERVICE_MAX_COMPILED_PLANS_PER_TENANT', 500, 1),
     maxCredentialsPerTenant: envInt(env, 'SERVICE_MAX_CREDENTIALS_PER_TENANT', 200, 1),
     vaultKeyFile: envStr(env, 'SERVICE_VAULT_KEY_FILE') ? path.resolve(cwd, envStr(env, 'SERVICE_VAULT_KEY_FILE')!) : undefined,
     maxProfileBytes: envInt(env, 'SERVICE_MAX_PROFILE_BYTES', 300 * 1024 * 1024, 1024),

@@ -17,6 +17,8 @@ import { RunsService } from './runs/runs-service.ts';
 import { MAX_EVENTS_PER_RUN, openEventLog } from './runs/events.ts';
 import { Webhooks } from './runs/webhooks.ts';
 import { Idempotency } from './runs/idempotency.ts';
+import { ReplayService } from './replay/service.ts';
+import { CompiledPlanStore } from './replay/store.ts';
 import { RecipeStore } from './recipes/store.ts';
 import { CredentialVault } from './vault/credentials.ts';
 import { ProfileStore } from './vault/profiles.ts';
@@ -159,6 +161,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     frames: new FrameHub(),
     idempotency: new Idempotency(state.atomic, config.idempotencyTtlSeconds * 1000),
     recipes: new RecipeStore(state, plugins, config.maxRecipesPerTenant),
+    replay: new ReplayService(new CompiledPlanStore(state, config.maxCompiledPlansPerTenant), (type) => plugins.stepHandler(type)),
     vault: new CredentialVault(state, { key: vaultKey, maxPerTenant: config.maxCredentialsPerTenant }),
     profiles,
     plugins,
@@ -251,6 +254,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     recorder,
     takeover: services.takeover,
     profiles: profileSyncs,
+    replay: services.replay,
   });
   const scheduler = config.runnerEnabled ? new RunScheduler(executor, config.maxActiveRuns, namedLogger(log, 'gateway.runner')) : undefined;
   const queue: RunQueue = config.redisUrl

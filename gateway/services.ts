@@ -7,6 +7,7 @@ import type { TenantResolver } from './http/tenants.ts';
 import type { RunsService } from './runs/runs-service.ts';
 import type { Idempotency } from './runs/idempotency.ts';
 import type { RecipeStore } from './recipes/store.ts';
+import type { ReplayService } from './replay/service.ts';
 import type { PluginRegistry } from './plugins/registry.ts';
 import type { StateBackend } from './state/backend.ts';
 import type { VersionInfo } from './version.ts';
@@ -35,6 +36,8 @@ export interface Services {
   sessions: SessionsService;
   idempotency: Idempotency;
   recipes: RecipeStore;
+  /** compiled plans and their replays (issue 45) */
+  replay: ReplayService;
   /** requests for a person and their one-time links (issue 42) */
   takeover: TakeoverService;
   /** the tenants' credentials (POST /v1/credentials), typed by steps that name them */

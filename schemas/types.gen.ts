@@ -55,6 +55,7 @@ hints?: Hints
  * Name of a recipe (tenant's first, then shipped) whose schema is the step's extract block.
  */
 _recipe?: string
+replay?: ReplayMark
 [k: string]: unknown
 }
 
@@ -113,6 +114,21 @@ expect_text_present?: StringOrList
 fallback_url?: string
 [k: string]: unknown
 }
+/**
+ * Our extension (issue 45): the step was compiled from what a brain did in run from_run for the top-level step `group` of that run's plan. A replay checks the page against url_before, url_after and landmark; a step whose target is missing or whose page does not match falls back to the brain (brain_type, with intent) for that step only.
+ */
+
+export interface ReplayMark {
+group: number
+from_run: string
+intent: string
+brain_type: string
+hint?: string
+max_steps?: number
+url_before?: string
+url_after?: string
+landmark?: string
+}
 
 export interface PlanObject {
 steps: StepList
@@ -165,6 +181,14 @@ brain_may_ask_human?: boolean
  */
 
 export type Identity = string
+/**
+ * a compiled plan's id: cp_ and 32 hex digits
+ * 
+ * This interface was referenced by `PredictRequest`'s JSON-Schema
+ * via the `definition` "CompiledPlanId".
+ */
+
+export type CompiledPlanId = string
 
 /**
  * Body of POST /v1/predict. action run starts a run from an inline `plan` or a `micro` plan reference; status, result and logs read an existing run.
@@ -215,6 +239,13 @@ proxy_sticky?: boolean
 state_repeat_threshold?: number
 pinned_source_url_pattern?: string
 off_source_step_budget?: number
+/**
+ * Our extension (issue 45): run a compiled plan, asking the brain only for steps whose page changed. compiled_plan_id: that compiled plan of the tenant (give no plan or micro). cache true: the compiled plan stored under this plan's cache key (tenant, plan hash, start URL) when there is one, else the plan as given (compiled when it succeeds).
+ */
+replay?: {
+compiled_plan_id?: CompiledPlanId
+cache?: true
+}
 [k: string]: unknown
 }
 
@@ -2596,12 +2627,6 @@ webhook: ({
 } | null)
 [k: string]: unknown
 })
-/**
- * action run: the run's handle (detached) or its result (detached: false); status, result, logs: that body of an existing run; resume: the new run's handle
- * 
- * This interface was referenced by `Responses`'s JSON-Schema
- * via the `definition` "PredictAnswer".
- */
 
 export type PredictAnswer = (RunHandle | RunResult | RunStatusBody | RunLogs)
 /**
@@ -2684,6 +2709,14 @@ data?: string
 attempts: number
 rows?: number
 screenshot_b64?: string
+/**
+ * the step ran from a compiled plan (issue 45)
+ */
+replayed?: boolean
+/**
+ * the run whose brain steps the replayed step was compiled from
+ */
+replayed_from?: string
 [k: string]: unknown
 }
 /**
@@ -2761,6 +2794,59 @@ recipes: {
 name: string
 [k: string]: unknown
 }[]
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "CompiledPlan".
+ */
+
+export interface CompiledPlan {
+compiled_plan_id: string
+/**
+ * the run whose brain steps it was compiled from
+ */
+source_run_id: string
+/**
+ * hash of tenant, plan hash and start URL: predict replay {cache: true} finds it by this
+ */
+cache_key: string
+start_url?: (string | null)
+plan: PlanObject
+/**
+ * brain steps replaced by mechanical ones
+ */
+compiled_steps: number
+/**
+ * times a replay healed a step of it
+ */
+heals: number
+last_healed_by?: (string | null)
+created_at: string
+updated_at: string
+[k: string]: unknown
+}
+
+export interface CompiledPlanList {
+compiled_plans: {
+compiled_plan_id: string
+source_run_id: string
+cache_key: string
+start_url?: (string | null)
+heals: number
+updated_at: string
+[k: string]: unknown
+}[]
+[k: string]: unknown
+}
+/**
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "CompiledPlanDeleted".
+ */
+
+export interface CompiledPlanDeleted {
+compiled_plan_id: string
+deleted: boolean
 [k: string]: unknown
 }
 /**

@@ -7,7 +7,10 @@ import type { Step } from '../../schemas/types.gen.ts';
 
 export type { Step };
 export * from './contract-planes.ts';
-import type { Brain, FailureClass, Plane, SecretRef } from './contract-planes.ts';
+import type { Action, Brain, FailureClass, Plane, SecretRef } from './contract-planes.ts';
+import type { DurableTarget } from '../../shared/replay-target.ts';
+
+export type { DurableTarget };
 
 export const PLUGIN_API_VERSION = 1;
 
@@ -75,6 +78,29 @@ export interface TraceDestination {
 // ---------------------------------------------------------------- steps
 
 
+/** An action a brain took, as the run learns it for a replay (issue 45). */
+export interface LearnedAction {
+  /** TYPE into a password field: text '' (never recorded) and secret true */
+  action: Action;
+  /** dom_plane: the element under a pointer action's point */
+  target?: DurableTarget;
+  /** the page's URL before the action */
+  url_before?: string;
+  /** typed into a password field: the step is not compiled */
+  secret?: boolean;
+}
+
+/** What a brain-driven step that succeeded did, for the compiler (gateway/replay). */
+export interface LearnedStep {
+  actions: LearnedAction[];
+  /** the URL when the brain said DONE */
+  url_after?: string;
+  /** a landmark of the page it was on then (first heading, else title) */
+  landmark?: string;
+  /** why the step cannot be replayed mechanically (a person acted), when it cannot */
+  uncompilable?: string;
+}
+
 export interface LastAction {
   type: string;
   params: Record<string, unknown>;
@@ -99,6 +125,8 @@ export interface StepResult {
   retryable?: boolean;
   /** listing cards the step left out before extraction (the recipe's listing_card_exclusions) */
   excluded_cards?: number;
+  /** a brain-driven step that succeeded: the actions that reproduce it (compiled into a replayable plan) */
+  learned?: LearnedStep;
 }
 
 export interface StepContext {

@@ -80,12 +80,16 @@ async function startRun(ctx: Ctx, s: Services, body: PredictBody, tenant: Tenant
   if (body.plan !== undefined && body.micro !== undefined) throw badRequest('plan: give either plan or micro, not both');
   let planInput: unknown = body.plan;
   let root = 'plan';
-  if (planInput === undefined) {
+  if (planInput === undefined && body.replay?.compiled_plan_id === undefined) {
     if (body.micro === undefined) throw badRequest('plan: is required (inline `plan` or a `micro` plan reference)');
     planInput = await loadMicroPlan(s.config.plansDir, body.micro, s.config.maxBodyBytes);
     root = 'micro';
     checkPlanShape(root, planInput);
   }
+  // a compiled plan runs in the place of the plan (replay), and the plan's cache key goes with the run
+  const replay = await s.replay.resolve(tenant.tenant_id, planInput, body.replay);
+  if (replay.replay.compiled_plan_id) root = 'replay';
+  planInput = replay.plan;
   const plan = applyPlanPolicy(root, planInput, {
     maxSteps: s.config.maxPlanSteps,
     maxLoopIterations: s.config.maxLoopIterations,
@@ -121,6 +125,7 @@ async function startRun(ctx: Ctx, s: Services, body: PredictBody, tenant: Tenant
     callback_url: body.callback_url,
     detached: body.detached ?? true,
     webhook: webhookTarget(body.callback_url, tenant),
+    replay: replay.replay,
   });
 }
 
@@ -152,6 +157,7 @@ async function resumeRun(ctx: Ctx, s: Services, body: PredictBody, tenant: Tenan
     webhook: webhookTarget(callbackUrl, tenant),
     resumed_from: prev.run_id,
     start_step: prev.resume_step,
+    ...(prev.replay ? { replay: prev.replay } : {}),
   });
 }
 

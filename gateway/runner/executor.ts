@@ -23,6 +23,7 @@ import { describeSave, type ProfileSyncs } from './profile-sync.ts';
 import { rideOut, ridingOut } from './ride-out.ts';
 import { RunClock } from './clock.ts';
 import type { HumanSide, TakeoverDesk } from './human.ts';
+import { learnFrom, type ReplayService } from '../replay/service.ts';
 
 export { Halt } from './outcome.ts';
 
@@ -81,6 +82,8 @@ export interface RunnerDeps {
   takeover?: TakeoverDesk;
   /** profiles that follow the tenant: loaded into the plane at open, saved after the end; absent: the agent's own dir */
   profiles?: ProfileSyncs;
+  /** compiled plans: what a run's brain steps compile into, and the replays of them (issue 45) */
+  replay?: ReplayService;
 }
 
 export class RunExecutor {
@@ -131,6 +134,7 @@ export class RunExecutor {
     const profile = run.profile_id && this.d.profiles ? this.d.profiles.begin(run.tenant_id, run.profile_id, runId) : undefined;
     let outcome: RunOutcome;
     let walker: Walker | undefined;
+    const replay = this.d.replay?.session(run, (type, data) => d.store.emit(run, type, data));
     const recording = await this.d.recorder?.begin(run).catch((err: unknown) => {
       this.d.log.error({ run_id: runId, err: (err as Error)?.message }, 'the run could not start its trace; it runs unrecorded');
       return undefined;
@@ -152,7 +156,7 @@ export class RunExecutor {
       await saveOrStop(d, run);
       await d.store.emit(run, 'run.status', { status: 'running', phase: 'running', backend: opened.plane.capabilities.backend });
       const human = this.humanSide(d, () => run, st, clock, abort.signal, opened, recording);
-      const w = (walker = new Walker(d, run, opened.plane, st, abort.signal, (r) => (run = r), opened, recording, human));
+      const w = (walker = new Walker(d, run, opened.plane, st, abort.signal, (r) => (run = r), opened, recording, human, replay));
       await w.walk(run.plan.steps, 'steps');
       // a stop that came during the last step (cancel, cap, a plane that died) is the run's ending
       w.check();
@@ -186,6 +190,7 @@ export class RunExecutor {
       timer.clear();
       unsubscribe();
     }
+    if (outcome.status === 'succeeded' && this.d.replay) await learnFrom(this.d.replay, d.store, run, st.learned, replay, log);
     // The plane closes (browser, display, video) while the run's result is
     // recorded, off its critical path; the video route waits for it. A run on a
     // persistent profile waits: its lock is released only once the browser has

@@ -1,6 +1,7 @@
 // What one run accumulates while its steps execute: the step entries of the
 // result, extracted rows, costs and counters, and where a resume restarts.
 import { emptyQuality, type ExtractionQuality } from './step-rows.ts';
+import type { LearnedStep } from '../plugins/contract.ts';
 
 export interface StepEntry {
   path: string;
@@ -15,6 +16,8 @@ export interface StepEntry {
   data?: string;
   attempts: number;
   rows?: number;
+  replayed?: true;
+  replayed_from?: string;
 }
 
 export class RunState {
@@ -43,6 +46,8 @@ export class RunState {
   lastShot: Promise<Buffer | undefined> | undefined;
   /** the halt class the last failed step would have halted with (a run whose steps all failed ends with it) */
   lastFailureHalt: string | undefined;
+  /** what each brain-driven step that succeeded did, by path (compiled into a replayable plan at the end) */
+  learned = new Map<string, LearnedStep>();
 
   addQuality(q: ExtractionQuality): void {
     for (const k of Object.keys(q) as Array<keyof ExtractionQuality>) this.quality[k] += q[k];

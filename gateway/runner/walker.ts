@@ -21,6 +21,7 @@ import { publishFrame, recordStep } from './step-record.ts';
 import { RunProgress } from './progress.ts';
 import { vaultSide } from './secret-plane.ts';
 import { humanFields, type HumanSide } from './human.ts';
+import { replayFields, type ReplaySession } from '../replay/session.ts';
 
 /** What a step got to before a halt could interrupt it. */
 /** A step failure that the run's upstream proxy caused (the egress guard names it by Chromium's proxy errors). */
@@ -61,6 +62,7 @@ export class Walker {
     private readonly lease: Pick<PlaneLease, 'isLost' | 'rotateProxy'>,
     private readonly rec?: RunRecording,
     private readonly human?: HumanSide,
+    private readonly replay?: ReplaySession,
   ) {
     this.stuck = new LoopStuckGuard(Number(run.runtime.state_repeat_threshold ?? 0));
     this.urlBudget = new UrlContextBudget(d.urlContextBudget ?? 0);
@@ -236,7 +238,7 @@ export class Walker {
 
   /** Runs the handler with retries; a result that says why the step could not even start. */
   private async runHandler(step: Step, p: string, ti: number, track: StepTrack, ready?: Promise<unknown>): Promise<{ result: StepResult; attempts: number; end?: PageEnd }> {
-    const handler = this.d.handler(step.type);
+    const handler = this.replay ? this.replay.handler(step, p) : this.d.handler(step.type);
     if (!handler) return { result: { success: false, failure_class: 'unknown', data: `no handler serves step type '${step.type}'` }, attempts: 1 };
     // a step whose intent the recipe's rejection_intents recognise is answered with their rejection, before anything acts
     const rejected = rejectionFor(step, step.intent);
@@ -351,7 +353,7 @@ export class Walker {
     const lastShot = this.st.lastShot;
     const pre = rec?.wantsScreenshots ? Promise.resolve(lastShot).then((s) => s ?? this.png()) : undefined;
     rec?.decision(ti, 'planner', 'select', `${step.type}: ${step.intent}`.slice(0, 300), { path: p, type: step.type });
-    const handler = this.d.handler(step.type);
+    const handler = this.replay ? this.replay.handler(step, p) : this.d.handler(step.type);
     const effect = handler?.sideEffect && rec ? rec.declareSideEffect(ti, `${step.intent} (${p})`, handler.sideEffect) : '';
     const handled = await this.runHandler(step, p, ti, track, pre);
     const attempts = handled.attempts;
@@ -399,7 +401,9 @@ export class Walker {
       ...(result.data ? { data: result.data.slice(0, 1000) } : {}),
       attempts,
       ...(rowCount !== undefined ? { rows: rowCount } : {}),
+      ...replayFields(step),
     };
+    if (result.success && result.learned) this.st.learned.set(p, result.learned);
     if (!result.success && post) entry.screenshot_b64 = post.toString('base64');
     this.st.steps.push(entry);
     track.recorded = true;

@@ -24,6 +24,14 @@ export interface EffectiveRuntime {
   [k: string]: unknown;
 }
 
+/** What a run record keeps of its replay (issue 45): the key its plan compiles under, and the compiled plan it runs, if any. */
+export interface RunReplay {
+  cache_key: string;
+  compiled_plan_id?: string;
+  /** the run the compiled plan was compiled from */
+  replayed_from?: string;
+}
+
 export interface RunRecord {
   run_id: string;
   tenant_id: string;
@@ -62,6 +70,8 @@ export interface RunRecord {
   allowed_domains?: string[];
   /** While running: the top-level step the runner is on, saved with the steps (where recovery points a resume). */
   checkpoint_step?: number;
+  /** its plan's cache key, and the compiled plan it replays (issue 45); absent on older runs */
+  replay?: RunReplay;
 }
 
 /** The run's directory: tenant-prefixed under the data dir. */

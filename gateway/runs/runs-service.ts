@@ -12,7 +12,7 @@ import type { Limits } from '../http/limits.ts';
 import type { Tenant } from '../http/tenants.ts';
 import { failureHelp } from './failure-help.ts';
 import type { NormalizedPlan } from './plan-policy.ts';
-import { TERMINAL, lifecycleOf, statusBody, type EffectiveRuntime, type LifecycleBody, type RunLifecycle, type RunRecord, type RunStatus } from './records.ts';
+import { TERMINAL, lifecycleOf, statusBody, type EffectiveRuntime, type LifecycleBody, type RunLifecycle, type RunRecord, type RunReplay, type RunStatus } from './records.ts';
 import type { EventLog } from './events.ts';
 import { runnerKey } from './owners.ts';
 import { outboxItem, type DeliveryAttempt, type Webhooks, type WebhookTarget } from './webhooks.ts';
@@ -48,6 +48,7 @@ export interface NewRun {
   start_step?: number;
   /** The hosts the plane's egress guard lets the run reach; absent: the tenant's allowed_domains. */
   allowed_domains?: readonly string[];
+  replay?: RunReplay;
 }
 
 /** How long POST /v1/runs/{id}/cancel waits for a running run to end before it answers `cancelling`. */
@@ -134,6 +135,7 @@ export class RunsService {
         start_step: spec.start_step ?? 0,
         resume_step: null,
         allowed_domains: [...(spec.allowed_domains ?? tenant.allowed_domains)],
+        ...(spec.replay ? { replay: spec.replay } : {}),
       };
       const queued = { run_id: runId, tenant_id: tenant.tenant_id, type: 'run.status', data: { status: 'queued', phase: 'queued' } };
       // on the SQL stores the row and its first event are one commit (one fsync on SQLite, one round trip on PostgreSQL)

@@ -12,6 +12,7 @@ import { changesPage, judgeAfterAction } from './antibot.ts';
 import { NAV_WAIT_MS, settle } from './settle.ts';
 import { rejectionFor } from '../../shared/recipe-keys.ts';
 import { hostAllowed } from '../../shared/allowed-domains.ts';
+import { Learner } from './learn.ts';
 import { BrainError, isBrainError, isHttpUrl, isPlaneDeadline, type Action, type Brain, type Screenshot, type StepContext, type StepHandler, type StepResult } from '../../gateway/plugins/contract.ts';
 
 export const DEFAULT_MAX_STEPS = 15;
@@ -72,6 +73,7 @@ export async function runBrainLoop(ctx: StepContext, brain: Brain): Promise<Step
   const seen = new Map<string, number>();
   let last: StepResult['last_action'];
   let refusedLast: string | undefined;
+  const learner = new Learner();
   for (let turn = 0; turn < maxSteps; turn++) {
     const shot = await ctx.plane.screenshot();
     // the brain sees the URL on every plane that knows it (computer_plane: its page facts)
@@ -92,13 +94,14 @@ export async function runBrainLoop(ctx: StepContext, brain: Brain): Promise<Step
     ctx.log(`${brain.id} turn ${turn + 1}: ${type} ${JSON.stringify(params)}`);
     if (out.action.type === 'DONE') {
       return out.action.success
-        ? { success: true, data: `${brain.id} done after ${history.length} action(s)`, last_action: last }
+        ? { success: true, data: `${brain.id} done after ${history.length} action(s)`, last_action: last, learned: await learner.finish(ctx, url) }
         : { success: false, failure_class: 'brain_loop_exhausted', data: `${brain.id} gave up: ${out.reasoning.slice(0, 300)}`, last_action: last, retryable: false };
     }
     if (out.action.type === 'ASK_HUMAN') {
       // only a run that allows it (runtime.brain_may_ask_human) hands the page to a person; otherwise as an unknown action
       if (!ctx.brainMayAskHuman || !ctx.askHuman) return { ...brainFailure(new BrainError('malformed', 'malformed model answer: unknown action "ASK_HUMAN"'), ctx)!, last_action: last };
       await ctx.askHuman({ reason: 'brain', message: out.action.message });
+      learner.taint('a person acted on the page during the step');
       history.push(out.action);
       continue;
     }
@@ -124,6 +127,7 @@ export async function runBrainLoop(ctx: StepContext, brain: Brain): Promise<Step
       continue;
     }
     let done;
+    const learned = await learner.look(ctx, action, url);
     try {
       done = await ctx.plane.act(action);
     } catch (err) {
@@ -131,6 +135,7 @@ export async function runBrainLoop(ctx: StepContext, brain: Brain): Promise<Step
       return { success: false, failure_class: 'unknown', data: `the plane refused ${type}: ${(err as Error).message}`.slice(0, 500), last_action: last };
     }
     history.push(out.action);
+    learner.keep(learned);
     if (changesPage(action)) {
       // a challenge or a block the action reached ends the step as it ends a navigate
       if (!ctx.plane.dom && !done.settled && action.type !== 'NAVIGATE') await settle(ctx.plane, ctx.signal, NAV_WAIT_MS);

@@ -21,11 +21,16 @@ export function locateSelector(selector: string): string {
  * Center of the element whose accessible name or visible text matches one of
  * the labels (exact match first, then contains), preferring interactive
  * elements; for form fields, their <label>, aria-label, placeholder or name.
+ * `role` (a compiled plan's target, issue 45): only elements of that role, explicit
+ * or implicit, so "Search" never lands on a "Search terms" label.
  */
-export function locateLabel(labels: string[], kind: 'clickable' | 'field' | 'select'): string {
+export function locateLabel(labels: string[], kind: 'clickable' | 'field' | 'select', role?: string): string {
   return `(() => {
     const wanted = ${J(labels)}.map((l) => l.trim().toLowerCase()).filter(Boolean);
     const kind = ${J(kind)};
+    const role = ${J(role ?? null)};
+    const implicit = { a: 'link', button: 'button', textarea: 'textbox', select: 'combobox', summary: 'button' };
+    const roleOf = (el) => { const t = el.tagName.toLowerCase(); const ty = (el.getAttribute('type') || '').toLowerCase(); return el.getAttribute('role') || implicit[t] || (t === 'input' ? (['submit', 'button', 'reset', 'image'].includes(ty) ? 'button' : ty === 'checkbox' || ty === 'radio' ? ty : 'textbox') : ''); };
     const norm = (s) => (s || '').replace(/\\s+/g, ' ').trim().toLowerCase();
     const visible = (el) => { const r = el.getBoundingClientRect(); const st = getComputedStyle(el); return r.width > 0 && r.height > 0 && st.visibility !== 'hidden' && st.display !== 'none'; };
     const fieldNames = (el) => {
@@ -41,7 +46,7 @@ export function locateLabel(labels: string[], kind: 'clickable' | 'field' | 'sel
       field: 'input:not([type=hidden]):not([type=submit]):not([type=button]), textarea, [contenteditable=true], [role=textbox]',
       select: 'select, [role=combobox], [role=listbox]',
     };
-    const els = Array.from(document.querySelectorAll(selectors[kind])).filter(visible);
+    const els = Array.from(document.querySelectorAll(selectors[kind])).filter(visible).filter((el) => !role || roleOf(el) === role);
     const names = kind === 'clickable' ? clickNames : fieldNames;
     let hit = null;
     for (const pass of ['exact', 'contains']) {

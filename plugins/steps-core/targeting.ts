@@ -41,7 +41,7 @@ export async function locate(ctx: StepContext, kind: 'clickable' | 'field' | 'se
   }
   const labels = labelsOf(p, labelKey);
   if (labels.length > 0) {
-    const r = await dom.evaluate<(Point & { tag: string }) | null>(locateLabel(labels, kind));
+    const r = await dom.evaluate<(Point & { tag: string }) | null>(locateLabel(labels, kind, str(p.role)));
     if (r) return { point: r, how: `label ${JSON.stringify(labels[0])}` };
     return { miss: `no ${kind} element labelled ${labels.map((l) => JSON.stringify(l)).join(' or ')}` };
   }

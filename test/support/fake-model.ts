@@ -43,6 +43,8 @@ export interface FakeModel {
   /** replace the default policy (undefined restores it) */
   script?: (seen: Seen, body: Json) => Reply;
   usage: { prompt_tokens: number; completion_tokens: number };
+  /** each answer waits this long first, as a hosted model's would (benches; 0 by default) */
+  delayMs: number;
   close(): Promise<void>;
 }
 
@@ -98,6 +100,7 @@ export async function startFakeModel(): Promise<FakeModel> {
     requests: [],
     failNext: (n, how) => failures.push(...Array<Failure>(n).fill(how)),
     usage: { prompt_tokens: 1000, completion_tokens: 50 },
+    delayMs: 0,
     close: async () => {},
   };
   const server: Server = createServer((req, res) => void answer(req, res));
@@ -114,6 +117,7 @@ export async function startFakeModel(): Promise<FakeModel> {
     const seen = await read(body);
     model.requests.push({ headers: req.headers, body, seen });
     const json = (status: number, v: unknown): void => void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(v));
+    if (model.delayMs > 0) await new Promise((r) => setTimeout(r, model.delayMs));
     const fail = failures.shift();
     if (fail === 'hang') return; // never answers; the client's timeout must fire
     if (fail === '5xx') return json(503, { error: { message: 'overloaded' } });
