@@ -17,6 +17,7 @@ import type { RemoteAgentPlanes } from './runner/fleet.ts';
 import type { SessionsService } from './sessions/sessions-service.ts';
 import type { CredentialVault } from './vault/credentials.ts';
 import type { TakeoverService } from './takeover/service.ts';
+import type { RunLiveDirectory } from './takeover/run-live.ts';
 import type { TakeoverTargets } from './takeover/live-target.ts';
 import type { ProfileStore } from './vault/profiles.ts';
 
@@ -37,6 +38,8 @@ export interface Services {
   recipes: RecipeStore;
   /** requests for a person and their one-time links (issue 42) */
   takeover: TakeoverService;
+  /** where running runs' pages are (their live screens, an operator's takeover) */
+  liveRuns: RunLiveDirectory;
   /** the tenants' credentials (POST /v1/credentials), typed by steps that name them */
   vault: CredentialVault;
   /** the tenants' stored browser profiles (GET/DELETE /v1/profiles) */
