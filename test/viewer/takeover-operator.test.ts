@@ -126,7 +126,7 @@ describe('an operator watches and takes over a running run (not a session) with 
     const all = await events();
     const asked = all.find((e) => e.type === 'takeover_requested')!;
     expect(asked.data).to.deep.include({ reason: 'operator', requested_by: key });
-    expect(Date.parse(asked.data.at as string)).to.be.a('number').and.not.NaN;
+    expect(Number.isNaN(Date.parse(asked.data.at as string))).to.equal(false);
     expect(asked.data).to.not.have.property('link');
     expect(all.some((e) => e.type === 'run.status' && e.data.phase === 'awaiting_human')).to.equal(true);
     const end = all.find((e) => e.type === 'takeover_ended')!;
