@@ -4,7 +4,7 @@
 // ending, including a plane that finishes opening after the run was stopped.
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { abortable } from '../../shared/abort.ts';
+import { abortable, sleep } from '../../shared/abort.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Brain, SecretRef, StepHandler } from '../plugins/contract.ts';
@@ -272,6 +272,7 @@ export class RunExecutor {
         const s = await lease.plane.screenshot('jpeg').catch(() => undefined);
         return s ? { width: s.width, height: s.height } : null;
       },
+      png: () => Promise.race([lease.plane.screenshot().then((x) => x.image, () => undefined), sleep(5000).then(() => undefined)]),
       ...(rec ? { rec } : {}),
       traceIndex: () => Math.max(0, st.traced - 1),
       handled: new Set(),

@@ -68,6 +68,8 @@ export interface HumanSide {
   emit(type: string, data: Record<string, unknown>): Promise<void>;
   endpoint(): PlaneEndpoint | undefined;
   viewport(): Promise<{ width: number; height: number } | null>;
+  /** the page now, as PNG, for the trace (undefined when it cannot be had within a few seconds) */
+  png(): Promise<Buffer | undefined>;
   rec?: RunRecording;
   /** the trace index of the step that asked */
   traceIndex(): number;
@@ -103,6 +105,7 @@ export async function askHuman(h: HumanSide, path: string, req: HumanRequest): P
   h.clock.hold();
   const t0 = Date.now();
   let ended: DeskTakeover | undefined;
+  const shots = shooter(h);
   try {
     h.log(`${path} waiting for a person (${req.reason}): takeover ${record.takeover_id} until ${record.expires_at}`);
     await h.saveAndEmit({ ...h.run(), phase: 'awaiting_human' }, 'run.status', { status: 'running', phase: 'awaiting_human', takeover_id: record.takeover_id });
@@ -116,7 +119,7 @@ export async function askHuman(h: HumanSide, path: string, req: HumanRequest): P
     }
   } finally {
     h.clock.release();
-    if (ended) await report(h, path, ended, Date.now() - t0).catch(() => undefined);
+    if (ended) await report(h, path, ended, Date.now() - t0, await shots.after()).catch(() => undefined);
   }
   if (ended.status === 'done') {
     await h.saveAndEmit({ ...h.run(), phase: 'running' }, 'run.status', { status: 'running', phase: 'running' });
@@ -144,6 +147,8 @@ export async function operatorPause(h: HumanSide, path: string): Promise<void> {
   h.handled.add(t.takeover_id);
   const t0 = Date.now();
   let ended: DeskTakeover | undefined = TAKEOVER_ENDED.has(t.status as never) ? t : undefined;
+  // the operator's page had the relay since the request: "before" is the page when the run stopped for them
+  const shots = shooter(h);
   if (!ended) {
     h.clock.hold();
     try {
@@ -157,10 +162,10 @@ export async function operatorPause(h: HumanSide, path: string): Promise<void> {
       }
     } finally {
       h.clock.release();
-      if (ended) await report(h, path, ended, Date.now() - t0).catch(() => undefined);
+      if (ended) await report(h, path, ended, Date.now() - t0, await shots.after()).catch(() => undefined);
     }
     await h.saveAndEmit({ ...h.run(), phase: 'running' }, 'run.status', { status: 'running', phase: 'running' });
-  } else await report(h, path, ended, 0).catch(() => undefined);
+  } else await report(h, path, ended, 0, await shots.after()).catch(() => undefined);
   if (ended.status === 'failed') {
     const note = ended.note ? `: ${JSON.stringify(ended.note)}` : ' (no note)';
     throw new Halt('human_failed', `the operator who took over before ${path} pressed Fail${note}`, null, `the operator who took over pressed Fail${note}`);
@@ -168,13 +173,26 @@ export async function operatorPause(h: HumanSide, path: string): Promise<void> {
   if (ended.status === 'cancelled' && h.signal.aborted) throw h.signal.reason;
 }
 
-/** takeover_ended on the run's events and an intervention in its trace. */
-async function report(h: HumanSide, path: string, t: DeskTakeover, waitedMs: number): Promise<void> {
+/** The trace's screenshots of a takeover: the page as the person got it (taken now) and as they left it (after()). */
+function shooter(h: HumanSide): { after(): Promise<{ before?: Buffer; after?: Buffer }> } {
+  if (h.rec?.wantsScreenshots !== true || !h.rec.interventionShots) return { after: async () => ({}) };
+  const before = h.png().catch(() => undefined);
+  return {
+    after: async () => {
+      const [b, a] = await Promise.all([before, h.png().catch(() => undefined)]);
+      return { ...(b ? { before: b } : {}), ...(a ? { after: a } : {}) };
+    },
+  };
+}
+
+/** takeover_ended on the run's events and an intervention in its trace (with the page before and after the person). */
+async function report(h: HumanSide, path: string, t: DeskTakeover, waitedMs: number, shots: { before?: Buffer; after?: Buffer } = {}): Promise<void> {
   const inputs = inputCounts(t);
   const duration = t.opened_at && t.ended_at ? Math.max(0, Date.parse(t.ended_at) - Date.parse(t.opened_at)) : 0;
   h.log(`${path} takeover ${t.takeover_id} ended ${t.status} (by ${t.by ?? 'nobody'}) after ${Math.round(waitedMs / 1000)} s, ${inputs.total} input(s)`);
-  // the step's own pre and post screenshots are the page before and after the person
-  h.rec?.decision(h.traceIndex(), 'intervention', 'command', `a person took over ${path}: ${t.status}`, {
+  const index = h.traceIndex();
+  h.rec?.interventionShots?.(index, shots);
+  h.rec?.decision(index, 'intervention', 'command', `a person took over ${path}: ${t.status}`, {
     takeover_id: t.takeover_id,
     outcome: t.status,
     by: t.by,
@@ -185,6 +203,7 @@ async function report(h: HumanSide, path: string, t: DeskTakeover, waitedMs: num
     duration_ms: duration,
     waited_ms: waitedMs,
     inputs,
+    screenshots: { before: Boolean(shots.before), after: Boolean(shots.after) },
   });
   await h.emit('takeover_ended', { takeover_id: t.takeover_id, path, outcome: t.status, by: t.by, ...(t.requested_by ? { requested_by: t.requested_by } : {}), opened_at: t.opened_at, ended_at: t.ended_at, duration_ms: duration, waited_ms: waitedMs, inputs });
 }

@@ -139,6 +139,34 @@ describe('an operator watches and takes over a running run (not a session) with 
     expect(everything).to.not.include(site.code);
     expect(everything).to.not.include(operator);
 
+    // the trace has the intervention: when, how long, the inputs as counts, the page before and after; never the code
+    const trace = await gw.req('GET', `/v1/runs/${id}/trace`, { token: operator });
+    expect(trace.status, trace.text).to.equal(200);
+    const files = trace.body.files as Array<{ path: string; url: string }>;
+    const fetchFile = async (f: { url: string }): Promise<Buffer> => {
+      const res = await fetch(new URL(f.url, gw.url), { headers: { 'X-Service-Token': operator } });
+      expect(res.status).to.equal(200);
+      return Buffer.from(await res.arrayBuffer());
+    };
+    const decisions = (await Promise.all(files.filter((f) => f.path.startsWith('events/')).map(fetchFile))).flatMap((b) => b.toString().trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Body));
+    const iv = decisions.find((d) => d.layer === 'intervention' && d.payload?.takeover_id === asked.data.takeover_id)!;
+    expect(iv, 'the intervention decision').to.not.equal(undefined);
+    expect(iv.payload).to.deep.include({ outcome: 'done', by: 'link', requested_by: key, screenshots: { before: true, after: true } });
+    expect(iv.payload.duration_ms).to.equal(end.data.duration_ms);
+    expect(iv.payload.inputs.total).to.equal(end.data.inputs.total);
+    expect(iv.payload.inputs.typed_characters).to.equal(site.code.length);
+    const at4 = String(iv.step_index).padStart(4, '0');
+    for (const kind of ['intervention_before', 'intervention_after']) {
+      const f = files.find((x) => x.path === `screenshots/${at4}_${kind}.png`);
+      expect(f, kind).to.not.equal(undefined);
+      expect((await fetchFile(f!)).subarray(1, 4).toString()).to.equal('PNG');
+    }
+    const stepFile = files.find((x) => x.path === `steps/${at4}.json`);
+    expect(stepFile, 'the step record').to.not.equal(undefined);
+    expect(JSON.parse((await fetchFile(stepFile!)).toString()).observation).to.include({ intervention_before: `screenshots/${at4}_intervention_before.png` });
+    const texts = await Promise.all(files.filter((f) => !f.path.endsWith('.png')).map(fetchFile));
+    expect(texts.map((b) => b.toString()).join('\n')).to.not.include(site.code);
+
     // an ended run's screen is gone
     expect((await gw.req('POST', `/v1/runs/${id}/live-ticket`, { token: watcher, body: {} })).status).to.equal(409);
     expect((await upgrade(ws, { 'X-Service-Token': watcher })).status).to.equal(409);
