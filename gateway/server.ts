@@ -127,7 +127,10 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
   // a run that ended while it waited for a person and was not ended by its own runner (recovery, a
   // dead replica), or before it reached an operator's takeover, leaves it open: the link stops working with the run
   events.onAppend((e) => {
-    if (e.type === 'run.ended') void services.takeover.runEnded(e.tenant_id, e.run_id).catch(() => undefined);
+    if (e.type !== 'run.ended') return;
+    void services.takeover.runEnded(e.tenant_id, e.run_id).catch(() => undefined);
+    // a runner that died leaves its run's live entry; the run's end removes it wherever it is noticed
+    void services.liveRuns.withdraw(e.tenant_id, e.run_id).catch(() => undefined);
   });
   const webhooks = new Webhooks({
     secretsDir: config.secretsDir,
