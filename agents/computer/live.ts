@@ -35,6 +35,7 @@ export class ComputerLiveScreen implements LiveScreen {
   private shownRect = '';
   private publishedAt = 0;
   private encoding = false;
+  private typing: Promise<void> = Promise.resolve();
   private rect: ContentRect | undefined;
   private rectAt = 0;
   private rectReading: Promise<ContentRect> | undefined;
@@ -52,7 +53,14 @@ export class ComputerLiveScreen implements LiveScreen {
    * Types `text` on the display: in pieces of at most as many different characters beyond
    * the keyboard as the keymap holds, each bound first, so xdotool never rebinds a key per press.
    */
-  private async type(text: string): Promise<void> {
+  private type(text: string): Promise<void> {
+    // two screens in control of one display: a piece's binding is not replaced before it is typed
+    const next = this.typing.then(() => this.typePieces(text));
+    this.typing = next.catch(() => undefined);
+    return next;
+  }
+
+  private async typePieces(text: string): Promise<void> {
     const room = await this.keymap.capacity();
     let piece = '';
     let extra = new Set<string>();
