@@ -838,6 +838,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/runs/{run_id}/live-ticket": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A single-use, 30-second ticket for a browser to watch a running run's screen (GET /v1/runs/{run_id}/live, subprotocols runplane.v1 and runplane.ticket.<ticket>). A run's screen is watched only: an operator takes it over with POST /v1/runs/{run_id}/takeover */
+        post: operations["postV1RunsRunIdLiveTicket"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/credentials": {
         parameters: {
             query?: never;
@@ -953,7 +970,8 @@ export interface paths {
         /** The run's current or last request for a person: status, who ended it, how long, the person's inputs as counts (no link, no secret) */
         get: operations["getV1RunsRunIdTakeover"];
         put?: never;
-        post?: never;
+        /** An operator takes over a running run: answers a one-time link to the same takeover page a run's own request opens. The run waits for the person before its next step (phase awaiting_human); Done or expiry: it goes on; Fail: it halts human_failed. The run's events say which key asked and when */
+        post: operations["postV1RunsRunIdTakeover"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1668,6 +1686,14 @@ export interface components {
             token: string;
         };
         /**
+         * OperatorTakeoverRequest
+         * @description Body of POST /v1/runs/{run_id}/takeover (operator scope): what the person is asked, and how long the link works (capped by SERVICE_TAKEOVER_MAX_SECONDS).
+         */
+        OperatorTakeoverRequest: {
+            message?: string;
+            timeout_seconds?: number;
+        };
+        /**
          * TakeoverAnswerRequest
          * @description Body of POST /v1/takeover/{takeover_id}/done and /fail (with header X-Takeover-Claim): the person's note, kept with the takeover and, on Fail, in the run's failure_help.
          */
@@ -2337,6 +2363,8 @@ export interface components {
             ended_at: string | null;
             /** @description link (the person with the link), operator, timeout, run (the run ended first) */
             by: string | null;
+            /** @description an operator's takeover (reason operator): the key that asked (its id, never the token) and its tenant */
+            requested_by?: null | components["schemas"]["KeyIdentity"];
             note: string | null;
             /** @description from the link's opening (or the request, when never opened) to the end */
             duration_ms: number | null;
@@ -2348,6 +2376,27 @@ export interface components {
                 /** @description typed text is recorded as its length only */
                 typed_characters: number;
             };
+        };
+        /**
+         * KeyIdentity
+         * @description Who acted: a tenant key's id (key_ and the first 16 hex digits of the token's sha256; never the token) and its tenant.
+         */
+        KeyIdentity: {
+            key_id: string;
+            tenant_id: string;
+        };
+        /**
+         * OperatorTakeover
+         * @description An operator's takeover of a running run (POST /v1/runs/{run_id}/takeover): the one-time link to open (the same takeover page a run's own request uses), answered once, to the operator only.
+         */
+        OperatorTakeover: {
+            takeover_id: string;
+            run_id: string;
+            /** @description /ui/takeover#<token>: works once, until expires_at; the run waits for the person before its next step */
+            link: string;
+            /** Format: date-time */
+            expires_at: string;
+            requested_by: components["schemas"]["KeyIdentity"];
         };
         LiveTicket: {
             ticket: string;
@@ -6075,6 +6124,104 @@ export interface operations {
             };
         };
     };
+    postV1RunsRunIdLiveTicket: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LiveTicketRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LiveTicket"];
+                };
+            };
+            /** @description control asked: a run's screen is watched only */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not found (or owned by another tenant) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the run ended */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Content-Type is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     getV1Credentials: {
         parameters: {
             query?: never;
@@ -6785,6 +6932,104 @@ export interface operations {
                 };
             };
             /** @description authentication not configured */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    postV1RunsRunIdTakeover: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OperatorTakeoverRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OperatorTakeover"];
+                };
+            };
+            /** @description malformed request: {detail} names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown X-Service-Token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing scope, or a URL outside allowed_domains */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such run of this tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the run is not running, or a person already has (or is asked for) its page */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Content-Type is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the run is still starting: its page is not bound yet */
             503: {
                 headers: {
                     [name: string]: unknown;

@@ -7,6 +7,8 @@ export interface GatewayState {
   /** path as the client sent it, before platform rewrites */
   originalPath: string;
   tenant?: Tenant;
+  /** the id of the key that authenticated the request (keyIdOf: never the token) */
+  keyId?: string;
   body?: unknown;
   /** set by a route that declares `openai`: its errors take OpenAI's shape */
   errorShape?: 'openai';

@@ -29,6 +29,7 @@ import { SessionsService } from './sessions/sessions-service.ts';
 import { SessionSweep } from './sessions/sweep.ts';
 import { TakeoverService } from './takeover/service.ts';
 import type { TakeoverRecord } from './takeover/records.ts';
+import { RunLiveDirectory, type RunLiveEntry } from './takeover/run-live.ts';
 import type { SessionRecord } from './sessions/records.ts';
 import { readVersionInfo } from './version.ts';
 import { SdkRunRecorder } from './trace/recorder.ts';
@@ -128,9 +129,12 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
   const events = await openEventLog(config.redisUrl, state.eventTable, state.redis, state.runWrites && { writes: state.runWrites, outbox: state.outbox });
   events.onAppend((e) => plugins.emit(e));
   // a run that ended while it waited for a person and was not ended by its own runner (recovery, a
-  // dead replica) leaves its takeover open: the link stops working with the run
+  // dead replica), or before it reached an operator's takeover, leaves it open: the link stops working with the run
   events.onAppend((e) => {
-    if (e.type === 'run.ended' && e.data.halt_class === 'runner_lost') void services.takeover.runEnded(e.tenant_id, e.run_id).catch(() => undefined);
+    if (e.type !== 'run.ended') return;
+    void services.takeover.runEnded(e.tenant_id, e.run_id).catch(() => undefined);
+    // a runner that died leaves its run's live entry; the run's end removes it wherever it is noticed
+    void services.liveRuns.withdraw(e.tenant_id, e.run_id).catch(() => undefined);
   });
   const webhooks = new Webhooks({
     secretsDir: config.secretsDir,
@@ -174,6 +178,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     fleet: () => (planes instanceof RemoteAgentPlanes ? planes : undefined),
     // set below, once the planes exist
     sessions: undefined as unknown as SessionsService,
+    liveRuns: undefined as unknown as RunLiveDirectory,
     takeover: new TakeoverService({
       store: state.store<TakeoverRecord>('takeovers'),
       index: state.store<string>('takeover-index'),
@@ -191,6 +196,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
   };
   const routes = [...ALL_ROUTES, ...pluginRouteSpecs(plugins, namedLogger(log, 'gateway.plugins'))];
   const planes = planeProvider(config, { log: namedLogger(log, 'gateway.planes'), proxies, atomic: state.atomic, metrics });
+  services.liveRuns = new RunLiveDirectory(state.store<RunLiveEntry>('run-live'), owner);
   const recorder = new SdkRunRecorder({
     owner,
     dataDir: config.dataDir,
@@ -253,6 +259,7 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
     frames: services.frames,
     recorder,
     takeover: services.takeover,
+    liveRuns: services.liveRuns,
     profiles: profileSyncs,
     replay: services.replay,
   });

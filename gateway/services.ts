@@ -18,6 +18,7 @@ import type { RemoteAgentPlanes } from './runner/fleet.ts';
 import type { SessionsService } from './sessions/sessions-service.ts';
 import type { CredentialVault } from './vault/credentials.ts';
 import type { TakeoverService } from './takeover/service.ts';
+import type { RunLiveDirectory } from './takeover/run-live.ts';
 import type { TakeoverTargets } from './takeover/live-target.ts';
 import type { ProfileStore } from './vault/profiles.ts';
 
@@ -40,6 +41,8 @@ export interface Services {
   replay: ReplayService;
   /** requests for a person and their one-time links (issue 42) */
   takeover: TakeoverService;
+  /** where running runs' pages are (their live screens, an operator's takeover) */
+  liveRuns: RunLiveDirectory;
   /** the tenants' credentials (POST /v1/credentials), typed by steps that name them */
   vault: CredentialVault;
   /** the tenants' stored browser profiles (GET/DELETE /v1/profiles) */

@@ -2118,6 +2118,17 @@ export interface TakeoverClaimRequest {
 token: string
 }
 /**
+ * Body of POST /v1/runs/{run_id}/takeover (operator scope): what the person is asked, and how long the link works (capped by SERVICE_TAKEOVER_MAX_SECONDS).
+ * 
+ * This interface was referenced by `TakeoverClaimRequest`'s JSON-Schema
+ * via the `definition` "OperatorTakeoverRequest".
+ */
+
+export interface OperatorTakeoverRequest {
+message?: string
+timeout_seconds?: number
+}
+/**
  * Body of POST /v1/takeover/{takeover_id}/done and /fail (with header X-Takeover-Claim): the person's note, kept with the takeover and, on Fail, in the run's failure_help.
  * 
  * This interface was referenced by `TakeoverClaimRequest`'s JSON-Schema
@@ -3338,6 +3349,10 @@ ended_at: (string | null)
  * link (the person with the link), operator, timeout, run (the run ended first)
  */
 by: (string | null)
+/**
+ * an operator's takeover (reason operator): the key that asked (its id, never the token) and its tenant
+ */
+requested_by?: (null | KeyIdentity)
 note: (string | null)
 /**
  * from the link's opening (or the request, when never opened) to the end
@@ -3354,6 +3369,35 @@ by_kind: {
 typed_characters: number
 [k: string]: unknown
 }
+[k: string]: unknown
+}
+/**
+ * Who acted: a tenant key's id (key_ and the first 16 hex digits of the token's sha256; never the token) and its tenant.
+ * 
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "KeyIdentity".
+ */
+
+export interface KeyIdentity {
+key_id: string
+tenant_id: string
+}
+/**
+ * An operator's takeover of a running run (POST /v1/runs/{run_id}/takeover): the one-time link to open (the same takeover page a run's own request uses), answered once, to the operator only.
+ * 
+ * This interface was referenced by `Responses`'s JSON-Schema
+ * via the `definition` "OperatorTakeover".
+ */
+
+export interface OperatorTakeover {
+takeover_id: string
+run_id: string
+/**
+ * /ui/takeover#<token>: works once, until expires_at; the run waits for the person before its next step
+ */
+link: string
+expires_at: string
+requested_by: KeyIdentity
 [k: string]: unknown
 }
 /**

@@ -24,6 +24,8 @@ declare -A NEEDS=(
   [chromium-headless-shell]=chromium-headless-shell
   [Xvfb]=xvfb
   [xdotool]=xdotool
+  # computer_plane binds characters beyond the display's keyboard before xdotool types them
+  [xkbcomp]=x11-xkb-utils
   [ffmpeg]=ffmpeg
   [ffprobe]=ffmpeg
   # the plane tests make a self-signed certificate for TLS

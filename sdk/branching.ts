@@ -41,7 +41,7 @@ export async function copyReplayPrefix(core: SessionCore, parentBundle: string |
     core.streamStep(copy);
   }
   for (const rel of files) {
-    const m = /^screenshots\/(\d{4})_(pre|post|target|diff)\.png$/.exec(rel);
+    const m = /^screenshots\/(\d{4})_(pre|post|target|diff|intervention_before|intervention_after)\.png$/.exec(rel);
     if (!m || Number(m[1]) >= branchPointStepIndex) continue;
     const bytes = await parent.readBytes(rel);
     await core.putFile(rel, bytes);

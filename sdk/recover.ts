@@ -18,7 +18,7 @@ import { BundleContext, RulesEngine } from './diagnostics.ts';
 import type { StepInput } from './session-options.ts';
 import { STAGING_DIR_RE, atomicWriteFile, checkRelpath, commitStagedDir } from './store.ts';
 import { SDK_VERSION, ValueError, newId, nowIso, pad4, safeId, sha256Hex } from './util.ts';
-import { isPng } from './validate.ts';
+import { OBSERVATION_KINDS, isPng } from './validate.ts';
 
 export interface RecoverStagedOptions {
   runId: string;
@@ -62,7 +62,7 @@ type Kind = TraceRecordKind | 'png' | 'jsonl-events' | 'jsonl-reasoning' | 'arra
 
 /** What a staged file may be; null: not a file a session stages, or one this module writes anew. */
 function kindOf(rel: string): Kind | null {
-  if (/^screenshots\/\d{4}_(pre|post|target|diff)\.png$/.test(rel)) return 'png';
+  if (/^screenshots\/\d{4}_(pre|post|target|diff|intervention_before|intervention_after)\.png$/.test(rel)) return 'png';
   if (/^modelio\/(\d{4}|run)-[a-z][a-z0-9_]*-\d+\.json$/.test(rel)) return 'modelio';
   if (/^steps\/\d{4}\.json$/.test(rel) || /^steps\/\d{4}\/[0-9a-f]{8}\.json$/.test(rel) || /^replay\/\d{4}\.prior\.json$/.test(rel)) return 'step';
   if (rel === 'events/reasoning.jsonl') return 'jsonl-reasoning';
@@ -199,7 +199,7 @@ export async function recoverStagedBundle(staged: string, outDir: string, opts: 
     if (steps.has(input.step_index)) continue;
     const s = { ...structuredClone(input), step_id: input.step_id ?? newId('step_'), capture_mode: input.capture_mode ?? captureMode } as StepRecord;
     const at = pad4(s.step_index);
-    for (const kind of ['pre', 'post', 'target', 'diff'] as const) if (keep.has(`screenshots/${at}_${kind}.png`)) s.observation = { ...(s.observation ?? {}), [kind]: `screenshots/${at}_${kind}.png` };
+    for (const kind of OBSERVATION_KINDS) if (keep.has(`screenshots/${at}_${kind}.png`)) s.observation = { ...(s.observation ?? {}), [kind]: `screenshots/${at}_${kind}.png` };
     const calls = [...keep.keys()].filter((r) => r.startsWith(`modelio/${at}-`)).sort();
     if (calls.length) s.modelio = calls;
     const msg = checkRecord('step', s);

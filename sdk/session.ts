@@ -39,6 +39,7 @@ import type { BranchFromOptions, BranchMode, DebugSessionOptions, OrchestratorOp
 import * as sideEffects from './side-effects.ts';
 import * as annotations from './step-annotations.ts';
 import * as steps from './step-recording.ts';
+import type { ObservationKind } from './validate.ts';
 import { FileStore, type Store } from './store.ts';
 import type { DroppedRecord } from './stream.ts';
 import { ValueError, defaultLogger, newId, safeId } from './util.ts';
@@ -134,7 +135,7 @@ export class DebugSession implements SessionIdentity {
   }
 
   /** Stores a screenshot (PNG bytes) as screenshots/<NNNN>_<kind>.png and returns that path. */
-  attachObservation(stepIndex: number, kind: 'pre' | 'post' | 'target' | 'diff', png: Uint8Array): Promise<string> {
+  attachObservation(stepIndex: number, kind: ObservationKind, png: Uint8Array): Promise<string> {
     return steps.attachObservation(this.core, stepIndex, kind, png);
   }
 

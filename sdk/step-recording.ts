@@ -6,7 +6,7 @@ import { phash64 } from './phash.ts';
 import type { SessionCore } from './session-core.ts';
 import type { StepInput } from './session-options.ts';
 import { ValueError, newId, nowIso, pad4 } from './util.ts';
-import { isPng } from './validate.ts';
+import { OBSERVATION_KINDS, isPng, type ObservationKind } from './validate.ts';
 
 export function recordStep(core: SessionCore, input: StepInput): StepRecord {
   core.assertOpen();
@@ -94,10 +94,10 @@ function postHash(core: SessionCore, bytes: Buffer): Promise<string> {
   return hash;
 }
 
-export async function attachObservation(core: SessionCore, stepIndex: number, kind: 'pre' | 'post' | 'target' | 'diff', png: Uint8Array): Promise<string> {
+export async function attachObservation(core: SessionCore, stepIndex: number, kind: ObservationKind, png: Uint8Array): Promise<string> {
   core.assertOpen();
   core.refuseOnOrchestrator('attachObservation');
-  if (!['pre', 'post', 'target', 'diff'].includes(kind)) throw new ValueError(`attachObservation: kind must be pre, post, target or diff, got ${JSON.stringify(kind)}`);
+  if (!(OBSERVATION_KINDS as readonly string[]).includes(kind)) throw new ValueError(`attachObservation: kind must be one of ${OBSERVATION_KINDS.join(', ')}, got ${JSON.stringify(kind)}`);
   if (!Number.isInteger(stepIndex) || stepIndex < 0) throw new ValueError('attachObservation: step_index must be an integer >= 0');
   if (!isPng(png)) throw new ValueError('attachObservation: the bytes are not a PNG image');
   const rel = `screenshots/${pad4(stepIndex)}_${kind}.png`;

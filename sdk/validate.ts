@@ -34,7 +34,7 @@ function kindOf(relpath: string): TraceRecordKind | 'jsonl-events' | 'jsonl-reas
   if (relpath === 'outcomes.json') return 'array-outcome';
   if (relpath === 'eval_candidates.json') return 'array-eval';
   if (relpath === 'diagnostics/findings.json') return 'findings';
-  if (/^screenshots\/\d{4}_(pre|post|target|diff)\.png$/.test(relpath)) return 'png';
+  if (/^screenshots\/\d{4}_(pre|post|target|diff|intervention_before|intervention_after)\.png$/.test(relpath)) return 'png';
   return null;
 }
 
@@ -98,3 +98,7 @@ export async function validateBundle(bundle: string | Store): Promise<BundleIssu
   }
   return issues;
 }
+
+/** A step's screenshots: before and after it, its target, their difference, and the page when a person took it over and handed it back. */
+export const OBSERVATION_KINDS = ['pre', 'post', 'target', 'diff', 'intervention_before', 'intervention_after'] as const;
+export type ObservationKind = (typeof OBSERVATION_KINDS)[number];

@@ -5,12 +5,12 @@
 // person's own pointer path is the human one). The page's CSS pixels are the display's
 // pixels (Xvfb has one device pixel per CSS pixel) offset by the page's place on it.
 import type Sharp from 'sharp';
-import type { Page } from 'puppeteer-core';
 import { FrameBox, type Button, type LiveFrame, type LiveInput, type LiveScreen } from '../core/live.ts';
 import type { ContentRect, PageFactsTracker } from './page-facts.ts';
 import type { Grabber } from './grabber.ts';
 import type { XInput } from './xinput.ts';
 import { keyArgv } from './live-keys.ts';
+import type { DisplayKeymap } from './keymap.ts';
 
 const IDLE_MS = 10_000;
 const MAX_FPS = 10;
@@ -35,6 +35,7 @@ export class ComputerLiveScreen implements LiveScreen {
   private shownRect = '';
   private publishedAt = 0;
   private encoding = false;
+  private typing: Promise<void> = Promise.resolve();
   private rect: ContentRect | undefined;
   private rectAt = 0;
   private rectReading: Promise<ContentRect> | undefined;
@@ -44,19 +45,40 @@ export class ComputerLiveScreen implements LiveScreen {
     private readonly grabber: Grabber,
     private readonly x: XInput,
     private readonly facts: PageFactsTracker | undefined,
-    /** the tab on screen, for text the display's keyboard has no key for */
-    private readonly shownPage: () => Promise<Page | undefined>,
+    /** binds the characters the display's keyboard has no key for before xdotool types them */
+    private readonly keymap: DisplayKeymap,
   ) {}
 
-  private async commit(text: string): Promise<void> {
-    const page = await this.shownPage();
-    if (!page) throw new Error('no page on screen to type into');
-    const cdp = await page.createCDPSession();
-    try {
-      await cdp.send('Input.insertText', { text });
-    } finally {
-      await cdp.detach().catch(() => undefined);
+  /**
+   * Types `text` on the display: in pieces of at most as many different characters beyond
+   * the keyboard as the keymap holds, each bound first, so xdotool never rebinds a key per press.
+   */
+  private type(text: string): Promise<void> {
+    // two screens in control of one display: a piece's binding is not replaced before it is typed
+    const next = this.typing.then(() => this.typePieces(text));
+    this.typing = next.catch(() => undefined);
+    return next;
+  }
+
+  private async typePieces(text: string): Promise<void> {
+    const room = await this.keymap.capacity();
+    let piece = '';
+    let extra = new Set<string>();
+    const flush = async (): Promise<void> => {
+      if (!piece) return;
+      await this.keymap.bind([...extra]);
+      await this.run(['type', '--clearmodifiers', '--delay', '2', '--', piece]);
+      piece = '';
+      extra = new Set();
+    };
+    for (const c of text) {
+      if (!/[\x20-\x7e\t\n]/.test(c) && !extra.has(c)) {
+        if (extra.size >= room) await flush();
+        extra.add(c);
+      }
+      piece += c;
     }
+    await flush();
   }
 
   async frame(after: number, waitMs: number): Promise<LiveFrame | undefined> {
@@ -157,19 +179,15 @@ export class ComputerLiveScreen implements LiveScreen {
       }
       case 'key': {
         const argv = keyArgv(i.action, i.key, i.code);
+        // a character beyond the keyboard goes in as text, bound first (keymap.ts)
+        if (argv?.[0] === 'type') return this.type(argv.at(-1)!);
         if (argv) await this.run(argv);
         return;
       }
       case 'paste':
-        // the person's Control (of Ctrl+V) may be down on the display: typed without it, then restored.
-        // Characters beyond the display's US layout (ü, €, 中) never reached the browser from xdotool
-        // (3.20160805 remaps a spare keycode, which Chromium on Xvfb does not read): those are committed
-        // as text by the browser's own input path (Input.insertText, as an input method commits them).
-        for (const part of i.text.match(/[\x20-\x7e\t\n]+|[^\x20-\x7e\t\n]+/g) ?? []) {
-          if (/^[\x20-\x7e\t\n]/.test(part)) await this.run(['type', '--clearmodifiers', '--delay', '2', '--', part]);
-          else await this.commit(part);
-        }
-        return;
+        // the person's Control (of Ctrl+V) may be down on the display: typed without it, then restored;
+        // characters beyond the display's US layout (ü, €, 中) are bound to keys first (keymap.ts)
+        return this.type(i.text);
     }
   }
 }

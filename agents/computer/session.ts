@@ -24,6 +24,7 @@ import { DOWNLOAD_ROUTES, downloadDirFor, downloadOps, prepareDownloadDir, remov
 import { CDP_ACTIVITY_ROUTES, CdpActivity, cdpActivityOps } from '../core/cdp-activity.ts';
 import { LIVE_ROUTES, liveOps, type LiveInput } from '../core/live.ts';
 import { ComputerLiveScreen } from './live.ts';
+import { DisplayKeymap } from './keymap.ts';
 const ROUTES = { screenshot: 'POST', xdotool: 'POST', cdp: 'POST', ...DOWNLOAD_ROUTES, ...CDP_ACTIVITY_ROUTES, ...LIVE_ROUTES } as const;
 
 function parseFormat(b: Body): ImageFormat {
@@ -189,7 +190,7 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
   }
   // The tab on screen, chosen without asking the pages (a visibilityState read would run script in each)
   const shownPage = async () => facts?.activePage() ?? (await b.pages()).at(-1);
-  const live = new ComputerLiveScreen(g, x, facts, shownPage);
+  const live = new ComputerLiveScreen(g, x, facts, new DisplayKeymap(d.env));
   // `page_text: true` on a request adds the rendered text (the hints' expect_text_present, anti-bot markers)
   // a screenshot's facts say where on it the page is drawn (the runner judges "the page changed" there)
   const pageFacts = async (body?: Body, shot?: { width: number; height: number }) => {

@@ -7,7 +7,7 @@
 // The token goes through the same constant-time lookup and is never logged.
 import { ServiceError } from '../errors.ts';
 import type { Ctx, Next } from '../context.ts';
-import type { Scope, TenantResolver } from './tenants.ts';
+import { keyIdOf, type Scope, type TenantResolver } from './tenants.ts';
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
@@ -25,6 +25,7 @@ export function authenticate(resolver: TenantResolver, opts: { bearer?: boolean 
     const tenant = await resolver.resolve(token);
     if (!tenant) throw new ServiceError('unauthenticated', `${header ? 'X-Service-Token' : 'the bearer token'} matches no tenant`, challenge);
     ctx.state.tenant = tenant;
+    ctx.state.keyId = keyIdOf(token);
     return next();
   };
 }

@@ -12,7 +12,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { ServiceError, forbidden, notFound } from '../errors.ts';
+import { ServiceError, badRequest, forbidden, notFound } from '../errors.ts';
 import { headerTenant, refuseUpgrade } from '../http/upgrade.ts';
 import type { Tenant } from '../http/tenants.ts';
 import { SESSION_ID } from '../sessions/records.ts';
@@ -29,6 +29,7 @@ const PROTOCOL = 'runplane.v1';
 const TICKET_PREFIX = 'runplane.ticket.';
 const CLAIM_PREFIX = 'runplane.claim.';
 export const SESSION_LIVE_PATH = /^\/v1\/sessions\/([^/]{1,64})\/live\/?$/;
+export const RUN_LIVE_PATH = /^\/v1\/runs\/([^/]{1,64})\/live\/?$/;
 export const TAKEOVER_LIVE_PATH = /^\/v1\/takeover\/([^/]{1,64})\/live\/?$/;
 /** Sessions' default page size: a session row does not keep its viewport, and the first frame says the real one. */
 const DEFAULT_VIEWPORT = { width: 1280, height: 720 };
@@ -62,7 +63,30 @@ export const liveRoutes: RouteSpec[] = [
       ctx.body = { ticket, expires_in: LIVE_TICKET_TTL_MS / 1000, protocol: [PROTOCOL, `${TICKET_PREFIX}${ticket}`], control };
     },
   },
+  {
+    method: 'POST',
+    path: '/v1/runs/:run_id/live-ticket',
+    ok: 'responses.schema.json#/$defs/LiveTicket',
+    summary: "A single-use, 30-second ticket for a browser to watch a running run's screen (GET /v1/runs/{run_id}/live, subprotocols runplane.v1 and runplane.ticket.<ticket>). A run's screen is watched only: an operator takes it over with POST /v1/runs/{run_id}/takeover",
+    tags: ['runs'],
+    auth: true,
+    scope: 'status',
+    body: { schema: 'sessions.schema.json#/$defs/LiveTicketRequest' },
+    responses: { '400': "control asked: a run's screen is watched only", '409': 'the run ended' },
+    async handler(ctx, s) {
+      const tenant = ctx.state.tenant!;
+      if ((ctx.state.body as LiveTicketRequest).control === true) throw badRequest("control: a run's screen is watched only; an operator takes the run over with POST /v1/runs/{run_id}/takeover", 'control');
+      const r = await s.runs.get(tenant, param(ctx, 'run_id'));
+      if (RUN_ENDED.has(r.status)) throw new ServiceError('conflict', `the run ended (${r.status})`);
+      const ticket = await issueLiveTicket(s.state.atomic, tenant.tenant_id, `run:${r.run_id}`, false);
+      ctx.body = { ticket, expires_in: LIVE_TICKET_TTL_MS / 1000, protocol: [PROTOCOL, `${TICKET_PREFIX}${ticket}`], control: false };
+    },
+  },
 ];
+
+const RUN_ENDED = new Set(['succeeded', 'failed', 'cancelled']);
+/** a run id as a key: the runs' store answers 404 for anything else */
+const RUN_ID = /^[A-Za-z0-9_.-]{1,64}$/;
 
 function offered(req: IncomingMessage, prefix: string): string | undefined {
   return String(req.headers['sec-websocket-protocol'] ?? '')
@@ -124,6 +148,28 @@ async function sessionLive(req: IncomingMessage, socket: Duplex, head: Buffer, s
   open(req, socket, head, s, target, control, { tenant_id: tenant.tenant_id, session_id: sessionId }, { opened: (close) => (control ? s.sessions.attach(r, close) : () => undefined) });
 }
 
+/** A running run's screen, watched only (status scope, or a ticket); taking it over is POST /v1/runs/{id}/takeover. */
+async function runLive(req: IncomingMessage, socket: Duplex, head: Buffer, s: Services, runId: string): Promise<void> {
+  if (!RUN_ID.test(runId)) throw notFound('no such run');
+  let tenant = await headerTenant(req, s);
+  if (tenant) {
+    if (!canWatch(tenant)) throw forbidden("watching a run's screen needs the 'status' scope");
+  } else {
+    const ticket = offered(req, TICKET_PREFIX);
+    if (!ticket) throw new ServiceError('unauthenticated', 'missing X-Service-Token header or ticket subprotocol (POST /v1/runs/{run_id}/live-ticket issues one)');
+    const t = await redeemLiveTicket(s.state.atomic, ticket, `run:${runId}`);
+    tenant = (await s.tenants.resolveById(t.tenantId)) ?? undefined;
+    if (!tenant) throw new ServiceError('unauthenticated', 'the ticket tenant no longer exists');
+  }
+  const r = await s.runs.get(tenant, runId);
+  if (RUN_ENDED.has(r.status)) throw new ServiceError('conflict', `the run ended (${r.status})`);
+  const target = r.status === 'running' ? await s.liveRuns.target(tenant.tenant_id, runId) : undefined;
+  if (!target) throw new ServiceError('unavailable', "the run's page is not bound yet; retry shortly", { 'Retry-After': '1' });
+  const fleet = fleetOf(s);
+  const endpoint = { ...target.endpoint, secret: target.endpoint.secret ?? fleet.secret, ca: target.endpoint.ca ?? fleet.ca };
+  open(req, socket, head, s, { ...target, endpoint }, false, { tenant_id: tenant.tenant_id, run_id: runId });
+}
+
 async function takeoverLive(req: IncomingMessage, socket: Duplex, head: Buffer, s: Services, takeoverId: string): Promise<void> {
   const provider = s.takeoverTargets;
   if (!provider || !TAKEOVER_ID.test(takeoverId)) throw notFound('no such takeover');
@@ -140,16 +186,17 @@ async function takeoverLive(req: IncomingMessage, socket: Duplex, head: Buffer, 
 export function liveUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, s: Services, url: URL): boolean {
   const ses = SESSION_LIVE_PATH.exec(url.pathname);
   const tko = ses ? null : TAKEOVER_LIVE_PATH.exec(url.pathname);
-  if (!ses && !tko) return false;
-  const raw = (ses ?? tko)![1]!;
+  const run = ses || tko ? null : RUN_LIVE_PATH.exec(url.pathname);
+  if (!ses && !tko && !run) return false;
+  const raw = (ses ?? tko ?? run)![1]!;
   void (async () => {
     let id: string;
     try {
       id = decodeURIComponent(raw);
     } catch {
-      throw notFound(ses ? 'no such session' : 'no such takeover');
+      throw notFound(ses ? 'no such session' : run ? 'no such run' : 'no such takeover');
     }
-    await (ses ? sessionLive(req, socket, head, s, id, url) : takeoverLive(req, socket, head, s, id));
+    await (ses ? sessionLive(req, socket, head, s, id, url) : run ? runLive(req, socket, head, s, id) : takeoverLive(req, socket, head, s, id));
   })().catch((err: unknown) => refuseUpgrade(socket, err));
   return true;
 }

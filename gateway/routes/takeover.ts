@@ -8,7 +8,8 @@
 import { ServiceError } from '../errors.ts';
 import type { Ctx } from '../context.ts';
 import type { Services } from '../services.ts';
-import { takeoverBody, type TakeoverRecord } from '../takeover/records.ts';
+import { TAKEOVER_ENDED, takeoverBody, type TakeoverRecord } from '../takeover/records.ts';
+import type { OperatorTakeoverRequest } from '../../schemas/types.gen.ts';
 import { param, type RouteSpec } from './route.ts';
 
 /** Bodies of the link routes are small: a token, a note. */
@@ -83,6 +84,46 @@ export const takeoverRoutes: RouteSpec[] = [
   },
   answerRoute('done', 'done', 'The person is done (header X-Takeover-Claim): the run resumes at its next step (a challenge step is judged again). Optional note'),
   answerRoute('failed', 'fail', "The person cannot do it (header X-Takeover-Claim): the run halts human_failed, the note in its failure_help"),
+  {
+    method: 'POST',
+    path: '/v1/runs/:run_id/takeover',
+    ok: 'responses.schema.json#/$defs/OperatorTakeover',
+    status: 201,
+    summary: "An operator takes over a running run: answers a one-time link to the same takeover page a run's own request opens. The run waits for the person before its next step (phase awaiting_human); Done or expiry: it goes on; Fail: it halts human_failed. The run's events say which key asked and when",
+    tags: ['runs', 'takeover'],
+    auth: true,
+    scope: 'operator',
+    body: { schema: 'takeover.schema.json#/$defs/OperatorTakeoverRequest', maxBytes: () => LINK_BODY_BYTES },
+    responses: { '404': 'no such run of this tenant', '409': "the run is not running, or a person already has (or is asked for) its page", '503': 'the run is still starting: its page is not bound yet' },
+    async handler(ctx, s) {
+      const tenant = ctx.state.tenant!;
+      const run = await s.runs.get(tenant, param(ctx, 'run_id'));
+      if (run.status !== 'running') throw new ServiceError('conflict', `the run is ${run.status}: only a running run can be taken over`);
+      const live = await s.liveRuns.entry(tenant.tenant_id, run.run_id);
+      if (!live) throw new ServiceError('unavailable', "the run's page is not bound yet; retry shortly", { 'Retry-After': '1' });
+      const open = await s.takeover.forRun(tenant.tenant_id, run.run_id);
+      if (open && !TAKEOVER_ENDED.has(open.status)) throw new ServiceError('conflict', `a person already has, or is asked for, this run's page (takeover ${open.takeover_id}, ${open.status})`);
+      const body = ctx.state.body as OperatorTakeoverRequest;
+      const by = { key_id: ctx.state.keyId!, tenant_id: tenant.tenant_id };
+      const { record, link } = await s.takeover.request({
+        run_id: run.run_id,
+        tenant_id: tenant.tenant_id,
+        reason: 'operator',
+        message: body.message?.trim() || 'An operator takes this run over',
+        step_path: run.phase === 'awaiting_human' ? 'awaiting_human' : 'between_steps',
+        backend: live.backend,
+        endpoint: live.endpoint,
+        viewport: live.viewport,
+        requested_by: by,
+        ...(s.liveRuns.local(run.run_id) ? { live: () => s.liveRuns.local(run.run_id) } : {}),
+        ...(body.timeout_seconds !== undefined ? { timeoutSeconds: body.timeout_seconds } : {}),
+      });
+      // who and when, in the run's own events; the link goes to this operator only
+      await s.runs.emit(run, 'takeover_requested', { takeover_id: record.takeover_id, reason: 'operator', requested_by: by, at: record.created_at, expires_at: record.expires_at });
+      ctx.set('Cache-Control', 'no-store');
+      ctx.body = { takeover_id: record.takeover_id, run_id: run.run_id, link, expires_at: record.expires_at, requested_by: by };
+    },
+  },
   {
     method: 'GET',
     path: '/v1/runs/:run_id/takeover',

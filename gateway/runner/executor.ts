@@ -4,7 +4,7 @@
 // ending, including a plane that finishes opening after the run was stopped.
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { abortable } from '../../shared/abort.ts';
+import { abortable, sleep } from '../../shared/abort.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Brain, SecretRef, StepHandler } from '../plugins/contract.ts';
@@ -22,7 +22,7 @@ import { Walker } from './walker.ts';
 import { describeSave, type ProfileSyncs } from './profile-sync.ts';
 import { rideOut, ridingOut } from './ride-out.ts';
 import { RunClock } from './clock.ts';
-import type { HumanSide, TakeoverDesk } from './human.ts';
+import type { HumanSide, LiveRuns, TakeoverDesk } from './human.ts';
 import { learnFrom, type ReplayService } from '../replay/service.ts';
 
 export { Halt } from './outcome.ts';
@@ -80,6 +80,8 @@ export interface RunnerDeps {
   frames?: FrameHub;
   /** the takeover service: steps may ask for a person (issue 42); absent: askHuman is not offered */
   takeover?: TakeoverDesk;
+  /** where a running run's page is, for its live screen and an operator's takeover on any replica; absent: neither is offered */
+  liveRuns?: LiveRuns;
   /** profiles that follow the tenant: loaded into the plane at open, saved after the end; absent: the agent's own dir */
   profiles?: ProfileSyncs;
   /** compiled plans: what a run's brain steps compile into, and the replays of them (issue 45) */
@@ -155,6 +157,7 @@ export class RunExecutor {
       run = { ...run, status: 'running', phase: 'running', events: [...run.events, `${new Date().toISOString()} status running`] };
       await saveOrStop(d, run);
       await d.store.emit(run, 'run.status', { status: 'running', phase: 'running', backend: opened.plane.capabilities.backend });
+      this.publishLive(run, opened);
       const human = this.humanSide(d, () => run, st, clock, abort.signal, opened, recording);
       const w = (walker = new Walker(d, run, opened.plane, st, abort.signal, (r) => (run = r), opened, recording, human, replay));
       await w.walk(run.plan.steps, 'steps');
@@ -189,6 +192,7 @@ export class RunExecutor {
       this.running.delete(runId);
       timer.clear();
       unsubscribe();
+      if (plane) await this.d.liveRuns?.withdraw(run.tenant_id, runId).catch((e: Error) => log.warn({ err: e.message }, 'the run\'s live entry was not removed'));
     }
     if (outcome.status === 'succeeded' && this.d.replay) await learnFrom(this.d.replay, d.store, run, st.learned, replay, log);
     // The plane closes (browser, display, video) while the run's result is
@@ -239,6 +243,18 @@ export class RunExecutor {
     await this.d.store.releaseRunner(runId, this.d.owner).catch(() => undefined);
   }
 
+  /** The run's page can be watched and taken over from any replica from now on; its first screenshot gives the page size. */
+  private publishLive(run: RunRecord, lease: PlaneLease): void {
+    const live = this.d.liveRuns;
+    const ep = lease.endpoint?.();
+    if (!live || !ep) return;
+    void lease.plane
+      .screenshot('jpeg')
+      .then((s) => ({ width: s.width, height: s.height }), () => null)
+      .then((viewport) => live.publish({ run_id: run.run_id, tenant_id: run.tenant_id, backend: run.runtime.compute_backend, endpoint: ep, viewport, local: () => lease.endpoint?.() }))
+      .catch((e: Error) => this.d.log.warn({ run_id: run.run_id, err: e.message }, "the run's live entry was not written; its screen cannot be watched"));
+  }
+
   /** What a step's askHuman needs (human.ts), or undefined when this gateway has no takeover service. */
   private humanSide(d: RunnerDeps, current: () => RunRecord, st: RunState, clock: RunClock, signal: AbortSignal, lease: PlaneLease, rec: RunRecording | undefined): HumanSide | undefined {
     const desk = this.d.takeover;
@@ -261,8 +277,10 @@ export class RunExecutor {
         const s = await lease.plane.screenshot('jpeg').catch(() => undefined);
         return s ? { width: s.width, height: s.height } : null;
       },
+      png: () => Promise.race([lease.plane.screenshot().then((x) => x.image, () => undefined), sleep(5000).then(() => undefined)]),
       ...(rec ? { rec } : {}),
       traceIndex: () => Math.max(0, st.traced - 1),
+      handled: new Set(),
       log: (line) => this.d.log.info({ run_id: current().run_id, tenant_id: current().tenant_id }, line),
     };
   }

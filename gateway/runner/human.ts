@@ -8,7 +8,7 @@
 import type { HumanAnswer, HumanRequest, StepContext } from '../plugins/contract.ts';
 import type { RunRecord } from '../runs/records.ts';
 import type { RunClock } from './clock.ts';
-import { inputCounts, type InputNote } from '../takeover/records.ts';
+import { TAKEOVER_ENDED, inputCounts, type InputNote } from '../takeover/records.ts';
 import { Halt } from './outcome.ts';
 import type { PlaneEndpoint } from './planes.ts';
 import type { RunRecording } from './recording.ts';
@@ -17,6 +17,9 @@ import type { RunRecording } from './recording.ts';
 export interface DeskTakeover {
   takeover_id: string;
   tenant_id: string;
+  reason?: string;
+  /** an operator's takeover: the key that asked (never the token) */
+  requested_by?: { key_id: string; tenant_id: string } | null;
   created_at: string;
   expires_at: string;
   opened_at: string | null;
@@ -45,6 +48,14 @@ export interface TakeoverDesk {
   }): Promise<{ record: DeskTakeover; link: string }>;
   wait(r: DeskTakeover, signal: AbortSignal): Promise<DeskTakeover>;
   end(r: DeskTakeover, status: 'cancelled', by: string): Promise<DeskTakeover>;
+  /** the run's current or last takeover (an operator's is made by a route, on any replica) */
+  forRun(tenantId: string, runId: string): Promise<DeskTakeover | undefined>;
+}
+
+/** Where a running run's page is published for its live screen and an operator's takeover (gateway/takeover/run-live.ts). */
+export interface LiveRuns {
+  publish(a: { run_id: string; tenant_id: string; backend: 'computer_plane' | 'dom_plane'; endpoint: PlaneEndpoint; viewport?: { width: number; height: number } | null; local?: () => PlaneEndpoint | undefined }): Promise<void>;
+  withdraw(tenantId: string, runId: string): Promise<void>;
 }
 
 export interface HumanSide {
@@ -57,10 +68,14 @@ export interface HumanSide {
   emit(type: string, data: Record<string, unknown>): Promise<void>;
   endpoint(): PlaneEndpoint | undefined;
   viewport(): Promise<{ width: number; height: number } | null>;
+  /** the page now, as PNG, for the trace (undefined when it cannot be had within a few seconds) */
+  png(): Promise<Buffer | undefined>;
   rec?: RunRecording;
   /** the trace index of the step that asked */
   traceIndex(): number;
   log(line: string): void;
+  /** operator takeovers this run has waited for or reported already */
+  handled: Set<string>;
 }
 
 /** What a step's context gets of the run's takeover: askHuman and the runtime switches that call it. */
@@ -90,6 +105,7 @@ export async function askHuman(h: HumanSide, path: string, req: HumanRequest): P
   h.clock.hold();
   const t0 = Date.now();
   let ended: DeskTakeover | undefined;
+  const shots = shooter(h);
   try {
     h.log(`${path} waiting for a person (${req.reason}): takeover ${record.takeover_id} until ${record.expires_at}`);
     await h.saveAndEmit({ ...h.run(), phase: 'awaiting_human' }, 'run.status', { status: 'running', phase: 'awaiting_human', takeover_id: record.takeover_id });
@@ -103,7 +119,7 @@ export async function askHuman(h: HumanSide, path: string, req: HumanRequest): P
     }
   } finally {
     h.clock.release();
-    if (ended) await report(h, path, ended, Date.now() - t0).catch(() => undefined);
+    if (ended) await report(h, path, ended, Date.now() - t0, await shots.after()).catch(() => undefined);
   }
   if (ended.status === 'done') {
     await h.saveAndEmit({ ...h.run(), phase: 'running' }, 'run.status', { status: 'running', phase: 'running' });
@@ -118,22 +134,76 @@ export async function askHuman(h: HumanSide, path: string, req: HumanRequest): P
   throw new Halt('human_timeout', `nobody took over ${path} before the link expired (${seconds} s)`, 'timeout', `nobody took over in time: the takeover link expired after ${seconds} s${ended.opened_at ? ' (it was opened, but neither Done nor Fail was pressed)' : ' without being opened'}`);
 }
 
-/** takeover_ended on the run's events and an intervention in its trace. */
-async function report(h: HumanSide, path: string, t: DeskTakeover, waitedMs: number): Promise<void> {
+/**
+ * Before each step: an operator asked to take the run over (POST /v1/runs/{id}/takeover, any
+ * replica) and the run has not seen it yet. It waits for them as for a person it asked itself;
+ * the operator's page got the relay at once, so inputs made during the step before count too.
+ * Done or expiry: the run goes on (it did not need them). Fail: it halts human_failed.
+ */
+export async function operatorPause(h: HumanSide, path: string): Promise<void> {
+  const run = h.run();
+  const t = await h.desk.forRun(run.tenant_id, run.run_id).catch(() => undefined);
+  if (!t || t.reason !== 'operator' || h.handled.has(t.takeover_id)) return;
+  h.handled.add(t.takeover_id);
+  const t0 = Date.now();
+  let ended: DeskTakeover | undefined = TAKEOVER_ENDED.has(t.status as never) ? t : undefined;
+  // the operator's page had the relay since the request: "before" is the page when the run stopped for them
+  const shots = shooter(h);
+  if (!ended) {
+    h.clock.hold();
+    try {
+      h.log(`${path} waiting for an operator: takeover ${t.takeover_id} until ${t.expires_at}`);
+      await h.saveAndEmit({ ...h.run(), phase: 'awaiting_human' }, 'run.status', { status: 'running', phase: 'awaiting_human', takeover_id: t.takeover_id });
+      try {
+        ended = await h.desk.wait(t, h.signal);
+      } catch (err) {
+        ended = await h.desk.end(t, 'cancelled', 'run').catch(() => undefined);
+        throw err;
+      }
+    } finally {
+      h.clock.release();
+      if (ended) await report(h, path, ended, Date.now() - t0, await shots.after()).catch(() => undefined);
+    }
+    await h.saveAndEmit({ ...h.run(), phase: 'running' }, 'run.status', { status: 'running', phase: 'running' });
+  } else await report(h, path, ended, 0, await shots.after()).catch(() => undefined);
+  if (ended.status === 'failed') {
+    const note = ended.note ? `: ${JSON.stringify(ended.note)}` : ' (no note)';
+    throw new Halt('human_failed', `the operator who took over before ${path} pressed Fail${note}`, null, `the operator who took over pressed Fail${note}`);
+  }
+  if (ended.status === 'cancelled' && h.signal.aborted) throw h.signal.reason;
+}
+
+/** The trace's screenshots of a takeover: the page as the person got it (taken now) and as they left it (after()). */
+function shooter(h: HumanSide): { after(): Promise<{ before?: Buffer; after?: Buffer }> } {
+  if (h.rec?.wantsScreenshots !== true || !h.rec.interventionShots) return { after: async () => ({}) };
+  const before = h.png().catch(() => undefined);
+  return {
+    after: async () => {
+      const [b, a] = await Promise.all([before, h.png().catch(() => undefined)]);
+      return { ...(b ? { before: b } : {}), ...(a ? { after: a } : {}) };
+    },
+  };
+}
+
+/** takeover_ended on the run's events and an intervention in its trace (with the page before and after the person). */
+async function report(h: HumanSide, path: string, t: DeskTakeover, waitedMs: number, shots: { before?: Buffer; after?: Buffer } = {}): Promise<void> {
   const inputs = inputCounts(t);
   const duration = t.opened_at && t.ended_at ? Math.max(0, Date.parse(t.ended_at) - Date.parse(t.opened_at)) : 0;
   h.log(`${path} takeover ${t.takeover_id} ended ${t.status} (by ${t.by ?? 'nobody'}) after ${Math.round(waitedMs / 1000)} s, ${inputs.total} input(s)`);
-  // the step's own pre and post screenshots are the page before and after the person
-  h.rec?.decision(h.traceIndex(), 'intervention', 'command', `a person took over ${path}: ${t.status}`, {
+  const index = h.traceIndex();
+  h.rec?.interventionShots?.(index, shots);
+  h.rec?.decision(index, 'intervention', 'command', `a person took over ${path}: ${t.status}`, {
     takeover_id: t.takeover_id,
     outcome: t.status,
     by: t.by,
+    ...(t.requested_by ? { requested_by: t.requested_by } : {}),
     requested_at: t.created_at,
     opened_at: t.opened_at,
     ended_at: t.ended_at,
     duration_ms: duration,
     waited_ms: waitedMs,
     inputs,
+    screenshots: { before: Boolean(shots.before), after: Boolean(shots.after) },
   });
-  await h.emit('takeover_ended', { takeover_id: t.takeover_id, path, outcome: t.status, by: t.by, duration_ms: duration, waited_ms: waitedMs, inputs });
+  await h.emit('takeover_ended', { takeover_id: t.takeover_id, path, outcome: t.status, by: t.by, ...(t.requested_by ? { requested_by: t.requested_by } : {}), opened_at: t.opened_at, ended_at: t.ended_at, duration_ms: duration, waited_ms: waitedMs, inputs });
 }

@@ -36,6 +36,8 @@ export interface RunRecording {
   declareSideEffect(stepIndex: number, resource: string, action: string): string;
   settleSideEffect(id: string, committed: boolean, detail: string): void;
   step(s: RecordedStep, shots: { pre?: Buffer; post?: Buffer }): Promise<void>;
+  /** the page when a person took it over and when they handed it back, on the step that asked (PNG) */
+  interventionShots?(stepIndex: number, shots: { before?: Buffer; after?: Buffer }): void;
   /** one model call of a step (request without the screenshot, which is the step's observation) */
   modelIo(stepIndex: number, layer: string, request: { model: string; [k: string]: unknown }, response: Record<string, unknown>): void;
   /** ends the recording with the run's outcome once the local trace is written; live uploads may go on (see RunRecorder.drain); never throws */

@@ -20,7 +20,7 @@ import type { RunState, StepEntry } from './run-state.ts';
 import { publishFrame, recordStep } from './step-record.ts';
 import { RunProgress } from './progress.ts';
 import { vaultSide } from './secret-plane.ts';
-import { humanFields, type HumanSide } from './human.ts';
+import { humanFields, operatorPause, type HumanSide } from './human.ts';
 import { replayFields, type ReplaySession } from '../replay/session.ts';
 
 /** What a step got to before a halt could interrupt it. */
@@ -306,6 +306,8 @@ export class Walker {
     if (this.st.traced >= this.d.maxRunSteps) {
       throw new Halt('budget_cap', `the run executed ${this.st.traced} steps, the most one run may (SERVICE_MAX_RUN_STEPS)`, null);
     }
+    // an operator's takeover waits for its page before the step acts
+    if (this.human) await operatorPause(this.human, p);
     const track: StepTrack = { recorded: false, attempts: 0 };
     try {
       return await this.runStep(original, p, track);

@@ -39,6 +39,8 @@ export interface TakeoverRecord {
   claim_hash: string | null;
   /** who ended it: 'link' (the person with the link), 'operator' (a token with the operator scope), 'timeout', 'run' (the run ended first) */
   by: string | null;
+  /** an operator's takeover (reason operator): the key that asked, never its token */
+  requested_by?: { key_id: string; tenant_id: string } | null;
   /** the person's note on Done or Fail (at most 2,000 characters) */
   note: string | null;
   /** the run's plane session, so a relay on any replica reaches it; internal, never answered */
@@ -105,6 +107,7 @@ export function takeoverBody(r: TakeoverRecord) {
     opened_at: r.opened_at,
     ended_at: r.ended_at,
     by: r.by,
+    requested_by: r.requested_by ?? null,
     note: r.note,
     duration_ms: end !== undefined ? Math.max(0, end - Date.parse(r.opened_at ?? r.created_at)) : null,
     inputs: inputCounts(r),

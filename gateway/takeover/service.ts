@@ -65,6 +65,8 @@ export interface TakeoverAsk {
   timeoutSeconds?: number;
   /** the run's own lease's endpoint (with the agent's secret), while this replica holds the run */
   live?: () => LiveEndpoint | undefined;
+  /** an operator's takeover: the key that asked */
+  requested_by?: { key_id: string; tenant_id: string };
 }
 
 /** Where the plane is, as a relay connects to it: the agent's secret and CA only when this replica holds the run (local agents' secrets are per agent); elsewhere the relay adds the fleet's, as the sessions' relay does. */
@@ -113,6 +115,7 @@ export class TakeoverService {
       note: null,
       endpoint: a.endpoint,
       viewport: a.viewport,
+      ...(a.requested_by ? { requested_by: a.requested_by } : {}),
       inputs: [],
       input_count: 0,
     };

@@ -262,6 +262,11 @@ class SdkRecording implements RunRecording {
     }
   }
 
+  interventionShots(stepIndex: number, shots: { before?: Buffer; after?: Buffer }): void {
+    if (shots.before) this.later(this.s.attachObservation(stepIndex, 'intervention_before', shots.before), 'intervention screenshot');
+    if (shots.after) this.later(this.s.attachObservation(stepIndex, 'intervention_after', shots.after), 'intervention screenshot');
+  }
+
   /** Work the run need not wait for; close() does. */
   private later(p: Promise<unknown>, what: string): void {
     const q: Promise<void> = p

@@ -67,7 +67,7 @@ export interface RouteDef {
 }
 
 export const STEP_FILE = /^(\d{4})\.json$/;
-export const KINDS = ['pre', 'post', 'target', 'diff'];
+export const KINDS = ['pre', 'post', 'target', 'diff', 'intervention_before', 'intervention_after'];
 export const pad4 = (n: number): string => String(n).padStart(4, '0');
 
 /** Largest step index (six digits): in a path segment, a query or a body. */

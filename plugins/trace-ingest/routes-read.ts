@@ -62,7 +62,7 @@ export const READ_ROUTES: RouteDef[] = [
   {
     method: 'GET', path: '/runs/:id/screenshots/:file', auth: 'cookie', summary: 'Screenshot bytes (NNNN_kind.png)',
     handler: (svc, rc) => {
-      if (!/^\d{4}_(pre|post|target|diff)\.png$/.test(rc.params.file!)) throw notFound('screenshot file must be NNNN_<pre|post|target|diff>.png');
+      if (!/^\d{4}_(pre|post|target|diff|intervention_before|intervention_after)\.png$/.test(rc.params.file!)) throw notFound('screenshot file must be NNNN_<pre|post|target|diff|intervention_before|intervention_after>.png');
       return file(svc, rc, `screenshots/${rc.params.file}`, 'image/png');
     },
   },

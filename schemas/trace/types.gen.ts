@@ -62,11 +62,13 @@ export type CoordinateSpace = ("viewport_css_px" | "device_px" | "screenshot_px"
 
 export type Provenance = ("screenshot" | "dom" | "human_override" | "replay_candidate" | "diagnostic")
 /**
+ * intervention_before and intervention_after: the page when a person took it over and when they handed it back
+ * 
  * This interface was referenced by `TraceCommon`'s JSON-Schema
  * via the `definition` "ObservationKind".
  */
 
-export type ObservationKind = ("pre" | "post" | "target" | "diff")
+export type ObservationKind = ("pre" | "post" | "target" | "diff" | "intervention_before" | "intervention_after")
 /**
  * This interface was referenced by `TraceCommon`'s JSON-Schema
  * via the `definition` "MutatedAxis".
@@ -328,6 +330,14 @@ pre?: string
 post?: string
 target?: string
 diff?: string
+/**
+ * the page when a person took it over (a takeover during or before this step)
+ */
+intervention_before?: string
+/**
+ * the page when the person handed it back
+ */
+intervention_after?: string
 hashes?: {
 phash_64?: string
 [k: string]: unknown

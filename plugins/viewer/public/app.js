@@ -7,7 +7,7 @@ import { ApiError, TOKEN_KEY, api, badge, duration, fmtTime, h, newPage, token }
 import { leaveRun, runView } from './run.js';
 import { leaveSession, sessionView, sessionsList } from './sessions.js';
 import { traceView, tracesView } from './traces.js';
-import { leaveLive, sessionLiveView } from './takeover.js';
+import { leaveLive, runLiveView, sessionLiveView } from './takeover.js';
 
 const main = document.getElementById('main');
 const who = document.getElementById('who');
@@ -126,6 +126,8 @@ function route() {
   who.textContent = 'signed in';
   const live = /^#\/sessions\/([^/?]+)\/live(?:\?|$)/.exec(location.hash);
   if (live) return void sessionLiveView(decodeURIComponent(live[1]), { current }).catch(failHere);
+  const runLive = /^#\/runs\/([^/?]+)\/live(?:\?|$)/.exec(location.hash);
+  if (runLive) return void runLiveView(decodeURIComponent(runLive[1]), { current }).catch(failHere);
   const ses = /^#\/sessions(?:\/([^/?]+))?(?:\?|$)/.exec(location.hash);
   if (ses) return void (ses[1] ? sessionView(decodeURIComponent(ses[1]), { fail: failHere, current }) : sessionsList(current)).catch(failHere);
   const m = /^#\/runs\/([^/?]+)/.exec(location.hash);

@@ -154,7 +154,7 @@ export async function runView(id, { fail, refresh, current }) {
         h('dt', {}, 'Halt class'), h('dd#halt', {}, life.halt_class ?? '—'),
         h('dt', {}, 'Summary'), h('dd', {}, result.summary ?? '')),
       failureHelp(life.failure_help),
-      h('div.toolbar', {}, jump, search, cancel, active ? null : h('button#export', { onclick: () => exportRun(id, life, result).catch(fail) }, 'Export ZIP')),
+      h('div.toolbar', {}, jump, search, cancel, active ? h('a#open-run-live', { href: `#/runs/${encodeURIComponent(id)}/live` }, 'Live screen') : null, active ? null : h('button#export', { onclick: () => exportRun(id, life, result).catch(fail) }, 'Export ZIP')),
       h('h2', {}, `Steps (${steps.length})`),
       h('p.muted.keys', {}, 'Keys: j / k next and previous step · f first failure · o screenshots · / search'),
       list,

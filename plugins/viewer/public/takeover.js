@@ -42,6 +42,45 @@ export async function sessionLiveView(id, { current }) {
   main.replaceChildren(h('section.live', {}, ...head, mode, note, h('div.screen', {}, shown.el), h('p', {}, h('a', { href: `#/sessions/${enc(id)}`, 'data-after-screen': '' }, 'Leave the live screen'))));
 }
 
+/**
+ * `#/runs/<id>/live`: a running run's screen, watched; "Take over" (operator scope) asks the run
+ * to wait for a person and opens the one-time link it answers on the takeover page.
+ */
+export async function runLiveView(id, { current }) {
+  const r = await api(`/v1/runs/${enc(id)}`);
+  if (!current()) return;
+  const main = document.getElementById('main');
+  const head = [h('p', {}, h('a', { href: `#/runs/${enc(id)}` }, '← Run')), h('h1', {}, 'Live screen ', h('code', {}, r.run_id), ' ', badge(r.status))];
+  if (['succeeded', 'failed', 'cancelled'].includes(r.status)) {
+    main.replaceChildren(h('section.live', {}, ...head, h('p.error', { role: 'alert' }, `This run ended (${r.status}).`)));
+    return;
+  }
+  const t = await api(`/v1/runs/${enc(id)}/live-ticket`, { method: 'POST', body: '{}' });
+  if (!current()) return;
+  const note = status();
+  leaveLive();
+  shown = liveScreen(wsUrl(`/v1/runs/${enc(id)}/live`), t.protocol, {
+    onStatus: (text) => (note.textContent = text),
+    onEnd: (why) => (note.textContent = `The live screen closed: ${why}`),
+  });
+  const outcome = h('p#take-over-outcome', { role: 'alert' });
+  const take = h('button#take-over', {
+    onclick: async () => {
+      take.disabled = true;
+      try {
+        const o = await api(`/v1/runs/${enc(id)}/takeover`, { method: 'POST', body: '{}' });
+        leaveLive();
+        location.assign(o.link);
+      } catch (err) {
+        outcome.textContent = err.message;
+        take.disabled = false;
+      }
+    },
+  }, 'Take over (operator)');
+  const mode = h('p#live-mode', {}, 'Watch only: the run acts on this page. Take over to act yourself; the run waits for you before its next step.');
+  main.replaceChildren(h('section.live', {}, ...head, mode, note, h('div.screen', {}, shown.el), h('div.toolbar', {}, take, h('a', { href: `#/runs/${enc(id)}`, 'data-after-screen': '' }, 'Leave the live screen')), outcome));
+}
+
 async function post(path, body, headers = {}) {
   const res = await fetch(path, { method: 'POST', headers: { 'Content-Type': 'application/json', ...headers }, body: JSON.stringify(body) });
   const out = await res.json().catch(() => null);
