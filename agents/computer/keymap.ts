@@ -13,6 +13,8 @@ import { spawn } from 'node:child_process';
 const FIRST = 200;
 const LAST = 255;
 const TIMEOUT_MS = 10_000;
+/** how long a new keymap is given to reach the display's clients before its keys are typed */
+const SETTLE_MS = 250;
 
 interface Base {
   /** the keymap as dumped, without the chosen keycodes' symbols */
@@ -45,6 +47,10 @@ export class DisplayKeymap {
     // until the new keymap is in, nothing is known to be bound
     this.bound = new Map();
     await this.xkbcomp(['-w', '0', '-', this.display()], `${base.head}${keys}${base.tail}`);
+    // X tells its clients of a new keymap by an event they read when they get to it: a key
+    // typed at once reached a busy Chromium before its new keymap did and was lost ('caf'
+    // at load 20). Nothing tells when Chromium has it; a new keymap is loaded rarely.
+    await new Promise((r) => setTimeout(r, SETTLE_MS));
     this.bound = next;
   }
 
