@@ -5,8 +5,9 @@
 // the profile is one whole version, old or new, never a mix (the next run sees one
 // sign-in's cookie, localStorage and IndexedDB together), and its lock is free at once:
 // the next run on the profile is accepted and runs, not refused profile_busy while the
-// dead saver's mark lives. A gateway killed mid-run leaves its browser's changes in
-// the agent's profile dir: the next run starts from the stored version, not from them.
+// dead saver's mark lives. A gateway, agent and browser killed mid-run leave the
+// browser's changes in the agent's profile dir: the next run starts from the stored
+// version, not from them.
 // Real gateway processes, local agents, Chromium.
 import { expect } from 'chai';
 import { mkdtemp, readdir, writeFile } from 'node:fs/promises';
@@ -64,9 +65,19 @@ describe('a gateway SIGKILLed during a profile save (gateway processes, local ag
     expect(r.body.status, JSON.stringify(r.body.steps).slice(0, 400)).to.equal('succeeded');
     return r.body.run_id as string;
   }
-  async function kill(): Promise<void> {
+  /** SIGKILLs the gateway (and with `agents`, its agents and browsers at once: no orderly close of theirs packs anything). */
+  async function kill(agents = false): Promise<void> {
     const spawned = descendants(gw!.child.pid!);
     gw!.child.kill('SIGKILL');
+    if (agents) {
+      for (const pid of spawned) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // gone already
+        }
+      }
+    }
     await gw!.exited;
     gw = undefined;
     expect(await until(async () => stillPresent(spawned).length === 0, 15_000), 'the killed gateway left its agents running').to.equal(true);
@@ -112,7 +123,7 @@ describe('a gateway SIGKILLed during a profile save (gateway processes, local ag
     expect(await until(async () => (await row()).last_run_id === fourth, 30_000), 'the next save goes through').to.equal(true);
   });
 
-  it('killed mid-run, after the page signed in again: the next run starts from the stored version, not from what the killed browser left on the agent', async () => {
+  it('gateway, agent and browser killed mid-run, after the page signed in again: the next run starts from the stored version, not from what the killed browser left on the agent', async () => {
     gw ??= await start();
     const stored = await row();
     const sid = (site.seen.at(-1) as { cookie: string }).cookie;
@@ -125,7 +136,7 @@ describe('a gateway SIGKILLed during a profile save (gateway processes, local ag
     expect(r.status, r.text).to.equal(200);
     // the browser wrote the new sign-in into its profile dir on the agent
     expect(await until(async () => site.logins.length > logins && site.stored.length > writes, 60_000), 'the page signed in').to.equal(true);
-    await kill();
+    await kill(true);
 
     gw = await start();
     // recovery ends the killed run (runner_lost) and frees its lock; the stored version is the one before it
