@@ -90,12 +90,13 @@ export function cpuByKind(first: Proc[], seen: Proc[], last: Proc[]): Map<string
   // the tail of the children that exited: reaped time gained, less what their samples showed
   for (const p of last) {
     const b = before.get(p.pid);
-    if (!b) continue;
+    if (!b || p.kind === 'sampler') continue;
     const gone = seen.filter((c) => c.ppid === p.pid && !alive.has(c.pid));
     const shown = gone.reduce((s, c) => s + c.cpu + c.reaped, 0);
     const tail = p.reaped - b.reaped - shown;
     const named = new Set(gone.map((c) => c.kind));
-    add(named.size === 1 ? [...named][0]! : `exited children of ${p.kind}`, tail);
+    // a child seen before it exited takes its own tail; ones never seen (shorter than a sample) are named by their reaper
+    if (tail > 0.0005) add(named.size === 1 ? [...named][0]! : `exited, reaped by ${p.kind}`, tail);
   }
   by.delete('sampler');
   return by;
