@@ -2,17 +2,19 @@
 // plain script: the node process itself (process.cpuUsage) and every process below
 // it (agents, Chromium's processes by --type, ffmpeg), read from /proc/<pid>/stat
 // (utime+stime, and cutime+cstime for the children a process reaped).
-// A sampler child walks the tree every 250 ms so that processes which start and
+// A sampler child looks at the tree every second so that processes which start and
 // exit inside the window are seen and named; what such a process used after its
 // last sample is recovered from its parent's reaped-children time (the zygote
 // reaps renderers, the agent reaps ffmpeg), so a run's renderer and recorder are
 // billed whole. The sampler is a process of its own: its CPU is not in the figures.
 // Usage: const w = await watchCpu('gateway (node)'); ...; const byKind = await w.stop();
 import { spawn } from 'node:child_process';
-import { readdir, readFile } from 'node:fs/promises';
+import { readdirSync, readFileSync } from 'node:fs';
 
 const TICK = 100; // USER_HZ on Linux
 const SAMPLER_FLAG = '--cpu-sampler';
+/** how often the tree is looked at: often enough to name a run's renderer and recorder (their tails come from the reaper) */
+const SAMPLE_MS = 1000;
 
 interface Proc {
   pid: number;
@@ -36,45 +38,52 @@ export function kindOf(cmd: string): string {
 }
 
 const kinds = new Map<number, string>();
-/** Every process below root, walked through /proc/<pid>/task/<tid>/children. */
-async function tree(root: number): Promise<Proc[]> {
+/** Every process below root: one pass over /proc/<pid>/stat (ppid, CPU), the command line read once per new pid. */
+function tree(root: number): Proc[] {
+  const all = new Map<number, Omit<Proc, 'kind' | 'pid'>>();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${name}/stat`, 'latin1');
+    } catch {
+      continue; // gone meanwhile
+    }
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    all.set(Number(name), { ppid: Number(f[1]), cpu: (Number(f[11]) + Number(f[12])) / TICK, reaped: (Number(f[13]) + Number(f[14])) / TICK });
+  }
+  const kids = new Map<number, number[]>();
+  for (const [pid, p] of all) kids.set(p.ppid, [...(kids.get(p.ppid) ?? []), pid]);
   const out: Proc[] = [];
   const todo = [root];
   while (todo.length > 0) {
-    const pid = todo.pop()!;
-    for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [] as string[])) {
-      const kids = (await readFile(`/proc/${pid}/task/${tid}/children`, 'utf8').catch(() => '')).split(' ').filter(Boolean).map(Number);
-      for (const k of kids) {
-        const stat = await readFile(`/proc/${k}/stat`, 'utf8').catch(() => '');
-        if (!stat) continue;
-        if (!kinds.has(k)) kinds.set(k, kindOf((await readFile(`/proc/${k}/cmdline`, 'utf8').catch(() => '')).replace(/\0/g, ' ')));
-        const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-        out.push({ pid: k, ppid: pid, kind: kinds.get(k)!, cpu: (Number(f[11]) + Number(f[12])) / TICK, reaped: (Number(f[13]) + Number(f[14])) / TICK });
-        todo.push(k);
+    for (const k of kids.get(todo.pop()!) ?? []) {
+      if (!kinds.has(k)) {
+        let cmd = '';
+        try {
+          cmd = readFileSync(`/proc/${k}/cmdline`, 'latin1').replace(/\0/g, ' ');
+        } catch {
+          // gone meanwhile: named by what it was not
+        }
+        kinds.set(k, kindOf(cmd));
       }
+      out.push({ pid: k, kind: kinds.get(k)!, ...all.get(k)! });
+      todo.push(k);
     }
   }
   return out;
 }
 
 async function sampler(root: number): Promise<void> {
-  const first = await tree(root);
+  const first = tree(root);
   const seen = new Map<number, Proc>();
   first.forEach((p) => seen.set(p.pid, p));
   process.stdout.write('ready\n');
-  let busy = false;
-  const timer = setInterval(() => {
-    if (busy) return;
-    busy = true;
-    void tree(root).then((t) => {
-      t.forEach((p) => seen.set(p.pid, p));
-      busy = false;
-    });
-  }, 250);
+  const timer = setInterval(() => tree(root).forEach((p) => seen.set(p.pid, p)), SAMPLE_MS);
   process.stdin.resume();
   await new Promise((r) => process.stdin.once('end', r));
   clearInterval(timer);
-  const last = await tree(root);
+  const last = tree(root);
   last.forEach((p) => seen.set(p.pid, p));
   process.stdout.write(JSON.stringify({ first, seen: [...seen.values()], last }));
   process.exit(0);
