@@ -7,7 +7,11 @@ import { PLUGIN_API_VERSION, type PluginHost, type TraceDestination } from '../.
 import plugin, { ingestInstance } from '../../plugins/trace-ingest/index.ts';
 import { DebugSession } from '../../sdk/index.ts';
 import { handlerFetch } from '../../shared/handler-fetch.ts';
-import { tempDir } from '../support/trace.ts';
+import { png, tempDir } from '../support/trace.ts';
+import { pino } from 'pino';
+import { readdir } from 'node:fs/promises';
+import { SdkRunRecorder } from '../../gateway/trace/recorder.ts';
+import type { RunRecord } from '../../gateway/runs/records.ts';
 
 const noop = () => undefined;
 // a port nothing listens on: over HTTP every request here would fail
@@ -53,6 +57,27 @@ describe('trace ingest in process', () => {
     expect(s.streamStats!.sent).to.be.greaterThan(0);
     const svc = ingestInstance()!.service;
     expect(await svc.list(await svc.readableRun('acme', 'inproc-1'))).to.include('modelio/0000-planner-0.json');
+  });
+
+  it("the gateway's run recorder streams with the destination's fetch: the whole run reaches the ingest and no note is left for a next start", async () => {
+    const dest = await mounted();
+    const dataDir = await tempDir();
+    const dsn = await dest.dsnFor('acme', NOWHERE);
+    const recorder = (ingestFetch?: typeof fetch) => new SdkRunRecorder({ dataDir, captureMode: 'screenshots', dsn: async () => dsn, ingestFetch: () => ingestFetch, log: pino({ level: 'silent' }), version: '0.0.0-test' });
+    const run = (id: string) => ({ run_id: id, tenant_id: 'acme', created_at: new Date().toISOString(), cua_model: 'default-cua', runtime: { compute_backend: 'dom_plane' } }) as unknown as RunRecord;
+    const step = (index: number) => ({ index, path: `steps[${index}]`, type: 'click', intent: 'press it', success: true, final_url: 'http://site.test/', page_title: 'Site', action: { type: 'CLICK', params: { x: 1, y: 1 } }, attempts: 1, started_at: new Date().toISOString(), ended_at: new Date().toISOString(), cost_usd: 0 });
+    for (const [id, f] of [['r-inproc', dest.fetch], ['r-over-http', undefined]] as const) {
+      const rr = recorder(f);
+      const rec = (await rr.begin(run(id)))!;
+      for (let i = 0; i < 3; i++) await rec.step(step(i), { pre: await png(i), post: await png(i + 1) });
+      await rec.close({ status: 'succeeded', summary: 'ok', cost_usd: 0 });
+      await rr.drain();
+    }
+    const svc = ingestInstance()!.service;
+    expect(await svc.list(await svc.readableRun('acme', 'r-inproc'))).to.include.members(['manifest.json', 'screenshots/0002_post.png']);
+    // the same recorder without the fetch tries the DSN's address, where nothing listens: its run waits in a note
+    const notes = await readdir(path.join(dataDir, 'trace-pending'));
+    expect(notes).to.have.length(1);
   });
 
   it("keeps the ingest's own checks: a wrong key is 401, its health route answers, over the same fetch", async () => {
