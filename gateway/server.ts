@@ -206,6 +206,8 @@ export async function createGateway(config: GatewayConfig, opts: GatewayOptions 
       const dest = plugins.traceDestination();
       return dest && selfUrl ? dest.dsnFor(tenantId, selfUrl) : undefined;
     },
+    // the mounted ingest takes the stream's requests in this process: no loopback connection, no second pass through the gateway's pipeline
+    ingestFetch: () => (config.traceDsn ? undefined : plugins.traceDestination()?.fetch),
     log: namedLogger(log, 'gateway.trace'),
     version: version.version,
   });

@@ -8,7 +8,8 @@
 // as the store of record (a throwaway redis-server), beside a bare Koa route
 // answering the same JSON, in the same run; and a floor (floor-server.ts): the
 // bare route plus the token lookup, the store read, a log line and a histogram
-// that any authenticated service with a store of record does per request.
+// that any authenticated service with a store of record does per request, and
+// for POST /v1/predict the same with the schema check and one acceptance commit.
 // Usage: npm run bench:gateway [-- --seconds 5 --connections 10]
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
@@ -87,14 +88,16 @@ try {
   for (const g of stores) bigRows.push(await measure(`gateway GET runs list, 100 x 200 steps (${g.name})`, `${g.url}/v1/runs?limit=100`, { headers: { 'X-Service-Token': g.list_token } }));
   const post = (token: string) => ({ method: 'POST' as const, body: predictBody, headers: { 'Content-Type': 'application/json', 'X-Service-Token': token } });
   rows.push(await measure('bare POST (parse 50 steps)', `${bare.line}/v1/predict`, post('')));
+  const floorPost = await measure('floor POST predict 50 (auth, schema, sqlite commit, log, metric)', `${fl.url}/v1/predict`, post(fl.token));
   for (const g of stores.slice(0, 3)) rows.push(await measure(`gateway POST predict 50 (${g.name})`, `${g.url}/v1/predict`, post(g.token)));
   console.log(`\nbench/gateway: ${seconds}s per case, ${connections} connections, loopback, ${predictBody.length} byte plan body, load average ${(await import('node:os')).loadavg().map((l) => l.toFixed(2)).join(' ')}\n`);
   console.log('case'.padEnd(44) + 'req/s'.padStart(9) + 'p50 ms'.padStart(9) + 'p99 ms'.padStart(9) + 'non2xx'.padStart(8));
-  for (const r of [rows[0]!, floorRow, ...rows.slice(1), ...bigRows]) console.log(r.name.padEnd(44) + String(r.rps).padStart(9) + String(r.p50).padStart(9) + String(r.p99).padStart(9) + String(r.non2xx).padStart(8));
+  for (const r of [rows[0]!, floorRow, ...rows.slice(1, 5), floorPost, ...rows.slice(5), ...bigRows]) console.log(r.name.padEnd(44) + String(r.rps).padStart(9) + String(r.p50).padStart(9) + String(r.p99).padStart(9) + String(r.non2xx).padStart(8));
   const ratio = (a: Row, b: Row) => (a.rps / b.rps).toFixed(2);
   const [bareGet, gMem, gSql, gPg, barePost, pMem, pSql, pPg] = rows as [Row, Row, Row, Row, Row, Row, Row, Row];
   console.log(`\nthroughput ratio gateway/bare: status ${ratio(gMem, bareGet)} memory, ${ratio(gSql, bareGet)} sqlite, ${ratio(gPg, bareGet)} postgres; predict ${ratio(pMem, barePost)} memory, ${ratio(pSql, barePost)} sqlite, ${ratio(pPg, barePost)} postgres`);
   console.log(`status floor/bare ${ratio(floorRow, bareGet)} (the most any gateway doing those four parts can reach); gateway/floor: ${ratio(gMem, floorRow)} memory, ${ratio(gSql, floorRow)} sqlite`);
+  console.log(`predict floor/bare ${ratio(floorPost, barePost)}; gateway/floor: ${ratio(pMem, floorPost)} memory, ${ratio(pSql, floorPost)} sqlite, ${ratio(pPg, floorPost)} postgres`);
   console.log(`status of a 50-step run / bare: ${bigRows.slice(0, 3).map((b, i) => `${ratio(b, bareGet)} ${stores[i]!.name}`).join(', ')}`);
   console.log(`store/memory: status ${ratio(gSql, gMem)} sqlite, ${ratio(gPg, gMem)} postgres; predict ${ratio(pSql, pMem)} sqlite, ${ratio(pPg, pMem)} postgres`);
 } finally {

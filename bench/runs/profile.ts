@@ -7,7 +7,7 @@
 // gateway process itself.
 // The sampling runs in a child process of its own (listed as "sampler"), so its
 // CPU is not billed to the gateway.
-// Usage: [PLANE_DOM_BROWSER=headless-shell] node --import tsx bench/runs/profile.ts [--runs 3 --concurrent 4 --capture trace]
+// Usage: [PLANE_DOM_BROWSER=headless-shell] node --import tsx bench/runs/profile.ts [--runs 3 --concurrent 4 --capture trace --ask trace --plan form]
 import { mkdtemp, rm, readdir, readFile } from 'node:fs/promises';
 import { spawn } from 'node:child_process';
 import { tmpdir, loadavg } from 'node:os';
@@ -15,13 +15,15 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { startSite } from '../../test/support/site.ts';
 import { startBenchGateway } from './gateway.ts';
-import { plan } from './plan.ts';
+import { plan, type PlanName } from './plan.ts';
 import { headlessBrowser } from '../../agents/core/chromium.ts';
 import { numArg, strArg } from '../stats.ts';
 
 const RUNS = numArg('runs', 3);
 const CONCURRENT = numArg('concurrent', 4);
 const CAPTURE = strArg('capture', 'model_io');
+const PLAN = strArg('plan', 'click') as PlanName;
+const ASK = strArg('ask', '');
 const TICK = 100; // clock ticks per second on Linux
 const SAMPLER = process.argv.includes('--sampler');
 /** the process whose tree is sampled: this one, or the bench that started this sampler */
@@ -81,13 +83,13 @@ if (SAMPLER) {
 }
 
 const site = await startSite();
-const steps = plan(site.url);
+const steps = plan(site.url, PLAN);
 const dir = await mkdtemp(path.join(tmpdir(), 'runplane-bench-profile-'));
 const { gw, url, token } = await startBenchGateway(dir, new Writable({ write: (_c, _e, cb) => cb() }), CAPTURE);
 
 async function oneRun(): Promise<number> {
   const t0 = performance.now();
-  const res = await fetch(`${url}/v1/predict`, { method: 'POST', headers: { 'X-Service-Token': token, 'Content-Type': 'application/json' }, body: JSON.stringify({ plan: steps, detached: false }) });
+  const res = await fetch(`${url}/v1/predict`, { method: 'POST', headers: { 'X-Service-Token': token, 'Content-Type': 'application/json' }, body: JSON.stringify({ plan: steps, detached: false, ...(ASK ? { capture_mode: ASK } : {}) }) });
   const body = (await res.json()) as { status: string; summary?: string };
   if (body.status !== 'succeeded') throw new Error(`run ended ${body.status}: ${body.summary ?? ''}`);
   return performance.now() - t0;
@@ -128,7 +130,7 @@ for (const p of seen.values()) {
 byKind.set('gateway + bench (node)', { cpu: (self.user + self.system) / 1e6, n: 1, started: 0 });
 const total = [...byKind.entries()].filter(([kind]) => !kind.startsWith('sampler')).reduce((s, [, k]) => s + k.cpu, 0);
 const runs = walls.length;
-console.log(`bench/runs/profile: ${runs} runs at ${CONCURRENT} concurrent on ${headlessBrowser()}, capture ${CAPTURE}, ${(runs / minutes).toFixed(1)} runs/min, load ${load0.toFixed(2)} -> ${loadavg()[0]!.toFixed(2)}`);
+console.log(`bench/runs/profile: ${PLAN} plan, ${runs} runs at ${CONCURRENT} concurrent on ${headlessBrowser()}, capture ${CAPTURE}, ${(runs / minutes).toFixed(1)} runs/min, load ${load0.toFixed(2)} -> ${loadavg()[0]!.toFixed(2)}`);
 console.log('process kind              | CPU s | per run | share | processes (started during the level)');
 for (const [kind, k] of [...byKind.entries()].sort((a, b) => b[1].cpu - a[1].cpu)) {
   console.log(`${kind.padEnd(25)} | ${k.cpu.toFixed(1).padStart(5)} | ${(k.cpu / runs).toFixed(2).padStart(7)} | ${((100 * k.cpu) / total).toFixed(0).padStart(4)}% | ${k.n} (${k.started})`);

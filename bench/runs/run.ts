@@ -20,7 +20,12 @@
 // has each run ask for capture_mode MODE in its body, as a caller would.
 // PLANE_DOM_BROWSER=headless-shell runs the agents and the plain script on
 // chromium-headless-shell.
-// Usage: [PLANE_DOM_BROWSER=headless-shell] npm run bench:runs [-- --runs 4 --soak 1000 --capture trace --ask trace]
+// --plan form runs the form plan (fill_field, type_text, select_option, submit on
+// /order) instead of the click plan; --levels 4 measures only 4 concurrent runs.
+// At the highest level each side's CPU-seconds per run are read by kind of process
+// (bench/cpu.ts): the node process (the gateway, or the script), the agents,
+// Chromium's processes, ffmpeg.
+// Usage: [PLANE_DOM_BROWSER=headless-shell] npm run bench:runs [-- --runs 4 --soak 1000 --capture trace --ask trace --plan form --levels 1,2,4]
 import { mkdtemp, rm, readdir, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -39,18 +44,27 @@ import { startSite } from '../../test/support/site.ts';
 import { plainRunOwnBrowser, sharedBrowser } from './plain.ts';
 import { headlessBrowser } from '../../agents/core/chromium.ts';
 import { startBenchGateway } from './gateway.ts';
-import { plan } from './plan.ts';
+import { plan, type PlanName } from './plan.ts';
 import { numArg, pct, strArg } from '../stats.ts';
+import { cpuTable, watchCpu } from '../cpu.ts';
 
 const RUNS_PER_LEVEL = numArg('runs', 4);
 const SOAK = numArg('soak', 0);
 const CAPTURE = strArg('capture', 'model_io');
 const ASK = strArg('ask', '');
+const PLAN = strArg('plan', 'click') as PlanName;
+if (PLAN !== 'click' && PLAN !== 'form') throw new Error('--plan is click or form');
+const LEVELS = strArg('levels', '1,2,4').split(',').map(Number);
+const TOP = Math.max(...LEVELS);
+/** the node process: the gateway (with the bench's HTTP client), or the plain script */
+const NODE = 'node (gateway or script)';
+// the last planes close and their recordings finish after the runs' results: their CPU is the run's
+const settle = () => new Promise((r) => setTimeout(r, 3000));
 
 const f = (n: number, d = 1) => n.toFixed(d);
 
 const site = await startSite();
-const steps = plan(site.url);
+const steps = plan(site.url, PLAN);
 const dir = await mkdtemp(path.join(tmpdir(), 'runplane-bench-runs-'));
 const sink = new Writable({ write: (_c, _e, cb) => cb() });
 const load0 = loadavg()[0]!;
@@ -60,24 +74,31 @@ const load0 = loadavg()[0]!;
 interface Plain {
   wall: number[];
   levels: Map<number, { runsPerMin: number; perRun: number }>;
+  cpu: { runs: number; byKind: Map<string, number> };
 }
 async function measurePlain(shots: boolean): Promise<Plain> {
-  await plainRunOwnBrowser(site.url, shots); // the first launch reads Chromium from disk
+  await plainRunOwnBrowser(site.url, shots, PLAN); // the first launch reads Chromium from disk
   const wall: number[] = [];
-  for (let i = 0; i < RUNS_PER_LEVEL; i++) wall.push(await plainRunOwnBrowser(site.url, shots));
-  const shared = await sharedBrowser(shots);
+  for (let i = 0; i < RUNS_PER_LEVEL; i++) wall.push(await plainRunOwnBrowser(site.url, shots, PLAN));
+  const shared = await sharedBrowser(shots, PLAN);
   await shared.run(site.url);
   const levels = new Map<number, { runsPerMin: number; perRun: number }>();
-  for (const c of [1, 2, 4]) {
+  let cpu: Plain['cpu'] = { runs: 1, byKind: new Map() };
+  for (const c of LEVELS) {
     const times: number[] = [];
+    const watch = c === TOP ? await watchCpu(NODE) : undefined;
     const t0 = performance.now();
     await Promise.all(Array.from({ length: c }, async () => {
       for (let i = 0; i < RUNS_PER_LEVEL; i++) times.push(await shared.run(site.url));
     }));
     levels.set(c, { runsPerMin: times.length / ((performance.now() - t0) / 60_000), perRun: pct(times, 50) });
+    if (watch) {
+      await settle();
+      cpu = { runs: times.length, byKind: await watch.stop() };
+    }
   }
   await shared.close();
-  return { wall, levels };
+  return { wall, levels, cpu };
 }
 const plain = await measurePlain(false);
 const plainPng = await measurePlain(true);
@@ -154,8 +175,10 @@ await Promise.all(Array.from({ length: 4 }, () => oneRun()));
 const gwWall: RunTiming[] = [];
 for (let i = 0; i < RUNS_PER_LEVEL; i++) gwWall.push(await oneRun());
 const levels: Array<{ c: number; runsPerMin: number; p50: number; p99: number; perStep: number; loop: IntervalHistogram }> = [];
-for (const c of [1, 2, 4]) {
+let gwCpu: Plain['cpu'] = { runs: 1, byKind: new Map() };
+for (const c of LEVELS) {
   const timings: RunTiming[] = [];
+  const watch = c === TOP ? await watchCpu(NODE) : undefined;
   // how long the gateway's event loop (this process) was held up: every run and request waits behind it
   const loop = monitorEventLoopDelay({ resolution: 10 });
   loop.enable();
@@ -167,6 +190,10 @@ for (const c of [1, 2, 4]) {
   );
   const minutes = (performance.now() - t0) / 60_000;
   loop.disable();
+  if (watch) {
+    await settle();
+    gwCpu = { runs: timings.length, byKind: await watch.stop() };
+  }
   const walls = timings.map((t) => t.wallMs);
   levels.push({ c, runsPerMin: timings.length / minutes, p50: pct(walls, 50), p99: pct(walls, 99), perStep: pct(timings.map((t) => t.perStepMs), 50), loop });
 }
@@ -243,9 +270,9 @@ await rm(dir, { recursive: true, force: true });
 const r = (a: number, b: number) => f(a / b, 2);
 const gwWallP50 = pct(gwWall.map((t) => t.wallMs), 50);
 const gwPerStep = pct(gwWall.map((t) => t.perStepMs), 50);
-const perStep = (p: Plain) => p.levels.get(1)!.perRun / steps.length;
+const perStep = (p: Plain) => p.levels.get(Math.min(...LEVELS))!.perRun / steps.length;
 const directPerStep = Math.min(...direct);
-console.log(`bench/runs: ${steps.length}-step mechanical plan on dom_plane (browser ${headlessBrowser()}), trace capture ${CAPTURE}${ASK ? ` (each run asks for ${ASK})` : ''}, ${RUNS_PER_LEVEL} runs per client, node ${process.version}, load average ${f(load0, 2)} at the start, ${f(loadavg()[0]!, 2)} at the end`);
+console.log(`bench/runs: ${steps.length}-step mechanical ${PLAN} plan on dom_plane (browser ${headlessBrowser()}), trace capture ${CAPTURE}${ASK ? ` (each run asks for ${ASK})` : ''}, ${RUNS_PER_LEVEL} runs per client, node ${process.version}, load average ${f(load0, 2)} at the start, ${f(loadavg()[0]!, 2)} at the end`);
 console.log('plain: the script as written; +png: the same script taking a PNG screenshot after each step, as the default capture does');
 console.log('');
 const row = (label: string, a: number, b: number, g: number, d: number, note: string) =>
@@ -255,10 +282,13 @@ row('single run wall ms (p50)', pct(plain.wall, 50), pct(plainPng.wall, 50), gwW
 for (const l of levels) {
   row(`runs/min at ${l.c} concurrent`, plain.levels.get(l.c)!.runsPerMin, plainPng.levels.get(l.c)!.runsPerMin, l.runsPerMin, 1, `(script: one browser, a context per run; gateway run p50 ${f(l.p50, 0)} ms, p99 ${f(l.p99, 0)} ms)`);
 }
-row('per step ms (p50, one at a time)', perStep(plain), perStep(plainPng), gwPerStep, 1, `(straight on an agent session, same handlers: ${f(directPerStep)} ms)`);
+row(`per step ms (p50, script at ${Math.min(...LEVELS)} conc.)`, perStep(plain), perStep(plainPng), gwPerStep, 1, `(straight on an agent session, same handlers: ${f(directPerStep)} ms)`);
 console.log(`plane acquisition from the warm pool: p50 ${f(pct(acquire, 50))} ms, p99 ${f(pct(acquire, 99))} ms (${acquire.length} opens)`);
 const ms = (ns: number) => f(ns / 1e6);
-console.log(`gateway event loop delay at 1 / 2 / 4 concurrent: p99 ${levels.map((l) => ms(l.loop.percentile(99))).join(' / ')} ms, max ${levels.map((l) => ms(l.loop.max)).join(' / ')} ms`);
+console.log(`gateway event loop delay at ${LEVELS.join(' / ')} concurrent: p99 ${levels.map((l) => ms(l.loop.percentile(99))).join(' / ')} ms, max ${levels.map((l) => ms(l.loop.max)).join(' / ')} ms`);
+console.log('');
+for (const line of cpuTable([{ name: 'plain', ...plain.cpu }, { name: '+png', ...plainPng.cpu }, { name: 'gateway', ...gwCpu }])) console.log(line);
+console.log(`(at ${TOP} concurrent, ${gwCpu.runs} runs a side; renderers and ffmpeg that exited are billed whole through their parents' reaped time)`);
 if (soak) {
   const u = usageLine;
   console.log(`soak of ${SOAK} sequential runs (wall p50 ${f(pct(soak.wall, 50), 0)} ms, p99 ${f(pct(soak.wall, 99), 0)} ms):`);

@@ -73,6 +73,8 @@ export interface TraceDestination {
   dsnFor(tenantId: string, gatewayUrl: string): Promise<string>;
   /** where a run's bundle reads back, as paths on the gateway */
   links(runId: string): { manifest_url: string; trace_url: string };
+  /** requests to these DSNs handed to the service in this process (the same requests, without a socket); absent: over HTTP */
+  fetch?: typeof fetch;
 }
 
 // ---------------------------------------------------------------- steps

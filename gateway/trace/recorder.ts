@@ -20,6 +20,8 @@ export interface RecorderOptions {
   captureMode: CaptureMode;
   /** where this tenant's bundles stream live; undefined: local bundles only */
   dsn: (tenantId: string) => Promise<string | undefined>;
+  /** how the stream reaches that DSN when the ingest serves it in this process (no loopback connection); undefined: over HTTP */
+  ingestFetch?: () => typeof fetch | undefined;
   log: Logger;
   /** the gateway's version, stamped on each bundle */
   version: string | null;
@@ -183,7 +185,7 @@ export class SdkRunRecorder implements RunRecorder {
         tags: traceTags(run),
         startedAt: run.created_at,
         // a run's records go to the ingest a quarter of a second at a time, a few steps a request, not one request per record
-        stream: { lingerMs: STREAM_LINGER_MS },
+        stream: { lingerMs: STREAM_LINGER_MS, fetch: dsn ? this.o.ingestFetch?.() : undefined },
       });
       const committed = () => {
         this.open.delete(run.run_id);

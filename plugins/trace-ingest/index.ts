@@ -8,6 +8,7 @@ import path from 'node:path';
 import { PLUGIN_API_VERSION, type PluginDefinition, type PluginHost } from '../../gateway/plugins/contract.ts';
 import { checkId, resolveInside } from '../../shared/ids.ts';
 import { ObjectStore } from '../../sdk/store.ts';
+import { handlerFetch } from '../../shared/handler-fetch.ts';
 import { createIngestApp, type IngestApp } from './app.ts';
 import { hashKey } from './auth.ts';
 import { parseCategoryLimits } from './limits.ts';
@@ -89,7 +90,8 @@ const plugin: PluginDefinition = {
       const prefix = env.TRACE_MOUNT_PREFIX ?? '/trace';
       const app = await createIngestApp({ ...base, dataDir, mountPrefix: prefix, logger: host.log });
       running = app;
-      host.mountHttp(prefix, app.callback(), () => app.close());
+      const handler = app.callback();
+      host.mountHttp(prefix, handler, () => app.close());
       const dsns = new GatewayDsns(app, path.join(host.dataDir, 'dsns'), prefix);
       host.traceDestination?.({
         dsnFor: (tenantId, gatewayUrl) => dsns.dsnFor(tenantId, gatewayUrl),
@@ -97,6 +99,8 @@ const plugin: PluginDefinition = {
           const l = runTraceLinks(prefix, runId);
           return { manifest_url: l.manifest, trace_url: l.trace };
         },
+        // the gateway's runs stream to this service in its own process: the same requests, straight to its handler
+        fetch: handlerFetch(handler),
       });
       host.log.info('trace ingest mounted', { prefix: `${prefix}/api/v1` });
     } else {

@@ -1,5 +1,5 @@
 // The local fixture site runs visit: a paginated listings site, a form with a
-// success page and an in-place submit, a new-tab link, a popup, links to anti-bot pages, ways out to another origin (link, popup, meta refresh, 302), a busy page, a 404, a page that never
+// success page (and an order form with a dropdown) and an in-place submit, a new-tab link, a popup, links to anti-bot pages, ways out to another origin (link, popup, meta refresh, 302), a busy page, a 404, a page that never
 // changes, a counter the server counts, and links to another origin; the
 // recipes and hints pages are in recipe-pages.ts, the step rows' pages in rows-pages.ts.
 import { createServer, type Server } from 'node:http';
@@ -41,6 +41,9 @@ export async function startSite(otherOrigin?: string): Promise<Site> {
         return html(200, listing(Math.min(PAGES, Math.max(1, Number(u.searchParams.get('page') ?? 1)))));
       case '/form':
         return html(200, page('Contact', `<form action="/success" method="get"><label for="email">Email</label><input id="email" name="email"><label for="name">Name</label><input id="name" name="name"><button type="submit">Send</button></form>`));
+      case '/order':
+        // the bench's form plan: three labelled text fields, a labelled dropdown and a submit
+        return html(200, page('Order', `<form action="/success" method="get"><label for="email">Email</label><input id="email" name="email"><label for="name">Name</label><input id="name" name="name"><label for="note">Note</label><input id="note" name="note"><label for="size">Size</label><select id="size" name="size"><option value="s">Small</option><option value="m">Medium</option><option value="l">Large</option></select><button type="submit">Send</button></form>`));
       case '/success':
         return html(200, page('Thanks', `<h1>Thanks, ${(u.searchParams.get('name') ?? '').replace(/[<>&"]/g, '')}</h1><p id="email">${(u.searchParams.get('email') ?? '').replace(/[<>&"]/g, '')}</p>`));
       case '/inplace':
