@@ -3,7 +3,7 @@
 // compare. Used by the loop-stuck guard and recorded as phash_64 in traces.
 import { createHash } from 'node:crypto';
 import { loadSharp } from '../../shared/load-once.ts';
-import type { Screenshot } from '../plugins/contract.ts';
+import type { Plane, Screenshot } from '../plugins/contract.ts';
 
 export async function averageHash(image: Buffer, area?: Area): Promise<string> {
   const px = await (await part(image, area)).greyscale().resize(8, 8, { fit: 'fill' }).raw().toBuffer();
@@ -46,4 +46,14 @@ async function part(image: Buffer, area?: Area) {
 export function pageArea(shot: Screenshot): Area | undefined {
   const a = shot.page?.content;
   return a && a.x >= 0 && a.y >= 0 && a.width > 0 && a.height > 0 && a.x + a.width <= shot.width && a.y + a.height <= shot.height ? a : undefined;
+}
+
+/** What the loop-stuck guard compares between iterations: the url, the screenshot's average hash and the visible text. */
+export async function pageFingerprint(plane: Plane): Promise<string> {
+  const shot = await plane.screenshot('jpeg');
+  const hash = await averageHash(shot.image, pageArea(shot));
+  const dom = plane.dom;
+  const url = dom ? await dom.currentUrl().catch(() => '') : (shot.page?.url ?? '');
+  const text = dom ? await dom.evaluate<string>('document.body ? document.body.innerText.slice(0, 20000) : ""').catch(() => '') : '';
+  return `${url}\n${hash}\n${text}`;
 }

@@ -1,6 +1,7 @@
 // The step-level failure taxonomy and how it maps to run-level halt classes and
 // errors, plus the retry policy per failure class.
-import type { FailureClass } from '../plugins/contract.ts';
+import type { FailureClass, Step } from '../plugins/contract.ts';
+import type { Extract } from '../../schemas/types.gen.ts';
 
 /** Extra attempts after the first, per failure class. http_4xx is never retried. */
 export const RETRIES: Record<FailureClass, number> = {
@@ -91,3 +92,15 @@ export class Halt extends Error {
 
 /** The halt of a runner whose fenced save was refused: the run ended elsewhere or its lease is gone. */
 export const runnerLost = (): Halt => new Halt('runner_lost', 'this runner no longer holds the run (its lease was taken or it ended elsewhere); it stops before acting again');
+
+/** A step failure that the run's upstream proxy caused (the egress guard names it by Chromium's proxy errors). */
+export const proxyFailure = (data: string): boolean => /net::ERR_(PROXY_[A-Z_]+|TUNNEL_CONNECTION_FAILED)\b/.test(data);
+
+/** `_recipe` resolved into the step's extract block (tenant recipe first, then shipped); a missing one halts the run. */
+export async function withRecipe(step: Step, recipe: (name: string) => Promise<Record<string, unknown>>): Promise<Step> {
+  if (!step._recipe) return step;
+  const schema = await recipe(step._recipe).catch(() => {
+    throw new Halt('no_schema_configured', `recipe '${step._recipe}' not found`);
+  });
+  return { ...step, extract: { ...(schema as Extract), ...(step.extract ?? {}) } };
+}

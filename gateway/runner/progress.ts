@@ -5,7 +5,7 @@
 // between saves too: a runner that lost its run stops at the write, and its
 // event is not appended.
 import type { RunRecord } from '../runs/records.ts';
-import type { RunnerStore } from './executor.ts';
+import type { RunnerStore } from './deps.ts';
 import { runnerLost } from './outcome.ts';
 import type { StepEntry } from './run-state.ts';
 

@@ -17,7 +17,7 @@
 // not append it twice.
 import { sleep } from '../../shared/abort.ts';
 import type { Logger } from '../log.ts';
-import type { RunnerStore } from './executor.ts';
+import type { RunnerStore } from './deps.ts';
 import { runnerLost } from './outcome.ts';
 import type { RunRecord } from '../runs/records.ts';
 

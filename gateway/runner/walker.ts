@@ -5,17 +5,16 @@ import { UrlContextBudget } from './url-budget.ts';
 import { sleep } from '../../shared/abort.ts';
 import type { Brain, Plane, Step, StepContext, StepResult } from '../plugins/contract.ts';
 import type { RunRecord } from '../runs/records.ts';
-import type { Extract } from '../../schemas/types.gen.ts';
 import { attemptStep, look, type PageEnd } from './attempt.ts';
 import { runReverse, wantsReverse } from './reverse.ts';
 import { checkStepRows } from './step-rows.ts';
 import { rejectionFor } from '../../shared/recipe-keys.ts';
-import { averageHash, pageArea } from './fingerprint.ts';
+import { pageFingerprint } from './fingerprint.ts';
 import { DriftGuard, LoopStuckGuard } from './guards.ts';
-import { Halt, RETRIES, backoffMs, failureClassOfHalt, haltClassFor, runErrorFor } from './outcome.ts';
+import { Halt, RETRIES, backoffMs, failureClassOfHalt, haltClassFor, proxyFailure, runErrorFor, withRecipe } from './outcome.ts';
 import type { RunRecording } from './recording.ts';
 import type { PlaneLease } from './planes.ts';
-import type { RunnerDeps } from './executor.ts';
+import type { RunnerDeps } from './deps.ts';
 import type { RunState, StepEntry } from './run-state.ts';
 import { publishFrame, recordStep } from './step-record.ts';
 import { RunProgress } from './progress.ts';
@@ -23,9 +22,6 @@ import { vaultSide } from './secret-plane.ts';
 import { humanFields, operatorPause, type HumanSide } from './human.ts';
 import { replayFields, type ReplaySession } from '../replay/session.ts';
 
-/** What a step got to before a halt could interrupt it. */
-/** A step failure that the run's upstream proxy caused (the egress guard names it by Chromium's proxy errors). */
-const PROXY_FAILURE = /net::ERR_(PROXY_[A-Z_]+|TUNNEL_CONNECTION_FAILED)\b/;
 
 interface StepTrack {
   /** its entry is in the run's steps */
@@ -151,19 +147,7 @@ export class Walker {
 
   private async iterationGuards(where: string): Promise<void> {
     const threshold = Number(this.run.runtime.state_repeat_threshold ?? 0);
-    if (threshold > 0) {
-      const fp = await this.fingerprint();
-      if (this.stuck.observe(fp)) throw new Halt('loop_stuck', `${threshold} consecutive iterations showed the same page (${where})`);
-    }
-  }
-
-  private async fingerprint(): Promise<string> {
-    const shot = await this.plane.screenshot('jpeg');
-    const hash = await averageHash(shot.image, pageArea(shot));
-    const dom = this.plane.dom;
-    const url = dom ? await dom.currentUrl().catch(() => '') : (shot.page?.url ?? '');
-    const text = dom ? await dom.evaluate<string>('document.body ? document.body.innerText.slice(0, 20000) : ""').catch(() => '') : '';
-    return `${url}\n${hash}\n${text}`;
+    if (threshold > 0 && this.stuck.observe(await pageFingerprint(this.plane))) throw new Halt('loop_stuck', `${threshold} consecutive iterations showed the same page (${where})`);
   }
 
   private emit(type: string, data: Record<string, unknown>): Promise<void> {
@@ -173,15 +157,6 @@ export class Walker {
   private log(line: string): void {
     this.run = { ...this.run, events: [...this.run.events.slice(-5000), `${new Date().toISOString()} ${line}`] };
     this.onRun(this.run);
-  }
-
-  /** Resolves `_recipe` into the step's extract block (tenant recipe first, then shipped). */
-  private async effectiveStep(step: Step): Promise<Step> {
-    if (!step._recipe) return step;
-    const schema = await this.d.recipe(this.run.tenant_id, step._recipe).catch(() => {
-      throw new Halt('no_schema_configured', `recipe '${step._recipe}' not found`);
-    });
-    return { ...step, extract: { ...(schema as Extract), ...(step.extract ?? {}) } };
   }
 
   /** Work that waits for a step's post screenshot, in step order; settled() waits for all of it. */
@@ -280,7 +255,7 @@ export class Walker {
       }
       this.st.retriesSpent++;
       // a proxy that refused or failed: the retry goes out on a new sticky session, once per step
-      if (!rotated && PROXY_FAILURE.test(result.data ?? '') && (await this.lease.rotateProxy?.())) {
+      if (!rotated && proxyFailure(result.data ?? '') && (await this.lease.rotateProxy?.())) {
         rotated = true;
         this.rec?.decision(ti, 'recovery', 'retry', 'the proxy failed: retrying on a new sticky session', { failure: (result.data ?? '').slice(0, 200) });
       }
@@ -343,7 +318,7 @@ export class Walker {
   }
 
   private async runStep(original: Step, p: string, track: StepTrack): Promise<StepResult> {
-    const step = await this.effectiveStep(original);
+    const step = await withRecipe(original, (name) => this.d.recipe(this.run.tenant_id, name));
     await this.progress.started(this.run, this.st.steps, { path: p, type: step.type, intent: step.intent });
     const startedAt = new Date().toISOString();
     const costBefore = this.st.cost;

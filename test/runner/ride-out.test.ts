@@ -6,7 +6,7 @@ import { expect } from 'chai';
 import { pino } from 'pino';
 import { rideOut, ridingOut } from '../../gateway/runner/ride-out.ts';
 import { Halt } from '../../gateway/runner/outcome.ts';
-import type { RunnerStore } from '../../gateway/runner/executor.ts';
+import type { RunnerStore } from '../../gateway/runner/deps.ts';
 import type { RunRecord } from '../../gateway/runs/records.ts';
 import { startGateway, newToken } from '../support/gateway.ts';
 

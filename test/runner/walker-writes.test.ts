@@ -5,7 +5,7 @@
 import { expect } from 'chai';
 import { Walker } from '../../gateway/runner/walker.ts';
 import { RunState } from '../../gateway/runner/run-state.ts';
-import type { RunnerDeps, RunnerStore } from '../../gateway/runner/executor.ts';
+import type { RunnerDeps, RunnerStore } from '../../gateway/runner/deps.ts';
 import type { Plane, Step, StepHandler, StepResult } from '../../gateway/plugins/contract.ts';
 import type { RunRecord } from '../../gateway/runs/records.ts';
 import type { RunRecording } from '../../gateway/runner/recording.ts';
