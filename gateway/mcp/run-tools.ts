@@ -9,7 +9,7 @@ import { badRequest, isServiceError } from '../errors.ts';
 import { describeError, validator } from '../../schemas/index.ts';
 import { predictRoutes } from '../routes/predict.ts';
 import { resultBody, runDir, statusBody } from '../runs/records.ts';
-import { traceDir } from '../trace/recorder.ts';
+import { traceDir } from '../trace/trace-fields.ts';
 import type { Ctx } from '../context.ts';
 import { json, requireScope, scrub, type McpContext, type ToolArgs, type ToolOutput } from './context.ts';
 import type { JsonSchema } from '../../schemas/index.ts';

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { notFound } from '../errors.ts';
 import type { Ctx } from '../context.ts';
 import type { Services } from '../services.ts';
-import { traceDir } from '../trace/recorder.ts';
+import { traceDir } from '../trace/trace-fields.ts';
 import { checkRelpath } from '../../sdk/store.ts';
 import { BINARY_BODY, TEXT_BODY, sendFile, type RouteSpec } from './route.ts';
 

@@ -7,12 +7,13 @@ import { createHash } from 'node:crypto';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { loadSharp } from '../../shared/load-once.ts';
-import { DebugSession, compareCaptureModes, isCaptureMode, reconcileBundle, type CaptureMode, type SdkLogger, type StepInput } from '../../sdk/index.ts';
+import { DebugSession, compareCaptureModes, isCaptureMode, reconcileBundle, type CaptureMode, type SdkLogger } from '../../sdk/index.ts';
 import { isSafeId } from '../../shared/ids.ts';
 import type { Logger } from '../log.ts';
-import { runDir, type RunRecord } from '../runs/records.ts';
+import type { RunRecord } from '../runs/records.ts';
 import { runnerOwner } from '../runs/owners.ts';
 import { StagedTraces, clearStagingNote, noteStaging } from './staged.ts';
+import { stepInput, traceDir, traceStatus, traceTags } from './trace-fields.ts';
 import type { RecordedKind, RecordedLayer, RecordedStep, RunRecorder, RunRecording, TraceSubject } from '../runner/recording.ts';
 
 export interface RecorderOptions {
@@ -37,9 +38,6 @@ export interface RecorderOptions {
  */
 const TEST_CLOSE_DELAY_MS = Number(process.env.RUNPLANE_TEST_TRACE_CLOSE_DELAY_MS ?? 0) || 0;
 
-/** Where a run's bundle is written. */
-export const traceDir = (dataDir: string, run: Pick<RunRecord, 'tenant_id' | 'run_id'>): string => path.join(runDir(dataDir, run), 'trace');
-
 /** How long a run's trace records wait to share a request to the ingest (bench/runs: 85 requests a 20-step run without it). */
 const STREAM_LINGER_MS = 250;
 
@@ -47,38 +45,6 @@ const STREAM_LINGER_MS = 250;
 const pendingDir = (dataDir: string): string => path.join(dataDir, 'trace-pending');
 const pendingFile = (dataDir: string, run: Pick<RunRecord, 'tenant_id' | 'run_id'>): string =>
   path.join(pendingDir(dataDir), `${createHash('sha256').update(`${run.tenant_id}\0${run.run_id}`).digest('hex').slice(0, 32)}.json`);
-
-const TRACE_STATUS: Record<string, 'passed' | 'failed' | 'halted' | 'cancelled'> = { succeeded: 'passed', failed: 'failed', cancelled: 'cancelled' };
-
-/** A run's status in its trace: a failed run with a halt class is halted; anything not succeeded is never passed. */
-export const traceStatus = (status: string, haltClass?: string | null): 'passed' | 'failed' | 'halted' | 'cancelled' =>
-  haltClass && status === 'failed' ? 'halted' : (TRACE_STATUS[status] ?? 'failed');
-
-/** The tags every bundle of a run carries. */
-export const traceTags = (run: TraceSubject): Record<string, string> => ({ tenant_id: run.tenant_id, compute_backend: run.runtime.compute_backend, cua_model: run.cua_model });
-
-/** A recorded step as the SDK takes it. */
-export function stepInput(st: RecordedStep): StepInput {
-  return {
-    step_index: st.index,
-    status: st.success ? 'passed' : 'failed',
-    failure_class: st.failure_class ?? null,
-    ...(st.action ? { action: { type: st.action.type, params: st.action.params } } : {}),
-    ...(st.verdict ? { verdict: { status: st.verdict.status, reason: st.verdict.reason, comparator: 'verifier' as const } } : {}),
-    costs: { total_usd: st.cost_usd },
-    latency: { total_ms: Date.parse(st.ended_at) - Date.parse(st.started_at) },
-    started_at: st.started_at,
-    ended_at: st.ended_at,
-    // our additions (extra keys are tolerated by the schema): where the step sits in the plan and where it left the page
-    plan_path: st.path,
-    step_type: st.type,
-    intent: st.intent,
-    final_url: st.final_url,
-    page_title: st.page_title,
-    attempts: st.attempts,
-    ...(st.data ? { detail: st.data.slice(0, 1000) } : {}),
-  };
-}
 
 export class SdkRunRecorder implements RunRecorder {
   /** live uploads still draining after their run ended: a run does not wait for them, shutdown does */

@@ -19,7 +19,7 @@ import { recordedFromEntry } from '../runner/recording.ts';
 import type { StepEntry } from '../runner/run-state.ts';
 import type { RunRecord } from '../runs/records.ts';
 import { ownerIsDead } from '../runs/owners.ts';
-import { stepInput, traceDir, traceStatus, traceTags } from './recorder.ts';
+import { stepInput, traceDir, traceStatus, traceTags } from './trace-fields.ts';
 
 export interface StagedOptions {
   dataDir: string;

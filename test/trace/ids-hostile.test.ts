@@ -11,7 +11,7 @@ import http from 'node:http';
 import { mkdir, readdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { IngestService } from '../../plugins/trace-ingest/service.ts';
-import { traceDir } from '../../gateway/trace/recorder.ts';
+import { traceDir } from '../../gateway/trace/trace-fields.ts';
 import { SAFE_ID_PATTERN } from '../../shared/ids.ts';
 import { DebugSession } from '../../sdk/index.ts';
 import { newToken, sleep, startGateway, step, type TestGateway } from '../support/gateway.ts';

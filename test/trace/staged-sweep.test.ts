@@ -9,7 +9,8 @@ import { lstat, mkdir, readFile, readdir, symlink, writeFile } from 'node:fs/pro
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { pino } from 'pino';
-import { SdkRunRecorder, traceDir } from '../../gateway/trace/recorder.ts';
+import { SdkRunRecorder } from '../../gateway/trace/recorder.ts';
+import { traceDir } from '../../gateway/trace/trace-fields.ts';
 import type { RunRecord } from '../../gateway/runs/records.ts';
 import { runnerOwner } from '../../gateway/runs/owners.ts';
 import { stagedBundles, validateBundle } from '../../sdk/index.ts';
