@@ -270,6 +270,8 @@ describe('MCP server: the SDK Client over Streamable HTTP (real agents and Chrom
     expect(bodyOf(await call(mine, 'session_close', { session_id: id })).status).to.equal('ended');
     // the run ends before the next test counts the tenant's slots
     expect(await until(async () => ['succeeded', 'failed', 'cancelled'].includes(bodyOf(await call(mine, 'run_status', { run_id: runId })).status as string), 120_000)).to.equal(true);
+    // its slot is freed just after its ended row is committed (which the status reads)
+    expect(await until(async () => (await gw.gateway.services.limits.runningCount('acme')) === 0, 10_000)).to.equal(true);
   });
 
   it('a client that goes away leaves no browser behind: DELETE /mcp releases at once, a vanished client at SERVICE_MCP_IDLE_SECONDS', async () => {
