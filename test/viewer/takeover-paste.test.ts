@@ -13,12 +13,15 @@ import { launchTestBrowser } from '../support/browser.ts';
 
 type Body = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-// the field reports every value it takes, and the keys pressed in it (an input method's text, as DevTools' insertText, comes without keys)
+// the field reports every value it takes, numbered (the reports race each other over the
+// browser's connections: arrival order is not the order of the values), and the keys pressed
+// in it (an input method's text, as DevTools' insertText, comes without keys)
 const PAGE = `<!doctype html><html><head><meta charset="utf-8"><title>note</title></head><body style="margin:0">
 <input id="f" autocomplete="off" style="position:absolute;left:40px;top:40px;width:400px;height:40px;font-size:20px">
 <script>
 const f = document.getElementById('f');
-f.addEventListener('input', (e) => { fetch('/value', { method: 'POST', body: e.target.value }); });
+let n = 0;
+f.addEventListener('input', (e) => { fetch('/value', { method: 'POST', body: (n += 1) + ':' + e.target.value }); });
 f.addEventListener('keydown', (e) => { fetch('/key', { method: 'POST', body: e.key }); });
 </script>
 </body></html>`;
@@ -29,8 +32,10 @@ describe('computer_plane: a person pastes and types characters beyond the US key
   let site: Server;
   let siteUrl: string;
   let browser: Browser;
+  /** the values the field took, in the order it took them */
   const values: string[] = [];
   const keys: string[] = [];
+  const latest = (): string | undefined => values.findLast((v) => v !== undefined);
   const token = newToken();
 
   before(async () => {
@@ -40,7 +45,11 @@ describe('computer_plane: a person pastes and types characters beyond the US key
         req.setEncoding('utf8');
         req.on('data', (c: string) => (raw += c));
         req.on('end', () => {
-          (req.url === '/key' ? keys : values).push(raw);
+          if (req.url === '/key') keys.push(raw);
+          else {
+            const at = raw.indexOf(':');
+            values[Number(raw.slice(0, at)) - 1] = raw.slice(at + 1);
+          }
           res.end();
         });
         return;
@@ -84,13 +93,13 @@ describe('computer_plane: a person pastes and types characters beyond the US key
       dt.setData('text/plain', 'café ✓');
       document.querySelector('#live-screen').dispatchEvent(new ClipboardEvent('paste', { clipboardData: dt, bubbles: true, cancelable: true }));
     })()`);
-    expect(await until(async () => values.at(-1) === 'café ✓', 30_000), `the page's value after the paste: ${JSON.stringify(values.at(-1))}`).to.equal(true);
+    expect(await until(async () => latest() === 'café ✓', 30_000), `the page's value after the paste: ${JSON.stringify(latest())}`).to.equal(true);
     // a key of the person's own layout that the display's US keyboard lacks (a German keyboard's ü, on its BracketLeft key)
     await tab.evaluate(`(() => {
       const s = document.querySelector('#live-screen');
       for (const type of ['keydown', 'keyup']) s.dispatchEvent(new KeyboardEvent(type, { key: 'ü', code: 'BracketLeft', bubbles: true, cancelable: true }));
     })()`);
-    expect(await until(async () => values.at(-1) === 'café ✓ü', 30_000), `the page's value after the key: ${JSON.stringify(values.at(-1))}`).to.equal(true);
+    expect(await until(async () => latest() === 'café ✓ü', 30_000), `the page's value after the key: ${JSON.stringify(latest())}`).to.equal(true);
     await tab.click('#takeover-done');
     await tab.waitForSelector('#takeover-title');
     await tab.close();
@@ -101,6 +110,6 @@ describe('computer_plane: a person pastes and types characters beyond the US key
     // each character was a key press on the display (xdotool), not text put in by the browser
     for (const c of ['c', 'é', '✓', 'ü']) expect(keys, JSON.stringify(keys)).to.include(c);
     // every value the field took was a prefix of the text: nothing lost, nothing out of order
-    for (const v of values) expect('café ✓ü'.startsWith(v), JSON.stringify(v)).to.equal(true);
+    for (const v of values) expect(v !== undefined && 'café ✓ü'.startsWith(v), JSON.stringify(values)).to.equal(true);
   });
 });
