@@ -9,6 +9,7 @@ import type { Browser } from 'puppeteer-core';
 import { RUNNER_ENV, newToken, startGateway, until, type TestGateway } from '../support/gateway.ts';
 import { startTakeoverSite, type TakeoverSite } from '../support/takeover-site.ts';
 import { launchTestBrowser } from '../support/browser.ts';
+import { liveScreen, signInPlan } from '../support/live-screen.ts';
 
 type Body = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -32,14 +33,7 @@ describe('a person takes over a waiting run through the link and its live screen
   });
 
   it('the person clicks the field on the live screen, types the code and Enter, presses Done; the run signs in and finishes', async () => {
-    const plan = [
-      { intent: 'open the sign-in page', type: 'navigate', url: `${site.url}/login`, required: true },
-      { intent: 'type the username', type: 'type_text', params: { selector: '#username', text: login.username }, required: true },
-      { intent: 'type the password', type: 'fill_field', params: { selector: '#password', value: login.password }, required: true },
-      { intent: 'sign in', type: 'click', params: { selector: '#go' }, hints: { expect_url_contains: '/code' }, required: true },
-      { intent: 'type the code from your phone', type: 'request_human', params: { message: 'Type the code from your phone and press Enter, then Done' } },
-      { intent: 'read the greeting', type: 'extract_data', extract: { schema_name: 'welcome', item_selector: 'body', fields: [{ name: 'hello', type: 'str', selector: '#hello', required: true }] }, required: true },
-    ];
+    const plan = signInPlan(site.url, login, { intent: 'type the code from your phone', type: 'request_human', params: { message: 'Type the code from your phone and press Enter, then Done' } });
     const r = await gw.req('POST', '/v1/predict', { token, body: { plan, detached: true } });
     expect(r.status, r.text).to.equal(200);
     const id = r.body.run_id as string;
@@ -51,12 +45,9 @@ describe('a person takes over a waiting run through the link and its live screen
     const tab = await browser.newPage();
     await tab.setViewport({ width: 1400, height: 1000 });
     await tab.goto(ask!.link as string);
-    await tab.waitForFunction("Number(document.querySelector('#live-screen')?.dataset.frames ?? 0) > 0", { timeout: 60_000 });
+    const at = await liveScreen(tab);
     expect(await tab.$eval('#takeover-message', (e) => e.textContent)).to.include('Type the code from your phone');
     expect((await gw.req('GET', `/v1/runs/${id}/takeover`, { token })).body.status).to.equal('opened');
-    const box = (await (await tab.$('#live-screen'))!.boundingBox())!;
-    const [w, h] = await tab.$eval('#live-screen', (c) => [(c as unknown as { width: number }).width, (c as unknown as { height: number }).height]);
-    const at = (x: number, y: number): [number, number] => [box.x + ((x + 0.5) * box.width) / w, box.y + ((y + 0.5) * box.height) / h];
     // the code field is at (40, 120)-(340, 160) of the run's page
     await tab.mouse.click(...at(190, 140));
     await tab.keyboard.type(site.code);

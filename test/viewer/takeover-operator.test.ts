@@ -6,10 +6,11 @@
 // over and when (the key's id, never the token). Real gateway, dom_plane agent, Chromium.
 import { expect } from 'chai';
 import { createHash, randomBytes } from 'node:crypto';
-import type { Browser, Page } from 'puppeteer-core';
+import type { Browser } from 'puppeteer-core';
 import { RUNNER_ENV, newToken, startGateway, until, type TestGateway } from '../support/gateway.ts';
 import { startTakeoverSite, type TakeoverSite } from '../support/takeover-site.ts';
 import { launchTestBrowser } from '../support/browser.ts';
+import { screenPointer, signInPlan } from '../support/live-screen.ts';
 import { message, upgrade } from '../support/ws-client.ts';
 
 type Body = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -42,23 +43,9 @@ describe('an operator watches and takes over a running run (not a session) with 
     await site?.close();
   });
 
-  /** Where a point of the run's page is on the viewer's live screen. */
-  async function pointer(tab: Page): Promise<(x: number, y: number) => [number, number]> {
-    const box = (await (await tab.$('#live-screen'))!.boundingBox())!;
-    const [w, h] = await tab.$eval('#live-screen', (c) => [(c as unknown as { width: number }).width, (c as unknown as { height: number }).height]);
-    return (x, y) => [box.x + ((x + 0.5) * box.width) / w, box.y + ((y + 0.5) * box.height) / h];
-  }
-
   it('a status token watches read-only; the operator presses Take over, types the code on the same takeover page, Done; the run waited, finished, and names the key', async () => {
     // no person is asked for in the plan: without the operator the run cannot get past the second factor
-    const plan = [
-      { intent: 'open the sign-in page', type: 'navigate', url: `${site.url}/login`, required: true },
-      { intent: 'type the username', type: 'type_text', params: { selector: '#username', text: login.username }, required: true },
-      { intent: 'type the password', type: 'fill_field', params: { selector: '#password', value: login.password }, required: true },
-      { intent: 'sign in', type: 'click', params: { selector: '#go' }, hints: { expect_url_contains: '/code' }, required: true },
-      { intent: 'give an operator time to step in', type: 'wait', seconds: 12 },
-      { intent: 'read the greeting', type: 'extract_data', extract: { schema_name: 'welcome', item_selector: 'body', fields: [{ name: 'hello', type: 'str', selector: '#hello', required: true }] }, required: true },
-    ];
+    const plan = signInPlan(site.url, login, { intent: 'give an operator time to step in', type: 'wait', seconds: 12 });
     const r = await gw.req('POST', '/v1/predict', { token: operator, body: { plan, detached: true } });
     expect(r.status, r.text).to.equal(200);
     const id = r.body.run_id as string;
@@ -107,7 +94,7 @@ describe('an operator watches and takes over a running run (not a session) with 
 
     // the run waits for the operator before its next step
     expect(await until(async () => (await gw.req('GET', `/v1/runs/${id}`, { token: watcher })).body.phase === 'awaiting_human', 60_000), 'awaiting_human').to.equal(true);
-    const at = await pointer(tab);
+    const at = await screenPointer(tab);
     await tab.mouse.click(...at(190, 140));
     await tab.keyboard.type(site.code);
     await tab.keyboard.press('Enter');

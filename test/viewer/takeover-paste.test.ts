@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import type { Browser } from 'puppeteer-core';
 import { RUNNER_ENV, newToken, startGateway, until, type TestGateway } from '../support/gateway.ts';
 import { launchTestBrowser } from '../support/browser.ts';
+import { liveScreen } from '../support/live-screen.ts';
 
 type Body = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -83,11 +84,9 @@ describe('computer_plane: a person pastes and types characters beyond the US key
     const tab = await browser.newPage();
     await tab.setViewport({ width: 1400, height: 1000 });
     await tab.goto(ask!.link as string);
-    await tab.waitForFunction("Number(document.querySelector('#live-screen')?.dataset.frames ?? 0) > 0", { timeout: 60_000 });
-    const box = (await (await tab.$('#live-screen'))!.boundingBox())!;
-    const [w, h] = await tab.$eval('#live-screen', (c) => [(c as unknown as { width: number }).width, (c as unknown as { height: number }).height]);
+    const at = await liveScreen(tab);
     // the field's middle, (240, 60) of the run's page; the click also focuses the screen
-    await tab.mouse.click(box.x + ((240 + 0.5) * box.width) / w, box.y + ((60 + 0.5) * box.height) / h);
+    await tab.mouse.click(...at(240, 60));
     await tab.evaluate(`(() => {
       const dt = new DataTransfer();
       dt.setData('text/plain', 'café ✓');

@@ -17,6 +17,7 @@ import { startPostgres, type PgHandle } from '../support/postgres.ts';
 import { TEST_STORE } from '../support/store.ts';
 import { startTakeoverSite, type TakeoverSite } from '../support/takeover-site.ts';
 import { launchTestBrowser } from '../support/browser.ts';
+import { liveScreen, signInPlan } from '../support/live-screen.ts';
 import { startAgentProcess, type AgentProc } from '../planes/support.ts';
 
 type Body = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -65,14 +66,7 @@ describe('a takeover link served by another replica (shared Redis and store, a r
   });
 
   it("r1 serves the link, relays the person's clicks and keys to the plane the run on r0 holds, and takes Done; the run finishes on r0", async () => {
-    const plan = [
-      { intent: 'open the sign-in page', type: 'navigate', url: `${site.url}/login`, required: true },
-      { intent: 'type the username', type: 'type_text', params: { selector: '#username', text: login.username }, required: true },
-      { intent: 'type the password', type: 'fill_field', params: { selector: '#password', value: login.password }, required: true },
-      { intent: 'sign in', type: 'click', params: { selector: '#go' }, hints: { expect_url_contains: '/code' }, required: true },
-      { intent: 'type the code from your phone', type: 'request_human', params: { message: 'Type the code from your phone and press Enter, then Done' } },
-      { intent: 'read the greeting', type: 'extract_data', extract: { schema_name: 'welcome', item_selector: 'body', fields: [{ name: 'hello', type: 'str', selector: '#hello', required: true }] }, required: true },
-    ];
+    const plan = signInPlan(site.url, login, { intent: 'type the code from your phone', type: 'request_human', params: { message: 'Type the code from your phone and press Enter, then Done' } });
     const r = await r0.req('POST', '/v1/predict', { token, body: { plan, detached: true } });
     expect(r.status, r.text).to.equal(200);
     const id = r.body.run_id as string;
@@ -86,10 +80,8 @@ describe('a takeover link served by another replica (shared Redis and store, a r
     const tab = await browser.newPage();
     await tab.setViewport({ width: 1400, height: 1000 });
     await tab.goto(`${r1.url}${link.pathname}${link.hash}`);
-    await tab.waitForFunction("Number(document.querySelector('#live-screen')?.dataset.frames ?? 0) > 0", { timeout: 60_000 });
-    const box = (await (await tab.$('#live-screen'))!.boundingBox())!;
-    const [w, h] = await tab.$eval('#live-screen', (c) => [(c as unknown as { width: number }).width, (c as unknown as { height: number }).height]);
-    await tab.mouse.click(box.x + ((190 + 0.5) * box.width) / w, box.y + ((140 + 0.5) * box.height) / h);
+    const at = await liveScreen(tab);
+    await tab.mouse.click(...at(190, 140));
     await tab.keyboard.type(site.code);
     await tab.keyboard.press('Enter');
     expect(await until(async () => site.received.some((x) => x.path === '/code' && x.body.code === site.code), 30_000), "the run's page got the code through r1").to.equal(true);
