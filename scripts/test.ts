@@ -1,10 +1,9 @@
 // `npm test`: the type-check, the lint and every test file on both stores of
-// record, as a pool of processes (RUNPLANE_TEST_JOBS at once, default 2: the
-// suite is bound by this host's two cores, and three at once took the load
-// average to 20), the longest first so the pool ends together, never two of
-// the heavy files (test/support/suite.cjs) at once. Each test file runs in a mocha
-// process of its own (short files share one), with its own temp dir, ports,
-// Redis and agents; the PostgreSQL files share one throwaway cluster, a
+// record, as a pool of processes (RUNPLANE_TEST_JOBS at once, default 2, and one
+// more while the host's CPU sits idle: scripts/test-pool.ts), the longest first so
+// the pool ends together, never two of the heavy files (test/support/suite.cjs)
+// at once. Each test file runs in a mocha process of its own (short files share
+// one), with its own temp dir, ports, Redis and agents; the PostgreSQL files share one throwaway cluster, a
 // database per gateway data dir (test/support/store.ts). A job's output is
 // printed whole when it ends, so files never interleave; the end is the 15
 // slowest files and one line CI reads ("tests: N passed, N failed").
@@ -20,6 +19,7 @@ import { build, REPO_ROOT } from '../shared/build.mjs';
 import pg from 'pg';
 import { openPool } from '../gateway/state/pg/db.ts';
 import { startPostgres, type PgHandle } from '../test/support/postgres.ts';
+import { IdleMeter, pick } from './test-pool.ts';
 
 const require = createRequire(import.meta.url);
 const SUITE = require('../test/support/suite.cjs') as { ALL: string[]; PG_SPEC: string[]; PG_SKIP: string[]; HEAVY: string[] };
@@ -180,6 +180,8 @@ async function main(): Promise<number> {
     options: { jobs: { type: 'string' }, store: { type: 'string' }, 'no-checks': { type: 'boolean' } },
   });
   const width = Number(values.jobs ?? process.env.RUNPLANE_TEST_JOBS ?? Math.max(2, cpus().length));
+  // one job beyond the lanes while the host's CPU sits idle (scripts/test-pool.ts); RUNPLANE_TEST_EXTRA=0: never
+  const extra = Number(process.env.RUNPLANE_TEST_EXTRA ?? 1);
   const stores: Store[] = values.store === 'sqlite' ? ['sqlite'] : values.store === 'postgres' ? ['postgres'] : ['sqlite', 'postgres'];
   const t0 = performance.now();
   const built = await build({ quiet: true });
@@ -194,7 +196,7 @@ async function main(): Promise<number> {
       extraEnv.RUNPLANE_TEST_PG_URL = cluster.url;
       extraEnv.RUNPLANE_TEST_PG_TEMPLATE = await migratedTemplate(cluster.url);
     }
-    return await runPool(jobs, width, timesDir, extraEnv, t0);
+    return await runPool(jobs, width, extra, timesDir, extraEnv, t0);
   } finally {
     await cluster?.stop();
     cluster = undefined;
@@ -202,43 +204,64 @@ async function main(): Promise<number> {
   }
 }
 
-async function runPool(jobs: Job[], width: number, timesDir: string, extraEnv: Record<string, string>, t0: number): Promise<number> {
-  process.stdout.write(`${jobs.length} jobs, ${width} at a time\n`);
+async function runPool(jobs: Job[], width: number, extra: number, timesDir: string, extraEnv: Record<string, string>, t0: number): Promise<number> {
+  process.stdout.write(`${jobs.length} jobs, ${width} at a time${extra > 0 ? ` (${width + extra} while the host's CPU is idle)` : ''}\n`);
 
   const outcomes: Outcome[] = [];
   const queue = [...jobs];
+  const active = new Set<Promise<void>>();
+  let running = 0;
   let heavyRunning = false;
-  // the longest job left, skipping heavy ones while one runs
-  const next = (): Job | undefined => {
-    const i = queue.findIndex((j) => !(j.heavy && heavyRunning));
-    return i < 0 ? undefined : queue.splice(i, 1)[0];
-  };
-  const waiting: Array<() => void> = [];
-  const worker = async () => {
-    for (;;) {
-      // a signal is ending the run: no new job
-      if (stopping) return;
-      const job = next();
-      if (!job) {
-        if (queue.length === 0) return;
-        // only heavy jobs are left and one runs: wait for it
-        await new Promise<void>((r) => waiting.push(r));
-        continue;
-      }
-      if (job.heavy) heavyRunning = true;
-      const o = await runJob(job, timesDir, extraEnv);
-      if (job.heavy) {
-        heavyRunning = false;
-        waiting.splice(0).forEach((r) => r());
-      }
+  let extraStarts = 0;
+  let lastExtra = -Infinity;
+  let wake: (() => void) | undefined;
+  // the host's idle share, the lower of the last two 5-second readings
+  const meter = new IdleMeter();
+  meter.sample();
+  const readings: number[] = [];
+  const sampler = setInterval(() => {
+    const r = meter.sample();
+    if (r !== undefined) readings.splice(0, readings.length, ...readings.slice(-1), r);
+    wake?.();
+  }, 5000);
+  const start = (job: Job): void => {
+    running += 1;
+    if (job.heavy) heavyRunning = true;
+    const p = runJob(job, timesDir, extraEnv).then((o) => {
+      running -= 1;
+      if (job.heavy) heavyRunning = false;
       outcomes.push(o);
       const t = o.times;
       const verdict = o.code === 0 ? 'ok' : `FAILED (exit ${o.code})`;
       process.stdout.write(`\n━━ ${job.name}: ${verdict}, ${o.seconds.toFixed(1)} s${t ? `, ${t.passes} passed, ${t.failures} failed` : ''} [${outcomes.length}/${jobs.length}, ${((performance.now() - t0) / 60_000).toFixed(1)} min]\n`);
       process.stdout.write(o.out.endsWith('\n') ? o.out : `${o.out}\n`);
-    }
+      active.delete(p);
+      wake?.();
+    });
+    active.add(p);
   };
-  await Promise.all(Array.from({ length: Math.min(width, jobs.length) }, worker));
+  try {
+    // a signal is ending the run: no new job
+    while (queue.length > 0 && !stopping) {
+      for (;;) {
+        const idle = readings.length === 2 ? Math.min(...readings) : undefined;
+        const p = pick(queue, width, extra, { running, heavyRunning, idle, sinceExtra: performance.now() - lastExtra });
+        if (!p) break;
+        if (p.extra) {
+          lastExtra = performance.now();
+          extraStarts += 1;
+          // what the new job costs is not in the readings yet
+          readings.length = 0;
+        }
+        start(queue.splice(p.at, 1)[0]!);
+      }
+      if (queue.length > 0) await new Promise<void>((r) => (wake = r));
+    }
+    while (active.size > 0) await Promise.race(active);
+  } finally {
+    clearInterval(sampler);
+  }
+  if (extra > 0) process.stdout.write(`\n${extraStarts} jobs started in the extra lane\n`);
 
   const seconds: Record<string, number> = {};
   const cpu: Record<string, number> = {};
