@@ -1188,6 +1188,15 @@ export interface components {
             url_before?: string;
             url_after?: string;
             landmark?: string;
+            anchor?: components["schemas"]["VisualAnchor"];
+        };
+        /** @description Our extension (issue 45), computer_plane: a greyscale PNG crop (base64) of the screenshot around the recorded point (dx, dy inside the crop). A replay finds it in the current screenshot near the step's params.x/params.y and clicks where it is now; not found, the step heals through the brain. */
+        VisualAnchor: {
+            png: string;
+            width: number;
+            height: number;
+            dx: number;
+            dy: number;
         };
         /**
          * PredictRequest
