@@ -69,7 +69,7 @@ export async function cropAnchor(image: Buffer, x: number, y: number): Promise<V
   const mean = sum / crop.length;
   if (Math.sqrt(sq / crop.length - mean * mean) < MIN_TEXTURE) return undefined;
   const sharp = await loadSharp();
-  const png = (await sharp(Buffer.from(crop), { raw: { width, height, channels: 1 } }).png({ compressionLevel: 9 }).toBuffer()).toString('base64');
+  const png = (await sharp(Buffer.from(crop), { raw: { width, height, channels: 1 } }).toColourspace('b-w').png({ compressionLevel: 9 }).toBuffer()).toString('base64');
   if (png.length > ANCHOR_MAX_CHARS) return undefined;
   return { png, width, height, dx: px - left, dy: py - top };
 }
