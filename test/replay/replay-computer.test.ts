@@ -1,36 +1,12 @@
 import { expect } from 'chai';
-import sharp from 'sharp';
 import { RUNNER_ENV, startGateway, newToken, type TestGateway } from '../support/gateway.ts';
 import { fakeBrainsDir, startFakeModel, type FakeModel } from '../support/fake-model.ts';
-import { shopBrain, startReplaySite, type ReplaySite } from '../support/replay-site.ts';
+import { pageOffset, shopBrain, shopPlanComputer as shopPlan, startReplaySite, type ReplaySite } from '../support/replay-site.ts';
 import { validator } from '../../schemas/index.ts';
 
 type Body = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 const planSchema = validator('plan.schema.json');
-
-/** The shop task on computer_plane: three brain steps; no mechanical read (on this plane that is a model call). */
-const shopPlan = (site: ReplaySite) => ({
-  runtime: { compute_backend: 'computer_plane' },
-  steps: [
-    { intent: 'open the shop', type: 'navigate', url: `${site.url}/` },
-    { intent: 'type widget into the search box', type: 'default-cua', max_steps: 5 },
-    { intent: 'press the search button', type: 'default-cua', max_steps: 5 },
-    { intent: 'open the first result', type: 'default-cua', max_steps: 5 },
-  ],
-});
-
-/** Where the screen draws the page: the top left of the calibration page's magenta square, on the screenshot the model was sent. */
-async function pageOffset(req: Body): Promise<{ x: number; y: number }> {
-  const user = (req.body.messages as Body[]).findLast((m) => m.role === 'user')!;
-  const url = String((user.content as Body[]).find((p) => p.type === 'image_url')!.image_url.url);
-  const { data, info } = await sharp(Buffer.from(url.split(',')[1]!, 'base64')).removeAlpha().raw().toBuffer({ resolveWithObject: true });
-  for (let i = 0; i < info.width * info.height; i++) {
-    const [r, g, b] = [data[i * 3]!, data[i * 3 + 1]!, data[i * 3 + 2]!];
-    if (r > 230 && g < 30 && b > 230) return { x: i % info.width, y: Math.floor(i / info.width) };
-  }
-  throw new Error('the calibration square is not on the screenshot');
-}
 
 describe('replays on computer_plane: coordinates with a visual anchor (real gateway, computer agent, Xvfb, xdotool, Chromium; scripted model)', function () {
   this.timeout(240_000);
@@ -49,7 +25,7 @@ describe('replays on computer_plane: coordinates with a visual anchor (real gate
     fake.requests.length = 0;
     const r = await gw.req('POST', '/v1/predict', { token: other, body: { detached: false, plan: [{ intent: 'open', type: 'navigate', url: `${site.url}/calibrate` }, { intent: 'look', type: 'default-cua', max_steps: 1 }] } });
     expect(r.body.status, r.text).to.equal('succeeded');
-    fake.script = shopBrain(site, await pageOffset(fake.requests[0]!));
+    fake.script = shopBrain(site, await pageOffset(fake.requests[0]!.body));
   });
   after(async () => {
     await gw?.close();

@@ -6,6 +6,7 @@
 import { createServer, type Server } from 'node:http';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
+import sharp from 'sharp';
 import type { Reply, Seen } from './fake-model.ts';
 
 export interface ReplaySite {
@@ -100,6 +101,33 @@ export function shopPlan(site: ReplaySite): unknown {
       { intent: 'read the specs', type: 'extract_data', extract: { item_selector: 'tr.spec', max_items: 10, fields: [{ name: 'key', type: 'str', selector: 'td.k' }, { name: 'value', type: 'str', selector: 'td.v' }] } },
     ],
   };
+}
+
+/** The shop task on computer_plane: the three brain steps; no mechanical read (on this plane that is a model call). */
+export function shopPlanComputer(site: ReplaySite): unknown {
+  return {
+    runtime: { compute_backend: 'computer_plane' },
+    steps: [
+      { intent: 'open the shop', type: 'navigate', url: `${site.url}/` },
+      { intent: 'type widget into the search box', type: 'default-cua', max_steps: 5 },
+      { intent: 'press the search button', type: 'default-cua', max_steps: 5 },
+      { intent: 'open the first result', type: 'default-cua', max_steps: 5 },
+    ],
+  };
+}
+
+type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+/** Where a screen draws the page: the top left of /calibrate's magenta square on the screenshot of a model request's body. */
+export async function pageOffset(body: Json): Promise<{ x: number; y: number }> {
+  const user = (body.messages as Json[]).findLast((m) => m.role === 'user')!;
+  const url = String((user.content as Json[]).find((p) => p.type === 'image_url')!.image_url.url);
+  const { data, info } = await sharp(Buffer.from(url.split(',')[1]!, 'base64')).removeAlpha().raw().toBuffer({ resolveWithObject: true });
+  for (let i = 0; i < info.width * info.height; i++) {
+    const [r, g, b] = [data[i * 3]!, data[i * 3 + 1]!, data[i * 3 + 2]!];
+    if (r > 230 && g < 30 && b > 230) return { x: i % info.width, y: Math.floor(i / info.width) };
+  }
+  throw new Error('the calibration square is not on the screenshot');
 }
 
 const clickAt = (p: { x: number; y: number }) => ({ call: { action: 'CLICK', x: p.x, y: p.y, reasoning: 'there' } });
