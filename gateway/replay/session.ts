@@ -102,11 +102,12 @@ export class ReplaySession {
     const p = (ctx.step.params ?? {}) as Record<string, unknown>;
     if (typeof p.x !== 'number' || typeof p.y !== 'number') return { step: ctx.step };
     const shot = await ctx.plane.screenshot();
+    const t0 = performance.now();
     const found = await findAnchor(shot.image, anchor, p.x, p.y).catch((err: Error) => ({ error: err.message }));
+    ctx.log(`replay: visual anchor ${found && !('error' in found) ? `at ${found.x},${found.y} (mean difference ${found.mean_diff})` : 'not found'} near ${p.x},${p.y} in ${Math.round(performance.now() - t0)} ms`);
     if (!found) return { missing: `the control's visual anchor is not on the screen within ${ANCHOR_WINDOW.x}x${ANCHOR_WINDOW.y} px of ${p.x},${p.y}` };
     if ('error' in found) return { missing: `the visual anchor cannot be read: ${found.error.slice(0, 200)}` };
     if (found.x === p.x && found.y === p.y) return { step: ctx.step };
-    ctx.log(`replay: the visual anchor moved by ${found.x - p.x},${found.y - p.y} (mean difference ${found.mean_diff})`);
     return { step: { ...ctx.step, params: { ...p, x: found.x, y: found.y } }, moved: `the control moved from ${p.x},${p.y} to ${found.x},${found.y} (found by its visual anchor)` };
   }
 
