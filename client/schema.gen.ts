@@ -1184,6 +1184,8 @@ export interface components {
             intent: string;
             brain_type: string;
             hint?: string;
+            /** @description the brain step's verify: judged when the brain heals the step (a mechanical replay has the landmark instead: no model call) */
+            verify?: string;
             max_steps?: number;
             url_before?: string;
             url_after?: string;

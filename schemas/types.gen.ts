@@ -124,6 +124,10 @@ from_run: string
 intent: string
 brain_type: string
 hint?: string
+/**
+ * the brain step's verify: judged when the brain heals the step (a mechanical replay has the landmark instead: no model call)
+ */
+verify?: string
 max_steps?: number
 url_before?: string
 url_after?: string

@@ -89,6 +89,7 @@ export function compileStep(brainStep: Step, learned: LearnedStep, group: number
       intent: clip(brainStep.intent, INTENT_MAX),
       brain_type: brainStep.type,
       ...(brainStep.hint ? { hint: clip(brainStep.hint, INTENT_MAX) } : {}),
+      ...(brainStep.verify ? { verify: clip(brainStep.verify, INTENT_MAX) } : {}),
       ...(brainStep.max_steps ? { max_steps: brainStep.max_steps } : {}),
       ...(pieces[k]!.url_before ? { url_before: pieces[k]!.url_before } : {}),
       ...(pieces[k]!.anchor ? { anchor: pieces[k]!.anchor } : {}),

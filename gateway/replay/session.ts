@@ -13,6 +13,7 @@
 import { describeAtScript, targetParams, type DurableTarget } from '../../shared/replay-target.ts';
 import { isBrainError, type Brain, type Step, type StepContext, type StepHandler, type StepResult } from '../plugins/contract.ts';
 import { ANCHOR_WINDOW, cropAnchor, findAnchor, type VisualAnchor } from '../../shared/visual-anchor.ts';
+import { judgeVerify } from '../runner/gates.ts';
 import { compileStep, pageOf, type ReplayMark } from './compile.ts';
 
 const POINTED = new Set(['click', 'double_click', 'right_click', 'type_text']);
@@ -194,13 +195,20 @@ export class ReplaySession {
     const handler = this.base(mark.brain_type);
     if (!found || !handler) return { success: false, failure_class: 'selector_miss', data: `replay: ${reason}; no brain here to heal it` };
     const { brain, calls } = counted(found);
-    const original: Step = { type: mark.brain_type, intent: mark.intent, ...(mark.hint ? { hint: mark.hint } : {}), ...(mark.max_steps ? { max_steps: mark.max_steps } : {}) };
+    const original: Step = { type: mark.brain_type, intent: mark.intent, ...(mark.hint ? { hint: mark.hint } : {}), ...(mark.verify ? { verify: mark.verify } : {}), ...(mark.max_steps ? { max_steps: mark.max_steps } : {}) };
     const r = await handler.run({ ...ctx, brain, step: original });
     if (!r.success) return { ...r, data: `replay: ${reason}; the brain did not heal it: ${r.data ?? r.failure_class ?? ''}`.slice(0, 1000) };
+    // the brain redid the step: it is judged as the learning run judged it (one call), or the heal claims what nobody saw
+    let judged = 0;
+    if (mark.verify) {
+      const v = await judgeVerify({ ...ctx, step: original }, mark.verify);
+      if (!v.success) return { ...v, data: `replay: ${reason}; the brain's heal failed its verify: ${v.data ?? ''}`.slice(0, 1000) };
+      judged = 1;
+    }
     this.covered.add(mark.group);
     const compiled = r.learned ? compileStep(original, r.learned, mark.group, this.runId) : undefined;
     this.replacements.set(index, compiled && !('refused' in compiled) ? compiled : [original]);
-    await this.healed(ctx, mark, { path: ctx.path, group: mark.group, how: 'brain', reason, model_calls: calls() });
+    await this.healed(ctx, mark, { path: ctx.path, group: mark.group, how: 'brain', reason, model_calls: calls() + judged });
     return { ...r, data: `replay healed by the brain (${reason.slice(0, 200)}): ${r.data ?? ''}`.slice(0, 1000) };
   }
 

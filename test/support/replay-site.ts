@@ -140,6 +140,8 @@ const DONE: Reply = { call: { action: 'DONE', success: true, reasoning: 'done' }
 export function shopBrain(site: ReplaySite, offset = { x: 0, y: 0 }): (seen: Seen) => Reply {
   const click = (p: { x: number; y: number }) => clickAt({ x: p.x + offset.x, y: p.y + offset.y });
   return (seen) => {
+    // a verify's question (no tools): what the step promised holds
+    if (seen.tool === 'none') return { text: '{"holds": true, "reason": "it shows"}' };
     const t = seen.task.toLowerCase();
     const button = site.changed ? AT.find : site.shifted ? AT.shifted : AT.search;
     // a heal's grounding call names the replayed step's own intent
