@@ -1184,10 +1184,21 @@ export interface components {
             intent: string;
             brain_type: string;
             hint?: string;
+            /** @description the brain step's verify: judged when the brain heals the step (a mechanical replay has the landmark instead: no model call) */
+            verify?: string;
             max_steps?: number;
             url_before?: string;
             url_after?: string;
             landmark?: string;
+            anchor?: components["schemas"]["VisualAnchor"];
+        };
+        /** @description Our extension (issue 45), computer_plane: a greyscale PNG crop (base64) of the screenshot around the recorded point (dx, dy inside the crop). A replay finds it in the current screenshot near the step's params.x/params.y and clicks where it is now; not found, the step heals through the brain. */
+        VisualAnchor: {
+            png: string;
+            width: number;
+            height: number;
+            dx: number;
+            dy: number;
         };
         /**
          * PredictRequest

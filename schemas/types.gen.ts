@@ -124,10 +124,26 @@ from_run: string
 intent: string
 brain_type: string
 hint?: string
+/**
+ * the brain step's verify: judged when the brain heals the step (a mechanical replay has the landmark instead: no model call)
+ */
+verify?: string
 max_steps?: number
 url_before?: string
 url_after?: string
 landmark?: string
+anchor?: VisualAnchor
+}
+/**
+ * Our extension (issue 45), computer_plane: a greyscale PNG crop (base64) of the screenshot around the recorded point (dx, dy inside the crop). A replay finds it in the current screenshot near the step's params.x/params.y and clicks where it is now; not found, the step heals through the brain.
+ */
+
+export interface VisualAnchor {
+png: string
+width: number
+height: number
+dx: number
+dy: number
 }
 
 export interface PlanObject {

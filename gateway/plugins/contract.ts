@@ -9,6 +9,7 @@ export type { Step };
 export * from './contract-planes.ts';
 import type { Action, Brain, FailureClass, Plane, SecretRef } from './contract-planes.ts';
 import type { DurableTarget } from '../../shared/replay-target.ts';
+import type { VisualAnchor } from '../../shared/visual-anchor.ts';
 
 export type { DurableTarget };
 
@@ -86,6 +87,8 @@ export interface LearnedAction {
   action: Action;
   /** dom_plane: the element under a pointer action's point */
   target?: DurableTarget;
+  /** computer_plane: a crop of the screenshot around a pointer action's point (shared/visual-anchor.ts) */
+  anchor?: VisualAnchor;
   /** the page's URL before the action */
   url_before?: string;
   /** typed into a password field: the step is not compiled */

@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { targetParams } from '../../shared/replay-target.ts';
 import type { LearnedAction, LearnedStep, Step } from '../plugins/contract.ts';
 import type { ReplayMark } from '../../schemas/types.gen.ts';
+import type { VisualAnchor } from '../../shared/visual-anchor.ts';
 
 export type { ReplayMark };
 
@@ -32,7 +33,7 @@ function what(p: Record<string, unknown>): string {
   return `the point ${String(p.x)},${String(p.y)}`;
 }
 
-type Piece = { type: string; intent: string; params?: Record<string, unknown>; url?: string; seconds?: number; url_before?: string };
+type Piece = { type: string; intent: string; params?: Record<string, unknown>; url?: string; seconds?: number; url_before?: string; anchor?: VisualAnchor };
 
 /** One action (and the TYPE that follows a click into a field) as a mechanical step; undefined: it has none. */
 function piece(a: LearnedAction, next: LearnedAction | undefined): { step: Piece; used: number } | undefined {
@@ -48,7 +49,9 @@ function piece(a: LearnedAction, next: LearnedAction | undefined): { step: Piece
         return { step: { type: 'type_text', intent: `Type ${JSON.stringify(next.action.text)} into ${what(params)}`, params: { ...params, text: next.action.text }, ...before }, used: 2 };
       }
       const type = x.type === 'CLICK' ? 'click' : x.type === 'DOUBLE_CLICK' ? 'double_click' : 'right_click';
-      return { step: { type, intent: `${type.replace('_', ' ')} ${what(params)}`, params, ...before }, used: 1 };
+      // computer_plane: bare coordinates, found again on the screen by their visual anchor
+      const anchor = !a.target && a.anchor ? { anchor: a.anchor } : {};
+      return { step: { type, intent: `${type.replace('_', ' ')} ${what(params)}`, params, ...before, ...anchor }, used: 1 };
     }
     case 'TYPE':
       return a.secret ? undefined : { step: { type: 'type_text', intent: `Type ${JSON.stringify(x.text)}`, params: { text: x.text }, ...before }, used: 1 };
@@ -86,14 +89,16 @@ export function compileStep(brainStep: Step, learned: LearnedStep, group: number
       intent: clip(brainStep.intent, INTENT_MAX),
       brain_type: brainStep.type,
       ...(brainStep.hint ? { hint: clip(brainStep.hint, INTENT_MAX) } : {}),
+      ...(brainStep.verify ? { verify: clip(brainStep.verify, INTENT_MAX) } : {}),
       ...(brainStep.max_steps ? { max_steps: brainStep.max_steps } : {}),
       ...(pieces[k]!.url_before ? { url_before: pieces[k]!.url_before } : {}),
+      ...(pieces[k]!.anchor ? { anchor: pieces[k]!.anchor } : {}),
       ...(after ? { url_after: after } : {}),
       // the landmark is what the brain saw when it said DONE: the group's last step checks it
       ...(k === pieces.length - 1 && learned.landmark ? { landmark: learned.landmark.slice(0, 512) } : {}),
     };
   };
-  return pieces.map(({ url_before: _b, ...s }, k) => ({ ...s, intent: clip(`${s.intent} (replay of: ${brainStep.intent})`, INTENT_MAX), replay: mark(k) }));
+  return pieces.map(({ url_before: _b, anchor: _a, ...s }, k) => ({ ...s, intent: clip(`${s.intent} (replay of: ${brainStep.intent})`, INTENT_MAX), replay: mark(k) }));
 }
 
 export interface Compiled {

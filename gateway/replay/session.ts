@@ -2,7 +2,8 @@
 // they are, each checked as any (its handler's checks), and against the state
 // the recording saw: the page it started on (url_before), the page it left
 // (url_after) and, at the group's end, the landmark. A step whose target is
-// missing is tried on its recorded stable selector (no model call), then healed
+// missing is tried on its recorded stable selector (no model call), or on
+// computer_plane found on the screen by its visual anchor (no model call), then healed
 // by one grounding call (the brain points at the target, the
 // plane resolves what is there into a new durable target, the mechanical step
 // runs again on it); a page that does not match, or a grounding that does not
@@ -11,6 +12,8 @@
 // succeeds, a change of the stored plan.
 import { describeAtScript, targetParams, type DurableTarget } from '../../shared/replay-target.ts';
 import { isBrainError, type Brain, type Step, type StepContext, type StepHandler, type StepResult } from '../plugins/contract.ts';
+import { ANCHOR_WINDOW, cropAnchor, findAnchor, type VisualAnchor } from '../../shared/visual-anchor.ts';
+import { judgeVerify } from '../runner/gates.ts';
 import { compileStep, pageOf, type ReplayMark } from './compile.ts';
 
 const POINTED = new Set(['click', 'double_click', 'right_click', 'type_text']);
@@ -19,7 +22,7 @@ const TOP = /^steps\[(\d+)\]$/;
 export interface Heal {
   path: string;
   group: number;
-  how: 'selector' | 'grounding' | 'brain';
+  how: 'selector' | 'anchor' | 'grounding' | 'brain';
   reason: string;
   model_calls: number;
 }
@@ -67,11 +70,25 @@ export class ReplaySession {
 
   private async run(ctx: StepContext, mech: StepHandler, mark: ReplayMark, index: number): Promise<StepResult> {
     if (mark.url_before && !(await this.onPage(ctx, mark.url_before))) return this.brainHeal(ctx, mark, index, `the page is not the one the recording started on (${pageOf(mark.url_before)})`);
-    const r = await mech.run(ctx);
+    let step = ctx.step;
+    let moved: string | undefined;
+    if (mark.anchor && !ctx.plane.dom) {
+      const placed = await this.placeByAnchor(ctx, mark.anchor);
+      if ('missing' in placed) return (await this.groundHeal(ctx, mech, mark, index, placed.missing)) ?? this.brainHeal(ctx, mark, index, placed.missing);
+      step = placed.step;
+      moved = placed.moved;
+    }
+    const r = await mech.run(step === ctx.step ? ctx : { ...ctx, step });
     if (r.halt) return r;
     if (r.success) {
       const mismatch = await this.afterMismatch(ctx, mark);
-      return mismatch ? this.brainHeal(ctx, mark, index, mismatch) : r;
+      if (mismatch) return this.brainHeal(ctx, mark, index, mismatch);
+      if (moved) {
+        // the control is where the anchor was found: the stored plan clicks there from now on
+        this.replacements.set(index, [step]);
+        await this.healed(ctx, mark, { path: ctx.path, group: mark.group, how: 'anchor', reason: moved, model_calls: 0 });
+      }
+      return r;
     }
     if (r.failure_class === 'selector_miss' && POINTED.has(ctx.step.type)) {
       const why = r.data ?? 'target missing';
@@ -79,6 +96,20 @@ export class ReplaySession {
       if (s) return s;
     }
     return this.brainHeal(ctx, mark, index, r.data ?? r.failure_class ?? 'the replayed step failed');
+  }
+
+  /** computer_plane: the step's point where its visual anchor is on the screen now, or why it is not there. */
+  private async placeByAnchor(ctx: StepContext, anchor: VisualAnchor): Promise<{ step: Step; moved?: string } | { missing: string }> {
+    const p = (ctx.step.params ?? {}) as Record<string, unknown>;
+    if (typeof p.x !== 'number' || typeof p.y !== 'number') return { step: ctx.step };
+    const shot = await ctx.plane.screenshot();
+    const t0 = performance.now();
+    const found = await findAnchor(shot.image, anchor, p.x, p.y).catch((err: Error) => ({ error: err.message }));
+    ctx.log(`replay: visual anchor ${found && !('error' in found) ? `at ${found.x},${found.y} (mean difference ${found.mean_diff})` : 'not found'} near ${p.x},${p.y} in ${Math.round(performance.now() - t0)} ms`);
+    if (!found) return { missing: `the control's visual anchor is not on the screen within ${ANCHOR_WINDOW.x}x${ANCHOR_WINDOW.y} px of ${p.x},${p.y}` };
+    if ('error' in found) return { missing: `the visual anchor cannot be read: ${found.error.slice(0, 200)}` };
+    if (found.x === p.x && found.y === p.y) return { step: ctx.step };
+    return { step: { ...ctx.step, params: { ...p, x: found.x, y: found.y } }, moved: `the control moved from ${p.x},${p.y} to ${found.x},${found.y} (found by its visual anchor)` };
   }
 
   private async url(ctx: StepContext): Promise<string | undefined> {
@@ -94,10 +125,14 @@ export class ReplaySession {
   /** Why the page after the step is not what the recording saw, or undefined when it is. */
   private async afterMismatch(ctx: StepContext, mark: ReplayMark): Promise<string | undefined> {
     if (mark.url_after && !(await this.onPage(ctx, mark.url_after))) return `the step did not lead to ${pageOf(mark.url_after)}`;
-    if (mark.landmark && ctx.plane.dom) {
-      const text = await ctx.plane.dom.evaluate<string>('document.body ? document.body.innerText : ""').catch(() => '');
+    if (mark.landmark) {
       const flat = (x: string) => x.replace(/\s+/g, ' ').trim();
-      if (!flat(text).includes(flat(mark.landmark))) return `the page does not show ${JSON.stringify(mark.landmark)}`;
+      const want = flat(mark.landmark);
+      const dom = ctx.plane.dom;
+      // computer_plane's landmark is the title its page facts gave, its text a DOM snapshot the browser takes
+      const facts = dom ? undefined : await ctx.plane.facts?.({ text: true }).catch(() => null);
+      const text = dom ? await dom.evaluate<string>('document.body ? document.body.innerText : ""').catch(() => '') : `${facts?.title ?? ''}\n${facts?.text ?? ''}`;
+      if ((dom || facts) && !flat(text).includes(want)) return `the page does not show ${JSON.stringify(mark.landmark)}`;
     }
     return undefined;
   }
@@ -120,7 +155,9 @@ export class ReplaySession {
   private async groundHeal(ctx: StepContext, mech: StepHandler, mark: ReplayMark, index: number, reason: string): Promise<StepResult | undefined> {
     const found = ctx.brainFor?.();
     const dom = ctx.plane.dom;
-    if (!found || !dom) return undefined;
+    const old = (ctx.step.params ?? {}) as Record<string, unknown>;
+    // computer_plane: only a step that clicks a point can take the brain's point
+    if (!found || (!dom && (typeof old.x !== 'number' || typeof old.y !== 'number'))) return undefined;
     const { brain, calls } = counted(found);
     const shot = await ctx.plane.screenshot();
     const task = `Click the target of this step, nothing else: ${ctx.step.intent}`;
@@ -135,9 +172,16 @@ export class ReplaySession {
     ctx.recordModelIo?.('grounding', { model: brain.id, task, screen_size: { width: shot.width, height: shot.height } }, { text: out.reasoning, tool_calls: [out.action], usage: out.usage });
     const a = out.action;
     if (a.type !== 'CLICK' && a.type !== 'DOUBLE_CLICK' && a.type !== 'RIGHT_CLICK') return undefined;
-    const target = await dom.evaluate<DurableTarget | null>(describeAtScript(a.x, a.y)).catch(() => null);
-    const old = (ctx.step.params ?? {}) as Record<string, unknown>;
-    const healed: Step = { ...ctx.step, params: { ...targetParams(target ?? undefined, a), ...(typeof old.text === 'string' ? { text: old.text } : {}) } };
+    let healed: Step;
+    if (dom) {
+      const target = await dom.evaluate<DurableTarget | null>(describeAtScript(a.x, a.y)).catch(() => null);
+      healed = { ...ctx.step, params: { ...targetParams(target ?? undefined, a), ...(typeof old.text === 'string' ? { text: old.text } : {}) } };
+    } else {
+      // the new point, and a new anchor cut from the screen the brain pointed on
+      const { anchor: _old, ...rest } = mark;
+      const anchor = await cropAnchor(shot.image, a.x, a.y).catch(() => undefined);
+      healed = { ...ctx.step, params: { ...old, x: a.x, y: a.y }, replay: { ...rest, ...(anchor ? { anchor } : {}) } };
+    }
     const r = await mech.run({ ...ctx, step: healed });
     if (!r.success || (await this.afterMismatch(ctx, mark))) return undefined;
     this.replacements.set(index, [healed]);
@@ -151,13 +195,20 @@ export class ReplaySession {
     const handler = this.base(mark.brain_type);
     if (!found || !handler) return { success: false, failure_class: 'selector_miss', data: `replay: ${reason}; no brain here to heal it` };
     const { brain, calls } = counted(found);
-    const original: Step = { type: mark.brain_type, intent: mark.intent, ...(mark.hint ? { hint: mark.hint } : {}), ...(mark.max_steps ? { max_steps: mark.max_steps } : {}) };
+    const original: Step = { type: mark.brain_type, intent: mark.intent, ...(mark.hint ? { hint: mark.hint } : {}), ...(mark.verify ? { verify: mark.verify } : {}), ...(mark.max_steps ? { max_steps: mark.max_steps } : {}) };
     const r = await handler.run({ ...ctx, brain, step: original });
     if (!r.success) return { ...r, data: `replay: ${reason}; the brain did not heal it: ${r.data ?? r.failure_class ?? ''}`.slice(0, 1000) };
+    // the brain redid the step: it is judged as the learning run judged it (one call), or the heal claims what nobody saw
+    let judged = 0;
+    if (mark.verify) {
+      const v = await judgeVerify({ ...ctx, step: original }, mark.verify);
+      if (!v.success) return { ...v, data: `replay: ${reason}; the brain's heal failed its verify: ${v.data ?? ''}`.slice(0, 1000) };
+      judged = 1;
+    }
     this.covered.add(mark.group);
     const compiled = r.learned ? compileStep(original, r.learned, mark.group, this.runId) : undefined;
     this.replacements.set(index, compiled && !('refused' in compiled) ? compiled : [original]);
-    await this.healed(ctx, mark, { path: ctx.path, group: mark.group, how: 'brain', reason, model_calls: calls() });
+    await this.healed(ctx, mark, { path: ctx.path, group: mark.group, how: 'brain', reason, model_calls: calls() + judged });
     return { ...r, data: `replay healed by the brain (${reason.slice(0, 200)}): ${r.data ?? ''}`.slice(0, 1000) };
   }
 

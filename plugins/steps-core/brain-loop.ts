@@ -127,7 +127,7 @@ export async function runBrainLoop(ctx: StepContext, brain: Brain): Promise<Step
       continue;
     }
     let done;
-    const learned = await learner.look(ctx, action, url);
+    const learned = await learner.look(ctx, action, url, shot);
     try {
       done = await ctx.plane.act(action);
     } catch (err) {

@@ -2,9 +2,11 @@
 // element under each click resolved to a durable target (one evaluate, before the
 // click moves the page), the URL before it, and at DONE the URL and a landmark.
 // Text typed into a password field is never kept: the step is then not compiled.
-// computer_plane: no DOM, so the points and the URLs its page facts give.
+// computer_plane: no DOM, so the points, a crop of the screenshot around each
+// (its visual anchor) and the URLs its page facts give.
 import { FOCUSED_IS_SECRET, LANDMARK_SCRIPT, describeAtScript, type DurableTarget } from '../../shared/replay-target.ts';
-import type { Action, LearnedAction, LearnedStep, StepContext } from '../../gateway/plugins/contract.ts';
+import { cropAnchor } from '../../shared/visual-anchor.ts';
+import type { Action, LearnedAction, LearnedStep, Screenshot, StepContext } from '../../gateway/plugins/contract.ts';
 
 const POINTER = new Set(['CLICK', 'DOUBLE_CLICK', 'RIGHT_CLICK', 'TRIPLE_CLICK', 'MIDDLE_CLICK']);
 
@@ -13,12 +15,17 @@ export class Learner {
   private uncompilable: string | undefined;
 
   /** Reads what the action is about to act on; kept by keep() once the plane has acted. */
-  async look(ctx: StepContext, action: Action, url: string | undefined): Promise<LearnedAction> {
+  async look(ctx: StepContext, action: Action, url: string | undefined, shot: Screenshot): Promise<LearnedAction> {
     const dom = ctx.plane.dom;
     const base = url ? { url_before: url } : {};
-    if (POINTER.has(action.type) && dom && 'x' in action && action.x !== undefined && action.y !== undefined) {
-      const target = await dom.evaluate<DurableTarget | null>(describeAtScript(action.x, action.y)).catch(() => null);
-      return { action, ...base, ...(target ? { target } : {}) };
+    if (POINTER.has(action.type) && 'x' in action && action.x !== undefined && action.y !== undefined) {
+      if (dom) {
+        const target = await dom.evaluate<DurableTarget | null>(describeAtScript(action.x, action.y)).catch(() => null);
+        return { action, ...base, ...(target ? { target } : {}) };
+      }
+      // the screenshot the brain chose the point on (a crop that cannot be made leaves the bare point)
+      const anchor = await cropAnchor(shot.image, action.x, action.y).catch(() => undefined);
+      return { action, ...base, ...(anchor ? { anchor } : {}) };
     }
     if (action.type === 'TYPE') {
       const secret = dom ? await dom.evaluate<boolean>(FOCUSED_IS_SECRET).catch(() => true) : false;

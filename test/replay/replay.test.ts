@@ -136,6 +136,39 @@ describe('replays: a brain run compiles into a mechanical plan that replays and 
     site.moved = false;
   });
 
+  it("carries a brain step's verify: not judged on a mechanical replay, judged again when the brain heals the step", async () => {
+    site.changed = false;
+    site.moved = false;
+    for (const p of (await gw.req('GET', '/v1/compiled_plans', { token })).body.compiled_plans as Body[]) await gw.req('DELETE', `/v1/compiled_plans/${p.compiled_plan_id}`, { token });
+    const plan = shopPlan(site) as { steps: Body[] };
+    plan.steps[2] = { ...plan.steps[2], verify: 'the results list shows' };
+    const verifies = () => fake.requests.filter((r) => r.seen.tool === 'none').length;
+    fake.requests.length = 0;
+    const first = await run({ plan, replay: { cache: true } });
+    expect(first.status, JSON.stringify(first.steps)).to.equal('succeeded');
+    expect([fake.requests.length, verifies()]).to.deep.equal([8, 1]);
+    const compiled = (await gw.req('GET', `/v1/runs/${first.run_id}/compiled_plan`, { token })).body;
+    expect(compiled.plan.steps[2].replay.verify).to.equal('the results list shows');
+    expect(compiled.plan.steps[1].replay.verify).to.equal(undefined);
+    expect(planSchema(compiled.plan)).to.equal(true);
+    // a mechanical replay: the landmark and URLs stand in, no call
+    fake.requests.length = 0;
+    const again = await run({ plan, replay: { cache: true } });
+    expect(again.status, JSON.stringify(again.steps)).to.equal('succeeded');
+    expect(fake.requests.length).to.equal(0);
+    // the shop moved: the brain redoes both steps recorded on /, and the verified one is judged again
+    site.moved = true;
+    fake.requests.length = 0;
+    const healed = await run({ plan, replay: { cache: true } });
+    site.moved = false;
+    expect(healed.status, JSON.stringify(healed.steps)).to.equal('succeeded');
+    expect([fake.requests.length, verifies()]).to.deep.equal([6, 1]);
+    const heals = (await events(healed.run_id)).filter((e) => e.type === 'run.replay_healed').map((e) => [e.data.how, e.data.path, e.data.model_calls]);
+    expect(heals).to.deep.equal([['brain', 'steps[1]', 3], ['brain', 'steps[2]', 3]]);
+    const after = (await gw.req('GET', `/v1/runs/${healed.run_id}/compiled_plan`, { token })).body;
+    expect(after.plan.steps[2].replay.verify).to.equal('the results list shows');
+  });
+
   it('a control renamed in place is found again by its recorded id, with no model call', async () => {
     for (const p of (await gw.req('GET', '/v1/compiled_plans', { token })).body.compiled_plans as Body[]) await gw.req('DELETE', `/v1/compiled_plans/${p.compiled_plan_id}`, { token });
     const first = await run({ plan: shopPlan(site), replay: { cache: true } });
