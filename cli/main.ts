@@ -194,6 +194,9 @@ async function run(file: string): Promise<number> {
   if (!json) process.stderr.write(`run ${runId}\n`);
   // Ctrl-C once: the run goes on (say how to follow it); twice: cancel it and wait for its end
   let interrupts = 0;
+  // the second Ctrl-C's cancel: it ends this process (130) once the run has ended, even when
+  // following the run noticed that end first (it did at load 20, and the CLI exited 1)
+  let cancelling: Promise<never> | undefined;
   process.on('SIGINT', () => {
     interrupts++;
     if (interrupts === 1) {
@@ -203,15 +206,16 @@ async function run(file: string): Promise<number> {
       }, 3000).unref();
       return;
     }
-    void cancelAndWait(runId).then(
+    cancelling ??= cancelAndWait(runId).then(
       (b) => {
         process.stderr.write(`run ${runId} ${String(b.status)}${b.halt_class ? ` (halt_class ${String(b.halt_class)})` : ''}\n`);
-        process.exit(130);
+        return process.exit(130);
       },
       (e: unknown) => fail(`cancel failed: ${(e as Error).message}`, 1),
     );
   });
   await follow(runId);
+  if (cancelling) await cancelling;
   const result = await call('result', () => rp.result(runId));
   const rows = await rowsOf(runId);
   if (json) process.stdout.write(`${JSON.stringify({ ...result, rows })}\n`);
