@@ -10,7 +10,7 @@ import type { ContentRect, PageFactsTracker } from './page-facts.ts';
 import type { Grabber } from './grabber.ts';
 import type { XInput } from './xinput.ts';
 import { keyArgv } from './live-keys.ts';
-import type { DisplayKeymap } from './keymap.ts';
+import type { DisplayTyper } from './typer.ts';
 
 const IDLE_MS = 10_000;
 const MAX_FPS = 10;
@@ -35,7 +35,6 @@ export class ComputerLiveScreen implements LiveScreen {
   private shownRect = '';
   private publishedAt = 0;
   private encoding = false;
-  private typing: Promise<void> = Promise.resolve();
   private rect: ContentRect | undefined;
   private rectAt = 0;
   private rectReading: Promise<ContentRect> | undefined;
@@ -45,40 +44,14 @@ export class ComputerLiveScreen implements LiveScreen {
     private readonly grabber: Grabber,
     private readonly x: XInput,
     private readonly facts: PageFactsTracker | undefined,
-    /** binds the characters the display's keyboard has no key for before xdotool types them */
-    private readonly keymap: DisplayKeymap,
+    /** types text, binding the characters the display's keyboard has no key for first */
+    private readonly typer: DisplayTyper,
   ) {}
 
-  /**
-   * Types `text` on the display: in pieces of at most as many different characters beyond
-   * the keyboard as the keymap holds, each bound first, so xdotool never rebinds a key per press.
-   */
-  private type(text: string): Promise<void> {
-    // two screens in control of one display: a piece's binding is not replaced before it is typed
-    const next = this.typing.then(() => this.typePieces(text));
-    this.typing = next.catch(() => undefined);
-    return next;
-  }
-
-  private async typePieces(text: string): Promise<void> {
-    const room = await this.keymap.capacity();
-    let piece = '';
-    let extra = new Set<string>();
-    const flush = async (): Promise<void> => {
-      if (!piece) return;
-      await this.keymap.bind([...extra]);
-      await this.run(['type', '--clearmodifiers', '--delay', '2', '--', piece]);
-      piece = '';
-      extra = new Set();
-    };
-    for (const c of text) {
-      if (!/[\x20-\x7e\t\n]/.test(c) && !extra.has(c)) {
-        if (extra.size >= room) await flush();
-        extra.add(c);
-      }
-      piece += c;
-    }
-    await flush();
+  /** Types `text` on the display, characters beyond its keyboard bound first (typer.ts). */
+  private async type(text: string): Promise<void> {
+    const r = await this.typer.type(text, ['--clearmodifiers', '--delay', '2'], TIMEOUT_MS);
+    if (r.returncode !== 0) throw new Error(`xdotool type failed: ${r.stderr.slice(0, 200)}`);
   }
 
   async frame(after: number, waitMs: number): Promise<LiveFrame | undefined> {

@@ -25,6 +25,7 @@ import { CDP_ACTIVITY_ROUTES, CdpActivity, cdpActivityOps } from '../core/cdp-ac
 import { LIVE_ROUTES, liveOps, type LiveInput } from '../core/live.ts';
 import { ComputerLiveScreen } from './live.ts';
 import { DisplayKeymap } from './keymap.ts';
+import { DisplayTyper, typeOfArgv } from './typer.ts';
 const ROUTES = { screenshot: 'POST', xdotool: 'POST', cdp: 'POST', ...DOWNLOAD_ROUTES, ...CDP_ACTIVITY_ROUTES, ...LIVE_ROUTES } as const;
 
 function parseFormat(b: Body): ImageFormat {
@@ -190,7 +191,9 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
   }
   // The tab on screen, chosen without asking the pages (a visibilityState read would run script in each)
   const shownPage = async () => facts?.activePage() ?? (await b.pages()).at(-1);
-  const live = new ComputerLiveScreen(g, x, facts, new DisplayKeymap(d.env));
+  // one typer per display: the run's typing and a person's paste never rebind each other's keys
+  const typer = new DisplayTyper(x, new DisplayKeymap(d.env));
+  const live = new ComputerLiveScreen(g, x, facts, typer);
   // `page_text: true` on a request adds the rendered text (the hints' expect_text_present, anti-bot markers)
   // a screenshot's facts say where on it the page is drawn (the runner judges "the page changed" there)
   const pageFacts = async (body?: Body, shot?: { width: number; height: number }) => {
@@ -221,7 +224,9 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
       async run(body: Body): Promise<OpResult> {
         const argv = parseArgv(body);
         const timeout = optInt(body, 'timeout_ms', 1, 120_000) ?? 5000;
-        const r = jitter ? await humanized(x, argv, timeout) : await x.run(argv, timeout);
+        // text beyond the display's keyboard (é, ✓, 中) is bound to keys before it is typed (typer.ts)
+        const typed = typeOfArgv(argv);
+        const r = typed ? await typer.type(typed.text, typed.options, timeout) : jitter ? await humanized(x, argv, timeout) : await x.run(argv, timeout);
         lastInputAt = Date.now();
         return { body: { ...r, ...(await pageFacts(body)) } };
       },

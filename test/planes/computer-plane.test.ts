@@ -131,6 +131,17 @@ describe('computer_plane agent', function () {
           expect(await evalJson<string>(s, `document.activeElement.id`)).to.equal('name');
         });
 
+        it('typing beyond the display keyboard lands exactly (the characters bound to spare keys first)', async () => {
+          const [x, y] = await screenPoint(s, '#name');
+          await s.xdotool(['mousemove', x, y]);
+          await s.xdotool(['click', '1']);
+          await s.xdotool(['key', 'ctrl+a', 'BackSpace']);
+          // xdotool alone rebinds a key per press, and Chromium read the mapping after it was undone: 'caf  '
+          const typed = await s.xdotool(['type', '--delay', '2', '--', 'café ✓ 中ü']);
+          expect(typed.returncode, typed.stderr).to.equal(0);
+          await waitFor(async () => ((await evalJson<string>(s, `document.getElementById('name').value`)) === 'café ✓ 中ü' ? true : undefined), 5000, 'typed text');
+        });
+
         it('returns xdotool output and a failing return code', async () => {
           const loc = await s.xdotool(['getmouselocation', '--shell']);
           expect(loc.returncode).to.equal(0);

@@ -2,6 +2,7 @@
 // which keycodes it takes, and that their own keys (one line or several) leave the symbols.
 import { expect } from 'chai';
 import { keysymOf, parseKeymap } from '../../agents/computer/keymap.ts';
+import { typeOfArgv } from '../../agents/computer/typer.ts';
 
 const DUMP = `xkb_keymap {
 xkb_keycodes "evdev" {
@@ -47,5 +48,16 @@ describe('computer_plane: the keymap that binds characters beyond the keyboard',
 
   it('refuses a dump without symbols', () => {
     expect(() => parseKeymap('xkb_keymap { xkb_keycodes "x" { <A> = 9; };\n};')).to.throw(/no keycodes or symbols/);
+  });
+
+  it('hands the typer one plain `type` of text beyond the keyboard, with its flags; anything else goes to xdotool as it is', () => {
+    expect(typeOfArgv(['type', '--delay', '8', '--', 'café'])).to.deep.equal({ text: 'café', options: ['--delay', '8'] });
+    expect(typeOfArgv(['type', '--clearmodifiers', '--delay', '2', '中'])).to.deep.equal({ text: '中', options: ['--clearmodifiers', '--delay', '2'] });
+    expect(typeOfArgv(['type', '--', '--é'])).to.deep.equal({ text: '--é', options: [] });
+    expect(typeOfArgv(['type', '--delay', '8', '--', 'plain text']), 'the keyboard has it').to.equal(undefined);
+    expect(typeOfArgv(['type', 'é', 'ü']), 'two texts').to.equal(undefined);
+    expect(typeOfArgv(['type', '--file', '/etc/passwd']), 'a file').to.equal(undefined);
+    expect(typeOfArgv(['key', 'é']), 'not type').to.equal(undefined);
+    expect(typeOfArgv(['type']), 'no text').to.equal(undefined);
   });
 });
