@@ -23,6 +23,7 @@ import { PageFactsTracker } from './page-facts.ts';
 import { DOWNLOAD_ROUTES, downloadDirFor, downloadOps, prepareDownloadDir, removeDownloadDir } from '../core/downloads.ts';
 import { CDP_ACTIVITY_ROUTES, CdpActivity, cdpActivityOps } from '../core/cdp-activity.ts';
 import { LIVE_ROUTES, liveOps, type LiveInput } from '../core/live.ts';
+import { primeRoot } from '../core/cdp-relay.ts';
 import { ComputerLiveScreen } from './live.ts';
 import { DisplayKeymap } from './keymap.ts';
 const ROUTES = { screenshot: 'POST', xdotool: 'POST', cdp: 'POST', ...DOWNLOAD_ROUTES, ...CDP_ACTIVITY_ROUTES, ...LIVE_ROUTES } as const;
@@ -245,6 +246,7 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
     }),
   };
   const endpoint = launched.endpoint;
+  const root = init.enable_cdp ? primeRoot(endpoint()) : undefined;
   return {
     chromePid: b.process()?.pid ?? null,
     display: d.name,
@@ -259,7 +261,9 @@ async function startComputer(init: SessionInitRequest, dataDir: string): Promise
     cdpActivity: activity,
     // the browser is the session's alone (a pooled one is taken, never given back)
     cdpEndpoint: () => (init.enable_cdp ? endpoint() : Promise.reject(forbidden('CDP is disabled for this session (enable_cdp was not set at init)'))),
+    ...(root ? { cdpSocket: () => root.take() } : {}),
     close: async () => {
+      root?.close();
       lost.closingNow();
       live.stop();
       await facts?.close();
