@@ -5,13 +5,16 @@
 // default context, each existing context, and later each context the client creates):
 // Chromium forgets a download setting when the connection that made it goes, so each
 // connection sets it anew. The relay's own commands use negative ids, which clients
-// cannot (the filter refuses them), and their answers are not passed on.
+// cannot (the filter refuses them), and their answers are not passed on. A session's
+// first root connection is opened at its start (primeRoot), off its client's connect.
 import WebSocket from 'ws';
 import { filterClientMessage, type FilterContext } from './cdp-filter.ts';
 
 export interface RelayOptions extends FilterContext {
   /** ws://127.0.0.1:<port>/devtools/browser/<id> */
   endpoint: string;
+  /** a root connection opened ahead to `endpoint` (primeRoot), used when still open */
+  socket?: WebSocket;
   toClient(data: string): void;
   /** the browser's end of the connection went (once; not after close()) */
   onEnd(reason: string): void;
@@ -31,8 +34,42 @@ const RESPONSE_ID = /^\{"id":(-?\d+)[,}]/;
 /** A large frame (a screenshot) is fine; the cap only guards the agent's memory. */
 const MAX_PAYLOAD = 256 * 1024 * 1024;
 
+const openRoot = (endpoint: string): WebSocket => new WebSocket(endpoint, { perMessageDeflate: false, maxPayload: MAX_PAYLOAD });
+
+/**
+ * A root connection to the browser at `endpoint` (once known), opened now and held unused
+ * until a CDP stream takes it: nothing is sent on it before, so the browser sends nothing
+ * (no domain is enabled) and the session's other users never see it. Measured at load 20,
+ * its handshake cost a client's connect 10-90 ms.
+ */
+export function primeRoot(endpoint: Promise<string>): { take(): WebSocket | undefined; close(): void } {
+  let ws: WebSocket | undefined;
+  let closed = false;
+  void endpoint.then(
+    (e) => {
+      if (closed) return;
+      ws = openRoot(e);
+      // a socket nobody took yet fails quietly: the stream then opens its own
+      ws.on('error', () => undefined);
+    },
+    () => undefined,
+  );
+  return {
+    take() {
+      const w = ws;
+      ws = undefined;
+      return w && (w.readyState === WebSocket.OPEN || w.readyState === WebSocket.CONNECTING) ? w : undefined;
+    },
+    close() {
+      closed = true;
+      ws?.terminate();
+      ws = undefined;
+    },
+  };
+}
+
 export function startRelay(o: RelayOptions): Relay {
-  const ws = new WebSocket(o.endpoint, { perMessageDeflate: false, maxPayload: MAX_PAYLOAD });
+  const ws = o.socket ?? openRoot(o.endpoint);
   let ready = false;
   let closed = false;
   const queue: string[] = [];
@@ -56,15 +93,21 @@ export function startRelay(o: RelayOptions): Relay {
     o.onEnd(reason);
   };
 
-  ws.on('open', () => {
-    void (async () => {
-      const [, contexts] = await Promise.all([downloadsTo(), sendOwn('Target.getBrowserContexts', {})]);
+  // One round trip before the client's messages go: the browser handles one connection's
+  // commands in order, so the download settings sent before them apply before them.
+  const setUp = (): void => {
+    const known = o.contextId ? [o.contextId] : [];
+    void downloadsTo();
+    for (const c of known) void downloadsTo(c);
+    void sendOwn('Target.getBrowserContexts', {}).then((contexts) => {
       const ids = Array.isArray(contexts?.browserContextIds) ? (contexts.browserContextIds as unknown[]).filter((c): c is string => typeof c === 'string') : [];
-      await Promise.all(ids.map((c) => downloadsTo(c)));
+      for (const c of ids) if (!known.includes(c)) void downloadsTo(c);
       ready = true;
       for (const m of queue.splice(0)) ws.send(m);
-    })();
-  });
+    });
+  };
+  if (ws.readyState === WebSocket.OPEN) setUp();
+  else ws.on('open', setUp);
   ws.on('message', (buf: Buffer) => {
     const text = buf.toString('utf8');
     const m = RESPONSE_ID.exec(text);

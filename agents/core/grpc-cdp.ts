@@ -59,8 +59,10 @@ export function serveCdp(core: PlaneCore, call: CdpCall, token: string | undefin
   impl.cdpEndpoint().then(
     (endpoint) => {
       if (over) return;
+      const socket = impl.cdpSocket?.();
       relay = startRelay({
         endpoint,
+        ...(socket ? { socket } : {}),
         downloadDir: impl.downloadDir,
         ...(impl.cdpContextId ? { contextId: impl.cdpContextId } : {}),
         ...(impl.cdpActivity ? { onCommand: (method: string, params: Record<string, unknown>) => impl.cdpActivity!.note(method, params) } : {}),

@@ -30,6 +30,12 @@ export interface AgentConfig {
   tlsKey: string | undefined;
   /** PLANE_WARM_POOL: warm items kept ready (0: none). */
   warmPool: number;
+  /**
+   * PLANE_WARM_DEPTH: with the warm pool on, at least this many items are kept (0: PLANE_WARM_POOL's).
+   * A CDP session retires its browser: with a second one warm the next session does not wait for
+   * the replacement's launch. The gateway's local agents inherit it (the gateway sets PLANE_WARM_POOL=1).
+   */
+  warmDepth: number;
   /** PLANE_GEO_POOLS, PLANE_GEO_POOL_IDLE_SECONDS: dom_plane's warm pools for geos other than the default, while the warm pool is on */
   geoPools: { max: number; idleSeconds: number };
   /** PLANE_CAPACITY: sessions this agent serves at once, each on its own pair of ports (the spec's one session per endpoint) with its own display and browser. */
@@ -62,6 +68,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): AgentConfig
     tlsCert: env.PLANE_TLS_CERT || undefined,
     tlsKey: env.PLANE_TLS_KEY || undefined,
     warmPool: Number(env.PLANE_WARM_POOL || 0),
+    warmDepth: Number(env.PLANE_WARM_DEPTH || 0),
     geoPools: { max: Number(env.PLANE_GEO_POOLS || 2), idleSeconds: Number(env.PLANE_GEO_POOL_IDLE_SECONDS || 300) },
     capacity: Number(env.PLANE_CAPACITY || 1),
     register: undefined,
@@ -74,6 +81,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): AgentConfig
   recordingFps(env);
   if (!Number.isFinite(cfg.orphanSeconds) || cfg.orphanSeconds < 0 || cfg.orphanSeconds > 86_400) throw new Error('PLANE_SESSION_ORPHAN_SECONDS must be in [0, 86400]');
   if (!Number.isInteger(cfg.warmPool) || cfg.warmPool < 0 || cfg.warmPool > 8) throw new Error('PLANE_WARM_POOL must be an integer in [0, 8]');
+  if (!Number.isInteger(cfg.warmDepth) || cfg.warmDepth < 0 || cfg.warmDepth > 8) throw new Error('PLANE_WARM_DEPTH must be an integer in [0, 8]');
   if (!Number.isInteger(cfg.geoPools.max) || cfg.geoPools.max < 0 || cfg.geoPools.max > 8) throw new Error('PLANE_GEO_POOLS must be an integer in [0, 8]');
   if (!Number.isFinite(cfg.geoPools.idleSeconds) || cfg.geoPools.idleSeconds < 1 || cfg.geoPools.idleSeconds > 86_400) throw new Error('PLANE_GEO_POOL_IDLE_SECONDS must be in [1, 86400]');
   if (!Number.isInteger(cfg.capacity) || cfg.capacity < 1 || cfg.capacity > 16) throw new Error('PLANE_CAPACITY must be an integer in [1, 16]');
@@ -152,7 +160,7 @@ export async function startAgent(factory: PlaneFactory, cfg: AgentConfig): Promi
     throw err;
   }
   // once the slots listen: the pool's first browser (and the loading of what drives it) does not hold up the listening line
-  if (cfg.warmPool > 0) factory.startPool?.(cfg.warmPool, logFn, { geoPools: cfg.geoPools });
+  if (cfg.warmPool > 0) factory.startPool?.(Math.max(cfg.warmPool, cfg.warmDepth), logFn, { geoPools: cfg.geoPools });
 
   const reg = cfg.register;
   // which browser the agent's sessions run on, so a run can ask for one (plane_labels: {browser: chromium} where stealth matters)

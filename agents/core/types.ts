@@ -1,4 +1,5 @@
 // The records of the spec's compute-plane wire contract, shared by both planes.
+import type WebSocket from 'ws';
 import type { LostSignal } from './lost.ts';
 import type { ProxyExit } from './geo.ts';
 
@@ -87,6 +88,12 @@ export interface PlaneSessionImpl {
    * for it marks the browser for retirement at close (a warm one is not lent again).
    */
   cdpEndpoint(): Promise<string>;
+  /**
+   * A root CDP connection to the session's browser opened at the session's start (cdp-relay.ts
+   * primeRoot), taken by the first CDP stream so a client's connect does not wait for its
+   * handshake; undefined once taken, or when it closed (the stream then opens its own).
+   */
+  cdpSocket?(): WebSocket | undefined;
   /**
    * The session's own browser context when it is not the browser's default one (a pooled
    * browser lends a context): a page the CDP client opens without naming a context opens

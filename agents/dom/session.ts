@@ -19,6 +19,7 @@ import { LostSignal } from '../core/lost.ts';
 import { sessionBrowser, warmPools } from './browsers.ts';
 import { DOWNLOAD_ROUTES, downloadDirFor, downloadOps, prepareDownloadDir, removeDownloadDir } from '../core/downloads.ts';
 import { CDP_ACTIVITY_ROUTES, CdpActivity, cdpActivityOps } from '../core/cdp-activity.ts';
+import { primeRoot } from '../core/cdp-relay.ts';
 import { browserUser } from '../core/browser-user.ts';
 import { LIVE_ROUTES, liveOps, type LiveInput } from '../core/live.ts';
 import { DomLiveScreen } from './live.ts';
@@ -185,6 +186,7 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
   }
   const lost = new LostSignal();
   lost.watchBrowser(b);
+  const root = init.enable_cdp ? primeRoot(l.endpoint()) : undefined;
   const [width, height] = init.viewport;
   const live = new DomLiveScreen(tabs, init.viewport);
   const op = (http: 'GET' | 'POST', idempotent: boolean, run: (body: Body) => Promise<Record<string, unknown>>): OpSpec => ({
@@ -343,7 +345,9 @@ async function startDom(init: SessionInitRequest, dataDir: string): Promise<Plan
       if (ctx.id) await Promise.all((await b.defaultBrowserContext().pages()).map((p) => p.close().catch(() => undefined)));
       return l.endpoint();
     },
+    ...(root ? { cdpSocket: () => root.take() } : {}),
     close: async () => {
+      root?.close();
       lost.closingNow();
       browser.prepareNext();
       await live.stop();

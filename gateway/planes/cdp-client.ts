@@ -1,7 +1,9 @@
 // The gateway's end of a Cdp stream: one root CDP connection to a plane session's
 // browser, relayed (and filtered) by its agent. One text frame per CDP message both
-// ways. The channel is per stream: a session's CDP clients come and go (re-attach)
-// while the session's own Session stream stays, so nothing is shared with GrpcTransport.
+// ways. Cdp streams to one agent share a channel of their own (never GrpcTransport's:
+// a session's CDP clients come and go while its Session stream stays), opened ahead by
+// the session's owner (warmCdpChannel) so a client's connect does not pay for the
+// channel's TCP and HTTP/2 handshakes, and closed LINGER_MS after its last stream.
 import * as grpc from '@grpc/grpc-js';
 import { loadPlaneProto, type CdpFrame, type CdpFrame__Output } from '../../proto/load.ts';
 
@@ -26,18 +28,74 @@ export interface CdpStream {
 
 /** The agent accepts frames up to 16 MB from a client (large scripts); the browser may send more. */
 const MAX_RECEIVE_BYTES = 256 * 1024 * 1024;
+/** How long an agent's channel stays open after its last Cdp stream (a client re-attaching, a session's next one). */
+const LINGER_MS = 30_000;
 
-export function openCdpStream(o: CdpStreamOptions): CdpStream {
+type AgentClient = InstanceType<ReturnType<typeof loadPlaneProto>['runplane']['plane']['PlaneAgent']>;
+interface Shared {
+  client: AgentClient;
+  users: number;
+  linger?: NodeJS.Timeout;
+}
+/** channels by agent url, secret and CA: the secret is part of the key, so a channel is never used with another's credentials */
+const channels = new Map<string, Shared>();
+const keyOf = (o: Omit<CdpStreamOptions, 'token'>): string => JSON.stringify([o.url, o.secret ?? '', o.ca?.toString('base64') ?? '']);
+
+function channel(o: Omit<CdpStreamOptions, 'token'>): { client: AgentClient; release(broken: boolean): void } {
   const u = new URL(o.url);
   if (u.protocol !== 'grpc:' && u.protocol !== 'grpcs:') throw new Error(`a Cdp stream needs a grpc(s):// url, not ${u.protocol}`);
-  const proto = loadPlaneProto();
-  const creds = u.protocol === 'grpcs:' ? grpc.credentials.createSsl(o.ca ?? null) : grpc.credentials.createInsecure();
-  const client = new proto.runplane.plane.PlaneAgent(u.host, creds, {
-    'grpc.max_receive_message_length': MAX_RECEIVE_BYTES,
-    'grpc.max_send_message_length': MAX_RECEIVE_BYTES,
-    'grpc.keepalive_time_ms': 10_000,
-    'grpc.keepalive_timeout_ms': 5_000,
-  });
+  const key = keyOf(o);
+  let sh = channels.get(key);
+  if (!sh) {
+    const creds = u.protocol === 'grpcs:' ? grpc.credentials.createSsl(o.ca ?? null) : grpc.credentials.createInsecure();
+    const client = new (loadPlaneProto().runplane.plane.PlaneAgent)(u.host, creds, {
+      'grpc.max_receive_message_length': MAX_RECEIVE_BYTES,
+      'grpc.max_send_message_length': MAX_RECEIVE_BYTES,
+      'grpc.keepalive_time_ms': 10_000,
+      'grpc.keepalive_timeout_ms': 5_000,
+    });
+    sh = { client, users: 0 };
+    channels.set(key, sh);
+  }
+  const s = sh;
+  if (s.linger) clearTimeout(s.linger);
+  s.linger = undefined;
+  s.users += 1;
+  let released = false;
+  const drop = (): void => {
+    if (channels.get(key) === s) channels.delete(key);
+    s.client.close();
+  };
+  return {
+    client: s.client,
+    release(broken) {
+      if (released) return;
+      released = true;
+      s.users -= 1;
+      // an agent that could not be reached (gone, restarted on another port) gets a fresh channel next time
+      if (broken && channels.get(key) === s) channels.delete(key);
+      if (s.users > 0) return;
+      if (channels.get(key) !== s) return void s.client.close();
+      s.linger = setTimeout(drop, LINGER_MS);
+      s.linger.unref();
+    },
+  };
+}
+
+/** Opens (connects) the channel Cdp streams to this agent will use, before any client asks; it closes LINGER_MS after its last use. */
+export function warmCdpChannel(o: Omit<CdpStreamOptions, 'token'>): void {
+  try {
+    const c = channel(o);
+    c.client.getChannel().getConnectivityState(true);
+    c.release(false);
+  } catch {
+    // a url that is not gRPC: the stream's own open will say so
+  }
+}
+
+export function openCdpStream(o: CdpStreamOptions): CdpStream {
+  const ch = channel(o);
+  const client = ch.client;
   const md = new grpc.Metadata();
   if (o.secret) md.set('authorization', `Bearer ${o.secret}`);
   md.set('x-service-session', o.token);
@@ -46,10 +104,11 @@ export function openCdpStream(o: CdpStreamOptions): CdpStream {
   const messageFns: Array<(data: string) => void> = [];
   const closeFns: Array<(reason: string) => void> = [];
   let closedReason: string | undefined;
+  let unreachable = false;
   const finish = (reason: string): void => {
     if (closedReason !== undefined) return;
     closedReason = reason;
-    client.close();
+    ch.release(unreachable);
     for (const fn of closeFns) fn(reason);
   };
 
@@ -58,6 +117,8 @@ export function openCdpStream(o: CdpStreamOptions): CdpStream {
     for (const fn of messageFns) fn(f.data);
   });
   call.on('error', (err: grpc.ServiceError) => {
+    // UNAVAILABLE is also how the agent ends a stream whose session closed: only a failed connection drops the channel
+    unreachable = err.code === grpc.status.UNAVAILABLE && /connect|No connection|ECONNREFUSED/i.test(err.details || err.message);
     if (err.code === grpc.status.CANCELLED) finish(closedReason ?? 'closed');
     else finish(err.details || err.message);
   });

@@ -16,6 +16,7 @@ import { describeSave, type ProfileHandle, type ProfileSyncs } from '../runner/p
 import type { KeyedStore } from '../state/tables.ts';
 import type { PlaneEndpoint, PlaneLease, PlaneProvider } from '../runner/planes.ts';
 import { callPlane } from '../takeover/plane-call.ts';
+import { warmCdpChannel } from '../planes/index.ts';
 import { SESSION_ID, newSessionId, pageSessions, sessionKey, type EndReason, type SessionRecord } from './records.ts';
 import type { RunRecorder } from '../runner/recording.ts';
 import { SessionTrace, type CdpActivity } from './session-trace.ts';
@@ -111,6 +112,8 @@ export class SessionsService {
       const endpoint = lease.endpoint?.();
       const live: SessionRecord = { ...record, status: 'live', updated_at: new Date().toISOString(), endpoint: endpoint ? { url: endpoint.url, token: endpoint.token } : null };
       await this.d.store.set(sessionKey(tenant.tenant_id, id), live);
+      // the channel a client's CDP connection will take, connected while the answer goes back
+      if (endpoint) warmCdpChannel(endpoint);
       const held = this.hold(live, lease, renew);
       held.profile = profile;
       held.tracing = this.traceOf(live, lease).then((t) => (held.trace = t)).catch(() => undefined);
