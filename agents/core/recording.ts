@@ -50,6 +50,15 @@ export function recordingFps(env: NodeJS.ProcessEnv = process.env): number {
   return n;
 }
 
+/**
+ * PLANE_RECORD_PACED (default on): dom_plane's screencast is stopped after each frame it
+ * takes and started again a frame period later, so Chromium copies and encodes at most
+ * about PLANE_RECORD_FPS frames a second instead of one per repaint (agents/dom/active-cast.ts).
+ */
+export function recordingPaced(env: NodeJS.ProcessEnv = process.env): boolean {
+  return flag(env.PLANE_RECORD_PACED, true);
+}
+
 /** How long a stop waits for an x11grab recording's first output. */
 const FIRST_OUTPUT_WAIT_MS = 3000;
 const sizeOf = (file: string): number => {

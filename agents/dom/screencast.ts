@@ -5,8 +5,10 @@
 // and while nothing changes only once a second (the video still runs as long as the
 // session, and a seek to a moment of the session lands on what the page showed).
 // Encoding a repeated frame cost as much as a new one: a static page cost `fps`
-// frames a second, now one. The recorder follows the active tab.
-import { Recording } from '../core/recording.ts';
+// frames a second, now one. The recorder follows the active tab, its cast paced to
+// `fps` (active-cast.ts): Chromium copies and encodes only about the frames the video
+// can keep, not one per repaint (PLANE_RECORD_PACED=0 for every repaint, as before).
+import { Recording, recordingPaced } from '../core/recording.ts';
 import type { Tabs } from './tabs.ts';
 import { ActiveTabCast } from './active-cast.ts';
 
@@ -30,7 +32,8 @@ export class ScreencastRecorder {
     size: [number, number],
   ) {
     const [w, h] = size;
-    this.cast = new ActiveTabCast(tabs, { quality: 60, maxWidth: w, maxHeight: h, onFrame: (jpeg: Buffer) => (this.latest = jpeg) });
+    const paceMs = recordingPaced() ? 1000 / fps : undefined;
+    this.cast = new ActiveTabCast(tabs, { quality: 60, maxWidth: w, maxHeight: h, paceMs, onFrame: (jpeg: Buffer) => (this.latest = jpeg) });
     this.recording = new Recording(file, ['-use_wallclock_as_timestamps', '1', '-f', 'image2pipe', '-c:v', 'mjpeg', '-i', 'pipe:0', '-fps_mode', 'vfr', '-vf', `scale=${w}:${h}`], true);
   }
 
@@ -53,7 +56,7 @@ export class ScreencastRecorder {
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
-    await this.cast.stop();
+    await this.cast.stop(true);
     // the last picture once more, stamped now: the video lasts until the session's end
     if (this.latest) this.write(this.latest);
     await this.recording.stop();

@@ -17,7 +17,7 @@ import { Walker } from './walker.ts';
 import { describeSave } from './profile-sync.ts';
 import { rideOut, ridingOut } from './ride-out.ts';
 import { RunClock } from './clock.ts';
-import type { HumanSide } from './human.ts';
+import { OperatorWatch, type HumanSide } from './human.ts';
 import { learnFrom } from '../replay/service.ts';
 import type { RunnerDeps } from './deps.ts';
 
@@ -58,8 +58,10 @@ export class RunExecutor {
     // the cap stops while a person has the page (human.ts)
     const clock = new RunClock();
     const timer = clock.timer(maxMs, () => halt(new Halt('time_cap', `max_time_minutes (${queued.runtime.max_time_minutes}) reached`)));
+    const operator = new OperatorWatch();
     const unsubscribe = this.d.store.subscribe(`run:${runId}`, (e) => {
       if (e.type === 'run.cancel_requested') halt(new Halt('cancelled', 'cancelled by a caller'));
+      if (e.type === 'takeover_requested' && e.data.reason === 'operator') operator.heard();
     });
 
     // the run stays queued until a plane is bound: a run waiting for a free agent is not running
@@ -93,7 +95,7 @@ export class RunExecutor {
       await saveOrStop(d, run);
       await d.store.emit(run, 'run.status', { status: 'running', phase: 'running', backend: opened.plane.capabilities.backend });
       this.publishLive(run, opened);
-      const human = this.humanSide(d, () => run, st, clock, abort.signal, opened, recording);
+      const human = this.humanSide(d, () => run, st, clock, abort.signal, opened, recording, operator);
       const w = (walker = new Walker(d, run, opened.plane, st, abort.signal, (r) => (run = r), opened, recording, human, replay));
       await w.walk(run.plan.steps, 'steps');
       // a stop that came during the last step (cancel, cap, a plane that died) is the run's ending
@@ -191,7 +193,7 @@ export class RunExecutor {
   }
 
   /** What a step's askHuman needs (human.ts), or undefined when this gateway has no takeover service. */
-  private humanSide(d: RunnerDeps, current: () => RunRecord, st: RunState, clock: RunClock, signal: AbortSignal, lease: PlaneLease, rec: RunRecording | undefined): HumanSide | undefined {
+  private humanSide(d: RunnerDeps, current: () => RunRecord, st: RunState, clock: RunClock, signal: AbortSignal, lease: PlaneLease, rec: RunRecording | undefined, operator: OperatorWatch): HumanSide | undefined {
     const desk = this.d.takeover;
     if (!desk) return undefined;
     // the walker's steps so far go with every save: the run's own copy of them is older
@@ -216,6 +218,7 @@ export class RunExecutor {
       ...(rec ? { rec } : {}),
       traceIndex: () => Math.max(0, st.traced - 1),
       handled: new Set(),
+      operator,
       log: (line) => this.d.log.info({ run_id: current().run_id, tenant_id: current().tenant_id }, line),
     };
   }

@@ -76,6 +76,38 @@ export interface HumanSide {
   log(line: string): void;
   /** operator takeovers this run has waited for or reported already */
   handled: Set<string>;
+  /** when the store is read for an operator's takeover */
+  operator: OperatorWatch;
+}
+
+/** How often a run reads the store for an operator's takeover when no event said there is one. */
+export const OPERATOR_RECHECK_MS = 10_000;
+
+/**
+ * Whether a run should look for an operator's takeover before its next step. The
+ * request's `takeover_requested` event (reason operator) reaches the run's subscribers on
+ * every replica, so the store is read when it came, not before every step. Read also:
+ * before the first step (one asked before this runner took the run, as a recovered run
+ * on another replica), and every OPERATOR_RECHECK_MS (an event lost between replicas).
+ */
+export class OperatorWatch {
+  private asked = true;
+  private readAt = 0;
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  /** The run's event said an operator asked. */
+  heard(): void {
+    this.asked = true;
+  }
+
+  /** True when the store should be read now; it is then counted as read (an event heard during the read asks again). */
+  due(): boolean {
+    if (!this.asked && this.now() - this.readAt < OPERATOR_RECHECK_MS) return false;
+    this.asked = false;
+    this.readAt = this.now();
+    return true;
+  }
 }
 
 /** What a step's context gets of the run's takeover: askHuman and the runtime switches that call it. */
@@ -136,11 +168,12 @@ export async function askHuman(h: HumanSide, path: string, req: HumanRequest): P
 
 /**
  * Before each step: an operator asked to take the run over (POST /v1/runs/{id}/takeover, any
- * replica) and the run has not seen it yet. It waits for them as for a person it asked itself;
+ * replica) and the run has not seen it yet (the store is read only when OperatorWatch says). It waits for them as for a person it asked itself;
  * the operator's page got the relay at once, so inputs made during the step before count too.
  * Done or expiry: the run goes on (it did not need them). Fail: it halts human_failed.
  */
 export async function operatorPause(h: HumanSide, path: string): Promise<void> {
+  if (!h.operator.due()) return;
   const run = h.run();
   const t = await h.desk.forRun(run.tenant_id, run.run_id).catch(() => undefined);
   if (!t || t.reason !== 'operator' || h.handled.has(t.takeover_id)) return;
