@@ -261,8 +261,6 @@ async function runPool(jobs: Job[], width: number, extra: number, timesDir: stri
   } finally {
     clearInterval(sampler);
   }
-  if (extra > 0) process.stdout.write(`\n${extraStarts} jobs started in the extra lane\n`);
-
   const seconds: Record<string, number> = {};
   const cpu: Record<string, number> = {};
   let passes = 0;
@@ -282,7 +280,7 @@ async function runPool(jobs: Job[], width: number, extra: number, timesDir: stri
   // the seconds of this run, for test/support/file-seconds.json
   if (process.env.RUNPLANE_TEST_SECONDS_OUT) writeFileSync(process.env.RUNPLANE_TEST_SECONDS_OUT, `${JSON.stringify(seconds, null, 1)}\n`);
   if (failed.length) process.stdout.write(`\nfailed jobs:\n${failed.map((o) => `  ${o.job.name} (exit ${o.code})\n${failureRecap(o.out)}`).join('\n')}\n`);
-  process.stdout.write(`\nwall ${((performance.now() - t0) / 60_000).toFixed(1)} min, ${jobs.length} jobs, ${width} at a time\n`);
+  process.stdout.write(`\nwall ${((performance.now() - t0) / 60_000).toFixed(1)} min, ${jobs.length} jobs, ${width} at a time${extra > 0 ? ` and ${extraStarts} in the extra lane` : ''}\n`);
   process.stdout.write(`tests: ${passes} passed, ${failures} failed\n`);
   return failed.length > 0 || failures > 0 ? 1 : 0;
 }
