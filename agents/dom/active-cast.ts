@@ -129,8 +129,11 @@ export class ActiveTabCast {
     if (cdp && lastPicture) {
       // taken whatever it shows: the unchanged check would only skip a picture already taken
       this.restarted = false;
-      const got = new Promise<void>((r) => (this.arrived = r));
+      // a frame still on its way from before the stop is not the picture last drawn: the stop's
+      // answer comes after it (one connection, in order), so the wait starts after that answer
+      // (without this the unpaced video ended on the picture before the last, 1 run in 2 here)
       await cdp.send('Page.stopScreencast').catch(() => undefined);
+      const got = new Promise<void>((r) => (this.arrived = r));
       await this.start(cdp).catch(() => undefined);
       await Promise.race([got, new Promise((r) => setTimeout(r, LAST_PICTURE_WAIT_MS).unref())]);
       this.arrived = undefined;
