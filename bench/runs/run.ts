@@ -38,8 +38,7 @@ import { runInNewContext } from 'node:vm';
 import { pino } from 'pino';
 import { LocalAgentPlanes } from '../../gateway/runner/agent-planes.ts';
 import type { RunRecord } from '../../gateway/runs/records.ts';
-import type { PluginHost, StepHandler } from '../../gateway/plugins/contract.ts';
-import stepsCore from '../../plugins/steps-core/index.ts';
+import { coreHandlers } from './handlers.ts';
 import { startSite } from '../../test/support/site.ts';
 import { plainRunOwnBrowser, sharedBrowser } from './plain.ts';
 import { headlessBrowser } from '../../agents/core/chromium.ts';
@@ -104,19 +103,7 @@ const plain = await measurePlain(false);
 const plainPng = await measurePlain(true);
 
 // ---- the step handlers straight on an agent session, and acquisition from the warm pool
-const handlers = new Map<string, StepHandler>();
-const host: PluginHost = {
-  apiVersion: stepsCore.apiVersion,
-  log: { info() {}, warn() {}, error() {} },
-  dataDir: path.join(dir, 'plugins', stepsCore.name),
-  stepHandler: (h) => h.types.forEach((t) => handlers.set(t, h)),
-  brain() {},
-  recipe() {},
-  hostTool() {},
-  traceSink() {},
-  routes() {},
-};
-await stepsCore.register(host);
+const handlers = await coreHandlers(dir);
 const planes = new LocalAgentPlanes(path.join(dir, 'direct'), pino({ level: 'silent' }), { allowPrivateNetworks: true });
 const direct: number[] = [];
 const acquire: number[] = [];

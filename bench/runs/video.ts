@@ -18,8 +18,7 @@ import { randomUUID } from 'node:crypto';
 import { pino } from 'pino';
 import { LocalAgentPlanes } from '../../gateway/runner/agent-planes.ts';
 import type { RunRecord } from '../../gateway/runs/records.ts';
-import type { PluginHost, StepHandler } from '../../gateway/plugins/contract.ts';
-import stepsCore from '../../plugins/steps-core/index.ts';
+import { coreHandlers } from './handlers.ts';
 import { startSite } from '../../test/support/site.ts';
 import { plan, type PlanName } from './plan.ts';
 import { numArg, strArg } from '../stats.ts';
@@ -38,18 +37,7 @@ const settle = () => new Promise((r) => setTimeout(r, 3000));
 const site = await startSite();
 const steps = plan(site.url, PLAN);
 const dir = await mkdtemp(path.join(tmpdir(), 'runplane-bench-video-'));
-const handlers = new Map<string, StepHandler>();
-await stepsCore.register({
-  apiVersion: stepsCore.apiVersion,
-  log: { info() {}, warn() {}, error() {} },
-  dataDir: path.join(dir, 'plugins', stepsCore.name),
-  stepHandler: (h) => h.types.forEach((t) => handlers.set(t, h)),
-  brain() {},
-  recipe() {},
-  hostTool() {},
-  traceSink() {},
-  routes() {},
-} as PluginHost);
+const handlers = await coreHandlers(dir);
 
 const fakeRun = () => ({ run_id: randomUUID(), tenant_id: 'bench', profile_id: null, runtime: { compute_backend: 'dom_plane' } }) as unknown as RunRecord;
 async function oneRun(planes: LocalAgentPlanes): Promise<void> {
